@@ -1,0 +1,334 @@
+"""Checkpoints: the only module that touches orbax.
+
+A checkpoint is one step directory `<workdir>/checkpoints/<step>/` written atomically by an orbax
+`CheckpointManager` (written under a temporary name and renamed on commit, so a run killed
+mid-save leaves the previous checkpoint intact). It holds two items:
+
+  state  any pytree, typically {"params", "opt_state", "iteration", ...}
+  meta   a JSON sidecar (`meta/metadata`): the run config, library versions, the step, and the
+         shape of every leaf of `state`
+
+Restoring checks the sidecar before reading any array: a state template whose leaves have other
+shapes (another network size, another observation width), or a config whose shape-determining
+fields differ (`DEFAULT_SHAPE_KEYS`: network size, observation channels, variant list), raises
+`ValueError` naming every mismatch instead of an orbax error deep in the tree.
+
+Typical use from a training loop:
+
+    ckpt = Checkpointer(workdir, max_to_keep=3)
+    state = ckpt.restore_or_none(template, config=config) or template
+    ...
+    ckpt.save(iteration, state, config=config)
+    ...
+    ckpt.close()
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import flax
+import jax
+import ml_collections
+import numpy as np
+import optax
+import orbax.checkpoint as ocp
+
+import mmc_jax
+
+CHECKPOINT_SUBDIR = "checkpoints"
+
+# Dotted config paths that must agree between the saved run and the restoring one. A key is
+# compared only when both configs have it; the per-leaf shape check catches everything else.
+DEFAULT_SHAPE_KEYS = (
+    "network.num_blocks",
+    "network.channels",
+    "network.policy_channels",
+    "network.value_channels",
+    "network.value_hidden",
+    "network.layer_norm",
+    "network.num_actions",
+    "obs_channels",
+    "variants",
+)
+
+
+def library_versions() -> dict[str, str]:
+    """Versions recorded in every checkpoint sidecar."""
+    return {
+        "mmc_jax": mmc_jax.__version__,
+        "jax": jax.__version__,
+        "flax": flax.__version__,
+        "optax": optax.__version__,
+        "orbax_checkpoint": getattr(ocp, "__version__", "unknown"),
+        "numpy": np.__version__,
+    }
+
+
+def _jsonable(value: Any) -> Any:
+    """Recursively converts a config value to plain JSON types (tuples become lists)."""
+    if isinstance(value, ml_collections.ConfigDict | ml_collections.FrozenConfigDict):
+        value = value.to_dict()
+    if isinstance(value, Mapping):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_jsonable(v) for v in value]
+    if isinstance(value, bool | int | float | str) or value is None:
+        return value
+    if isinstance(value, np.generic | np.ndarray | jax.Array):
+        return np.asarray(value).tolist()
+    return repr(value)
+
+
+def _leaf_shapes(tree: Any) -> dict[str, list[int]]:
+    """{"['params']['Conv_0']['kernel']": [3, 3, C, F], ...} for every leaf of a pytree."""
+    flat, _ = jax.tree_util.tree_flatten_with_path(tree)
+    return {jax.tree_util.keystr(path): list(np.shape(leaf)) for path, leaf in flat}
+
+
+def _lookup(config: Mapping, dotted: str) -> tuple[bool, Any]:
+    node: Any = config
+    for part in dotted.split("."):
+        if not isinstance(node, Mapping) or part not in node:
+            return False, None
+        node = node[part]
+    return True, node
+
+
+def _check_compatible(
+    meta: Mapping,
+    target_template: Any,
+    config: Any | None,
+    shape_keys: Sequence[str],
+    where: str,
+) -> None:
+    """Raises ValueError listing every config-field and leaf-shape mismatch."""
+    problems = []
+    if config is not None and meta.get("config") is not None:
+        new_config = _jsonable(config)
+        for key in shape_keys:
+            saved_has, saved = _lookup(meta["config"], key)
+            new_has, new = _lookup(new_config, key)
+            if saved_has and new_has and saved != new:
+                problems.append(f"config field {key!r}: checkpoint has {saved!r}, config has {new!r}")
+    saved_shapes = meta.get("shapes", {})
+    new_shapes = _leaf_shapes(target_template)
+    for path in sorted(set(saved_shapes) | set(new_shapes)):
+        if path not in new_shapes:
+            problems.append(f"leaf {path}: in the checkpoint but not in the template")
+        elif path not in saved_shapes:
+            problems.append(f"leaf {path}: in the template but not in the checkpoint")
+        elif list(saved_shapes[path]) != list(new_shapes[path]):
+            problems.append(
+                f"leaf {path}: checkpoint shape {tuple(saved_shapes[path])}, "
+                f"template shape {tuple(new_shapes[path])}"
+            )
+    if problems:
+        shown = problems[:20] + ([f"... and {len(problems) - 20} more"] if len(problems) > 20 else [])
+        raise ValueError(
+            f"checkpoint {where} does not match the model being restored "
+            f"({len(problems)} mismatches):\n  " + "\n  ".join(shown)
+        )
+
+
+class Checkpointer:
+    """Saves and restores `state` pytrees under `<workdir>/checkpoints`.
+
+    Args:
+      workdir: run directory (created if needed).
+      max_to_keep: how many of the latest checkpoints to keep.
+      async_save: write in a background thread (`save` returns at once; `wait`/`close` block).
+    """
+
+    def __init__(self, workdir: str | os.PathLike, *, max_to_keep: int = 3,
+                 async_save: bool = True):
+        self.directory = os.path.join(os.path.abspath(os.fspath(workdir)), CHECKPOINT_SUBDIR)
+        options = ocp.CheckpointManagerOptions(
+            max_to_keep=max_to_keep, create=True, enable_async_checkpointing=async_save
+        )
+        self._manager = ocp.CheckpointManager(self.directory, options=options)
+
+    def latest_step(self) -> int | None:
+        """The newest committed step, or None when there is none."""
+        return self._manager.latest_step()
+
+    def all_steps(self) -> list[int]:
+        """All committed steps, ascending."""
+        return sorted(self._manager.all_steps())
+
+    def save(
+        self,
+        step: int,
+        state: Any,
+        *,
+        config: Any | None = None,
+        extra: Mapping[str, Any] | None = None,
+    ) -> None:
+        """Saves `state` as checkpoint `step` with its JSON sidecar.
+
+        Args:
+          step: the step number (usually the iteration); must exceed earlier saved steps.
+          state: pytree of arrays / Python scalars.
+          config: run config (ConfigDict or dict), stored for compatibility checks and humans.
+          extra: more JSON-able metadata to store (e.g. frames seen, wall time).
+        """
+        meta = {
+            "step": int(step),
+            "time": time.time(),
+            "versions": library_versions(),
+            "config": None if config is None else _jsonable(config),
+            "shapes": _leaf_shapes(state),
+            "extra": _jsonable(dict(extra or {})),
+        }
+        self._manager.save(
+            int(step),
+            args=ocp.args.Composite(
+                state=ocp.args.StandardSave(state), meta=ocp.args.JsonSave(meta)
+            ),
+            force=True,
+        )
+
+    def metadata(self, step: int | None = None) -> dict[str, Any]:
+        """The JSON sidecar of `step` (default: latest). Raises FileNotFoundError if none."""
+        step = self._resolve_step(step)
+        restored = self._manager.restore(step, args=ocp.args.Composite(meta=ocp.args.JsonRestore()))
+        return dict(restored["meta"])
+
+    def restore(
+        self,
+        target_template: Any,
+        *,
+        step: int | None = None,
+        config: Any | None = None,
+        shape_keys: Sequence[str] = DEFAULT_SHAPE_KEYS,
+    ) -> Any:
+        """Restores checkpoint `step` (default: latest) into the structure of `target_template`.
+
+        Args:
+          target_template: pytree with the structure, shapes and dtypes to restore into (arrays
+            or `jax.ShapeDtypeStruct`s), e.g. a freshly initialised state.
+          step: which step; None for the latest.
+          config: the current run config; its `shape_keys` fields must match the saved config.
+          shape_keys: dotted config fields to compare.
+
+        Raises:
+          FileNotFoundError: no checkpoint (or not that step).
+          ValueError: config fields or leaf shapes differ from the checkpoint.
+        """
+        self._manager.wait_until_finished()
+        step = self._resolve_step(step)
+        meta = self.metadata(step)
+        _check_compatible(meta, target_template, config, shape_keys, f"{self.directory}/{step}")
+        restored = self._manager.restore(
+            step, args=ocp.args.Composite(state=ocp.args.StandardRestore(target_template))
+        )
+        return restored["state"]
+
+    def restore_or_none(
+        self,
+        target_template: Any,
+        *,
+        config: Any | None = None,
+        shape_keys: Sequence[str] = DEFAULT_SHAPE_KEYS,
+    ) -> Any | None:
+        """`restore` of the latest step, or None when the directory has no checkpoint."""
+        if self.latest_step() is None:
+            return None
+        return self.restore(target_template, config=config, shape_keys=shape_keys)
+
+    def wait(self) -> None:
+        """Blocks until pending asynchronous saves are committed."""
+        self._manager.wait_until_finished()
+
+    def close(self) -> None:
+        """Waits for pending saves and releases the manager."""
+        self._manager.wait_until_finished()
+        self._manager.close()
+
+    def __enter__(self) -> Checkpointer:
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        self.close()
+
+    def _resolve_step(self, step: int | None) -> int:
+        steps = self.all_steps()
+        if step is None:
+            if not steps:
+                raise FileNotFoundError(f"no checkpoint in {self.directory}")
+            return steps[-1]
+        if int(step) not in steps:
+            raise FileNotFoundError(f"no checkpoint for step {step} in {self.directory}: {steps}")
+        return int(step)
+
+
+# ---------------------------------------------------------------------------------------------
+# One-shot helpers (open a manager, act, close).
+
+
+def save_checkpoint(
+    workdir: str | os.PathLike,
+    step: int,
+    state: Any,
+    *,
+    config: Any | None = None,
+    extra: Mapping[str, Any] | None = None,
+    max_to_keep: int = 3,
+) -> None:
+    """Saves `state` as step `step` under `<workdir>/checkpoints` and waits for the commit."""
+    with Checkpointer(workdir, max_to_keep=max_to_keep, async_save=False) as ckpt:
+        ckpt.save(step, state, config=config, extra=extra)
+
+
+def latest_step(workdir: str | os.PathLike) -> int | None:
+    """The newest committed checkpoint step under `workdir`, or None."""
+    if not os.path.isdir(os.path.join(os.fspath(workdir), CHECKPOINT_SUBDIR)):
+        return None
+    with Checkpointer(workdir, max_to_keep=None, async_save=False) as ckpt:
+        return ckpt.latest_step()
+
+
+def _require_checkpoints(workdir: str | os.PathLike) -> None:
+    # Reading helpers must not create an empty checkpoint directory as a side effect.
+    if latest_step(workdir) is None:
+        raise FileNotFoundError(f"no checkpoint under {os.fspath(workdir)}/{CHECKPOINT_SUBDIR}")
+
+
+def load_metadata(workdir: str | os.PathLike, step: int | None = None) -> dict[str, Any]:
+    """The JSON sidecar (config, versions, step, shapes, extra) of `step` (default: latest)."""
+    _require_checkpoints(workdir)
+    with Checkpointer(workdir, max_to_keep=None, async_save=False) as ckpt:
+        return ckpt.metadata(step)
+
+
+def restore_checkpoint(
+    workdir: str | os.PathLike,
+    target_template: Any,
+    *,
+    step: int | None = None,
+    config: Any | None = None,
+    shape_keys: Sequence[str] = DEFAULT_SHAPE_KEYS,
+) -> Any:
+    """Restores step `step` (default: latest); see `Checkpointer.restore`."""
+    _require_checkpoints(workdir)
+    with Checkpointer(workdir, max_to_keep=None, async_save=False) as ckpt:
+        return ckpt.restore(target_template, step=step, config=config, shape_keys=shape_keys)
+
+
+def restore_or_none(
+    workdir: str | os.PathLike,
+    target_template: Any,
+    *,
+    config: Any | None = None,
+    shape_keys: Sequence[str] = DEFAULT_SHAPE_KEYS,
+) -> Any | None:
+    """Restores the latest checkpoint into `target_template`'s structure, or None if none.
+
+    Raises ValueError when the checkpoint's leaf shapes or shape-determining config fields differ.
+    """
+    if latest_step(workdir) is None:
+        return None
+    return restore_checkpoint(workdir, target_template, config=config, shape_keys=shape_keys)

@@ -1,0 +1,352 @@
+"""Learner: AlphaZero loss, optax optimizer, minibatch scan, and a replay ring buffer.
+
+Everything here is pure and jittable. The learner config (`config.learner`) fields read here:
+
+  optimizer          "adam" | "adamw" | "sgd"                  (default "adam")
+  learning_rate      peak learning rate                        (required)
+  lr_schedule        "constant" | "cosine" | "warmup_cosine" | "linear"   (default "constant")
+  warmup_steps       warmup length for "warmup_cosine"        (default 0)
+  decay_steps        length of the decay for the non-constant schedules (required for them)
+  end_lr_factor      final lr = learning_rate * end_lr_factor  (default 0.0)
+  momentum, nesterov SGD momentum                              (default 0.9, False)
+  b1, b2, eps        Adam moments                              (optax defaults)
+  max_grad_norm      global-norm gradient clipping, 0 = off    (default 0)
+  weight_decay       strength, 0 = off                         (default 0)
+  weight_decay_mode  "decoupled" (AdamW style, in the optimizer) | "l2" (penalty in the loss)
+                     (default "decoupled"; "adamw" is "adam" with decoupled decay)
+  value_loss_weight  weight of the value MSE in the total loss (default 1.0)
+  batch_size         minibatch size used by `train_epoch`      (required there)
+
+Weight decay applies to kernels only (ndim > 1), not to biases or LayerNorm scales.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any, NamedTuple
+
+import chex
+import flax.struct
+import jax
+import jax.numpy as jnp
+import ml_collections
+import optax
+
+from mmc_jax import network as network_lib
+
+Params = Any
+
+
+class Batch(NamedTuple):
+    """Training samples, leading dimension N (one sample per searched position).
+
+    obs: `[N, 5, 5, C]` float32 observation from the side to move's view.
+    legal_action_mask: `[N, A]` bool; the policy is a softmax over legal actions only.
+    policy_target: `[N, A]` float32, the search's action weights (sum to 1 over legal actions).
+    value_target: `[N]` float32 in [-1, 1], final outcome from the side to move's view.
+    value_mask: `[N]` bool; False for games cut off by the end of a self-play scan, whose
+      outcome is unknown: those samples still train the policy but not the value.
+    """
+
+    obs: jax.Array
+    legal_action_mask: jax.Array
+    policy_target: jax.Array
+    value_target: jax.Array
+    value_mask: jax.Array
+
+
+# ---------------------------------------------------------------------------------------------
+# Loss
+
+
+def _decay_mask(params: Params) -> Params:
+    """True for leaves that receive weight decay: kernels, not biases or norm scales."""
+    return jax.tree.map(lambda p: p.ndim > 1, params)
+
+
+def _weight_decay_mode(config: ml_collections.ConfigDict) -> str:
+    if config.get("optimizer", "adam") == "adamw":
+        return "decoupled"
+    mode = config.get("weight_decay_mode", "decoupled")
+    if mode not in ("decoupled", "l2"):
+        raise ValueError(f"learner.weight_decay_mode must be 'decoupled' or 'l2', got {mode!r}")
+    return mode
+
+
+def loss_fn(
+    params: Params,
+    network: network_lib.PolicyValueNet,
+    batch: Batch,
+    config: ml_collections.ConfigDict,
+) -> tuple[jax.Array, dict[str, jax.Array]]:
+    """AlphaZero loss on one minibatch.
+
+    total = policy cross-entropy + value_loss_weight * masked value MSE (+ L2 penalty when
+    `weight_decay_mode == "l2"`).
+
+    Args:
+      params: network parameters.
+      network: the `PolicyValueNet`.
+      batch: a `Batch` with leading dimension N.
+      config: the learner config.
+
+    Returns:
+      (total loss scalar, metrics dict of scalars: policy_loss, value_loss, l2_loss, total,
+      policy_entropy, value_mask_fraction).
+    """
+    chex.assert_rank(batch.obs, 4)
+    num_samples = batch.obs.shape[0]
+    chex.assert_shape(batch.policy_target, (num_samples, network.num_actions))
+    chex.assert_shape([batch.value_target, batch.value_mask], (num_samples,))
+
+    logits, value = network.apply({"params": params}, batch.obs, batch.legal_action_mask)
+    log_probs = jax.nn.log_softmax(logits)
+    policy_loss = -jnp.mean(jnp.sum(batch.policy_target * log_probs, axis=-1))
+
+    value_mask = batch.value_mask.astype(jnp.float32)
+    squared_error = jnp.square(value - batch.value_target)
+    # jnp.where, not a product: a NaN/garbage target in a masked sample must not leak through.
+    masked_error = jnp.where(batch.value_mask, squared_error, 0.0)
+    value_loss = jnp.sum(masked_error) / jnp.maximum(jnp.sum(value_mask), 1.0)
+
+    weight_decay = float(config.get("weight_decay", 0.0))
+    if weight_decay > 0.0 and _weight_decay_mode(config) == "l2":
+        kernels = [p for p, m in zip(jax.tree.leaves(params), jax.tree.leaves(_decay_mask(params)))
+                   if m]
+        l2_loss = 0.5 * weight_decay * sum(jnp.sum(jnp.square(p)) for p in kernels)
+    else:
+        l2_loss = jnp.zeros((), jnp.float32)
+
+    total = policy_loss + config.get("value_loss_weight", 1.0) * value_loss + l2_loss
+    probs = jnp.exp(log_probs)
+    policy_entropy = -jnp.mean(jnp.sum(jnp.where(probs > 0, probs * log_probs, 0.0), axis=-1))
+    metrics = {
+        "policy_loss": policy_loss,
+        "value_loss": value_loss,
+        "l2_loss": l2_loss,
+        "total": total,
+        "policy_entropy": policy_entropy,
+        "value_mask_fraction": jnp.mean(value_mask),
+    }
+    return total, metrics
+
+
+# ---------------------------------------------------------------------------------------------
+# Optimizer
+
+
+def make_schedule(config: ml_collections.ConfigDict) -> optax.Schedule:
+    """Learning-rate schedule from the learner config (see the module docstring)."""
+    peak = float(config.learning_rate)
+    name = config.get("lr_schedule", "constant")
+    end = peak * float(config.get("end_lr_factor", 0.0))
+    if name == "constant":
+        return optax.constant_schedule(peak)
+    decay_steps = int(config.decay_steps)
+    if name == "cosine":
+        return optax.cosine_decay_schedule(peak, decay_steps, alpha=end / peak if peak else 0.0)
+    if name == "warmup_cosine":
+        return optax.warmup_cosine_decay_schedule(
+            init_value=0.0,
+            peak_value=peak,
+            warmup_steps=int(config.get("warmup_steps", 0)),
+            decay_steps=decay_steps,
+            end_value=end,
+        )
+    if name == "linear":
+        return optax.linear_schedule(peak, end, decay_steps)
+    raise ValueError(
+        f"learner.lr_schedule must be constant|cosine|warmup_cosine|linear, got {name!r}"
+    )
+
+
+def make_optimizer(config: ml_collections.ConfigDict) -> optax.GradientTransformation:
+    """Builds the optax optimizer: [clip] -> adam|sgd -> [decoupled decay] -> -lr * schedule."""
+    name = config.get("optimizer", "adam")
+    parts = []
+    max_grad_norm = float(config.get("max_grad_norm", 0.0) or 0.0)
+    if max_grad_norm > 0.0:
+        parts.append(optax.clip_by_global_norm(max_grad_norm))
+    if name in ("adam", "adamw"):
+        parts.append(
+            optax.scale_by_adam(
+                b1=config.get("b1", 0.9), b2=config.get("b2", 0.999), eps=config.get("eps", 1e-8)
+            )
+        )
+    elif name == "sgd":
+        momentum = float(config.get("momentum", 0.9) or 0.0)
+        if momentum > 0.0:
+            parts.append(optax.trace(decay=momentum, nesterov=config.get("nesterov", False)))
+    else:
+        raise ValueError(f"learner.optimizer must be adam|adamw|sgd, got {name!r}")
+    weight_decay = float(config.get("weight_decay", 0.0))
+    if weight_decay > 0.0 and _weight_decay_mode(config) == "decoupled":
+        parts.append(optax.add_decayed_weights(weight_decay, mask=_decay_mask))
+    parts.append(optax.scale_by_learning_rate(make_schedule(config)))
+    return optax.chain(*parts)
+
+
+# ---------------------------------------------------------------------------------------------
+# Updates
+
+
+def train_step(
+    params: Params,
+    opt_state: optax.OptState,
+    minibatch: Batch,
+    network: network_lib.PolicyValueNet,
+    optimizer: optax.GradientTransformation,
+    config: ml_collections.ConfigDict,
+) -> tuple[Params, optax.OptState, dict[str, jax.Array]]:
+    """One gradient step on a minibatch. Returns (params, opt_state, metrics incl. grad_norm)."""
+    grads, metrics = jax.grad(loss_fn, has_aux=True)(params, network, minibatch, config)
+    updates, opt_state = optimizer.update(grads, opt_state, params)
+    params = optax.apply_updates(params, updates)
+    metrics = dict(metrics, grad_norm=optax.global_norm(grads))
+    return params, opt_state, metrics
+
+
+def train_epoch(
+    params: Params,
+    opt_state: optax.OptState,
+    batch: Batch,
+    key: jax.Array,
+    config: ml_collections.ConfigDict,
+) -> tuple[Params, optax.OptState, dict[str, jax.Array]]:
+    """One shuffled pass over a flat batch of N samples, minibatch updates in `lax.scan`.
+
+    N // batch_size minibatches are used; the remainder of the shuffle is dropped.
+
+    Args:
+      params, opt_state: current parameters and `make_optimizer(config.learner)` state.
+      batch: `Batch` with leading dimension N >= batch_size.
+      key: consumed for the shuffle.
+      config: the run config, with `config.network` and `config.learner` sub-configs.
+        Jit with the config closed over (`functools.partial`) or as a static argument
+        (a `FrozenConfigDict` is hashable).
+
+    Returns:
+      (params, opt_state, metrics averaged over the minibatches).
+    """
+    network = network_lib.make_network(config.network)
+    optimizer = make_optimizer(config.learner)
+    batch_size = int(config.learner.batch_size)
+    num_samples = batch.obs.shape[0]
+    num_minibatches = num_samples // batch_size
+    if num_minibatches == 0:
+        raise ValueError(f"train_epoch needs at least batch_size={batch_size} samples, got "
+                         f"{num_samples}")
+
+    permutation = jax.random.permutation(key, num_samples)[: num_minibatches * batch_size]
+    minibatches = jax.tree.map(
+        lambda x: x[permutation].reshape(num_minibatches, batch_size, *x.shape[1:]), batch
+    )
+    step = functools.partial(
+        train_step, network=network, optimizer=optimizer, config=config.learner
+    )
+
+    def body(carry, minibatch):
+        params, opt_state = carry
+        params, opt_state, metrics = step(params, opt_state, minibatch)
+        return (params, opt_state), metrics
+
+    (params, opt_state), metrics = jax.lax.scan(body, (params, opt_state), minibatches)
+    return params, opt_state, jax.tree.map(jnp.mean, metrics)
+
+
+# ---------------------------------------------------------------------------------------------
+# Replay buffer
+
+
+@flax.struct.dataclass(kw_only=True)
+class ReplayBuffer:
+    """Fixed-capacity ring of samples; the oldest are overwritten first.
+
+    With `capacity = N * samples_per_iteration` it holds exactly the last N iterations.
+
+    data: `Batch` with leading dimension `capacity`.
+    position: int32 scalar, the slot the next sample goes to.
+    size: int32 scalar, how many slots hold samples (min(total added, capacity)); the filled
+      slots are always `[0, size)`.
+    total_added: int32 scalar, samples ever added.
+    """
+
+    data: Batch
+    position: jax.Array
+    size: jax.Array
+    total_added: jax.Array
+
+    @property
+    def capacity(self) -> int:
+        """Static number of slots."""
+        return self.data.obs.shape[0]
+
+
+def replay_init(example: Batch, capacity: int) -> ReplayBuffer:
+    """An empty buffer of `capacity` samples shaped like `example` (leading dim ignored).
+
+    `example` may hold arrays or `jax.ShapeDtypeStruct`s.
+    """
+    data = jax.tree.map(lambda x: jnp.zeros((capacity, *x.shape[1:]), x.dtype), example)
+    zero = jnp.zeros((), jnp.int32)
+    return ReplayBuffer(data=data, position=zero, size=zero, total_added=zero)
+
+
+def replay_add(buffer: ReplayBuffer, batch: Batch) -> ReplayBuffer:
+    """Writes the `[S]` samples of `batch` at the ring position, overwriting the oldest.
+
+    If S > capacity only the last `capacity` samples are kept.
+    """
+    capacity = buffer.capacity
+    num_new = batch.obs.shape[0]
+    if num_new > capacity:
+        skipped = num_new - capacity
+        batch = jax.tree.map(lambda x: x[skipped:], batch)
+        buffer = buffer.replace(
+            position=(buffer.position + skipped) % capacity,
+            total_added=buffer.total_added + skipped,
+        )
+        num_new = capacity
+    slots = (buffer.position + jnp.arange(num_new)) % capacity
+    data = jax.tree.map(lambda stored, new: stored.at[slots].set(new), buffer.data, batch)
+    return ReplayBuffer(
+        data=data,
+        position=(buffer.position + num_new) % capacity,
+        size=jnp.minimum(buffer.size + num_new, capacity),
+        total_added=buffer.total_added + num_new,
+    )
+
+
+def replay_sample(
+    buffer: ReplayBuffer, key: jax.Array, num_samples: int, replace: bool = False
+) -> Batch:
+    """Draws `num_samples` (static) samples uniformly from the filled slots.
+
+    Without replacement (the default) every filled slot appears at most once as long as
+    `num_samples <= size`; beyond that the draw wraps around and repeats slots. Sampling from an
+    empty buffer returns zeros (slot 0), never an error: check `buffer.size` before training.
+
+    Returns a `Batch` with leading dimension `num_samples`.
+    """
+    size = jnp.maximum(buffer.size, 1)
+    if replace:
+        indices = jax.random.randint(key, (num_samples,), 0, size)
+    else:
+        # Random priorities, unfilled slots last: the first `size` of the order are a uniform
+        # random permutation of the filled slots.
+        priorities = jax.random.uniform(key, (buffer.capacity,))
+        priorities = jnp.where(jnp.arange(buffer.capacity) < buffer.size, priorities, 2.0)
+        order = jnp.argsort(priorities)
+        positions = jnp.arange(num_samples) % size
+        indices = order[positions]
+    return jax.tree.map(lambda x: x[indices], buffer.data)
+
+
+def replay_contents(buffer: ReplayBuffer) -> tuple[Batch, jax.Array]:
+    """All slots in ring order, oldest first, with a `[capacity]` bool mask of filled slots."""
+    capacity = buffer.capacity
+    # When not yet full the oldest sample is slot 0; once full it is the write position.
+    start = jnp.where(buffer.size < capacity, 0, buffer.position)
+    order = (start + jnp.arange(capacity)) % capacity
+    data = jax.tree.map(lambda x: x[order], buffer.data)
+    return data, jnp.arange(capacity) < buffer.size

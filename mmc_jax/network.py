@@ -1,0 +1,158 @@
+"""Policy-value network: a small pre-activation ResNet over the 5x5 board.
+
+`PolicyValueNet` maps observations `[B, 5, 5, C]` to policy logits `[B, A]` (A = 1225 actions)
+and a value `[B]` in [-1, 1], from the side to move's point of view.
+
+There is no BatchNorm: the parameters are one plain pytree (no mutable `batch_stats`
+collection), so the network is applied identically in training and in search, and parameter
+trees of several tasks can be averaged directly (JOAT / Reptile). An optional LayerNorm keeps
+deeper nets well conditioned; the last convolution of every residual block starts at zero, so
+each block is the identity at initialisation and depth does not blow up the activations.
+
+Typical use:
+
+    network = make_network(config.network)
+    params = init_params(network, jax.random.key(0), obs_shape=(5, 5, C))
+    logits, value = network.apply({"params": params}, obs, legal_action_mask)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import flax.linen as nn
+import jax
+import jax.numpy as jnp
+import ml_collections
+
+NUM_ACTIONS = 1225
+
+# Logit given to illegal actions. A large finite negative rather than -inf (or finfo.min):
+# softmax still gives them exactly zero probability, while `0 * log_softmax` stays finite, so a
+# cross-entropy against a target that is zero on illegal moves never produces NaN.
+MASKED_LOGIT = -1e9
+
+
+class ResidualBlock(nn.Module):
+    """Pre-activation residual block: `x + conv(relu(norm(conv(relu(norm(x))))))`.
+
+    Input and output `[B, 5, 5, channels]`.
+    """
+
+    channels: int
+    layer_norm: bool = False
+    dtype: Any = jnp.float32
+
+    @nn.compact
+    def __call__(self, x: jax.Array) -> jax.Array:
+        y = x
+        if self.layer_norm:
+            y = nn.LayerNorm(dtype=self.dtype)(y)
+        y = nn.relu(y)
+        y = nn.Conv(self.channels, (3, 3), dtype=self.dtype)(y)
+        if self.layer_norm:
+            y = nn.LayerNorm(dtype=self.dtype)(y)
+        y = nn.relu(y)
+        # Zero init: the block starts as the identity (no normalisation layer to tame depth).
+        y = nn.Conv(self.channels, (3, 3), kernel_init=nn.initializers.zeros, dtype=self.dtype)(y)
+        return x + y
+
+
+class PolicyValueNet(nn.Module):
+    """AlphaZero-style policy-value ResNet for 5x5 boards.
+
+    Attributes:
+      num_blocks: number of residual blocks in the trunk.
+      channels: width of the trunk.
+      num_actions: size of the policy output (1225 for the minichess action space).
+      policy_channels: channels of the 1x1 convolution before the dense policy layer.
+      value_channels: channels of the 1x1 convolution before the value MLP.
+      value_hidden: hidden units of the value MLP.
+      layer_norm: use LayerNorm inside the blocks and before the heads.
+      dtype: computation dtype (parameters stay float32; outputs are always float32).
+    """
+
+    num_blocks: int = 4
+    channels: int = 64
+    num_actions: int = NUM_ACTIONS
+    policy_channels: int = 32
+    value_channels: int = 8
+    value_hidden: int = 64
+    layer_norm: bool = False
+    dtype: Any = jnp.float32
+
+    @nn.compact
+    def __call__(
+        self, obs: jax.Array, legal_action_mask: jax.Array | None = None
+    ) -> tuple[jax.Array, jax.Array]:
+        """Evaluates a batch of positions.
+
+        Args:
+          obs: `[B, H, W, C]` observations (H = W = 5).
+          legal_action_mask: optional `[B, A]` bool; illegal actions get logit `MASKED_LOGIT`.
+
+        Returns:
+          logits `[B, A]` float32 and value `[B]` float32 in [-1, 1].
+        """
+        batch_size = obs.shape[0]
+        x = obs.astype(self.dtype)
+        x = nn.Conv(self.channels, (3, 3), dtype=self.dtype)(x)
+        for _ in range(self.num_blocks):
+            x = ResidualBlock(self.channels, self.layer_norm, self.dtype)(x)
+        if self.layer_norm:
+            x = nn.LayerNorm(dtype=self.dtype)(x)
+        x = nn.relu(x)
+
+        # Policy head: the dense layer lets every action read every square, so the head does not
+        # depend on how the rules engine orders squares inside the 1225 action ids.
+        p = nn.relu(nn.Conv(self.policy_channels, (1, 1), dtype=self.dtype)(x))
+        p = p.reshape(batch_size, -1)
+        logits = nn.Dense(self.num_actions, dtype=self.dtype)(p).astype(jnp.float32)
+        if legal_action_mask is not None:
+            logits = jnp.where(legal_action_mask, logits, MASKED_LOGIT)
+
+        v = nn.relu(nn.Conv(self.value_channels, (1, 1), dtype=self.dtype)(x))
+        v = v.reshape(batch_size, -1)
+        v = nn.relu(nn.Dense(self.value_hidden, dtype=self.dtype)(v))
+        value = jnp.tanh(nn.Dense(1, dtype=self.dtype)(v)[:, 0].astype(jnp.float32))
+        return logits, value
+
+
+_DTYPES = {"float32": jnp.float32, "bfloat16": jnp.bfloat16, "float16": jnp.float16}
+
+
+def make_network(config: ml_collections.ConfigDict) -> PolicyValueNet:
+    """Builds the network from its config (the `network` part of a run config).
+
+    Required fields: `num_blocks`, `channels`. Optional: `num_actions` (1225),
+    `policy_channels` (32), `value_channels` (8), `value_hidden` (64), `layer_norm` (False),
+    `dtype` ("float32" | "bfloat16" | "float16").
+    """
+    dtype = config.get("dtype", "float32")
+    if dtype not in _DTYPES:
+        raise ValueError(f"network.dtype must be one of {sorted(_DTYPES)}, got {dtype!r}")
+    return PolicyValueNet(
+        num_blocks=int(config.num_blocks),
+        channels=int(config.channels),
+        num_actions=int(config.get("num_actions", NUM_ACTIONS)),
+        policy_channels=int(config.get("policy_channels", 32)),
+        value_channels=int(config.get("value_channels", 8)),
+        value_hidden=int(config.get("value_hidden", 64)),
+        layer_norm=bool(config.get("layer_norm", False)),
+        dtype=_DTYPES[dtype],
+    )
+
+
+def init_params(network: PolicyValueNet, key: jax.Array, obs_shape: Sequence[int]) -> Any:
+    """Initialises the parameters for per-sample observations of shape `obs_shape` ([5, 5, C]).
+
+    Returns the plain `params` pytree (apply with `network.apply({"params": params}, ...)`).
+    """
+    dummy_obs = jnp.zeros((1, *obs_shape), jnp.float32)
+    return network.init(key, dummy_obs)["params"]
+
+
+def num_params(params: Any) -> int:
+    """Total number of scalars in a parameter pytree."""
+    return sum(int(x.size) for x in jax.tree.leaves(params))

@@ -1,0 +1,291 @@
+"""The rules engine: every minichess variant as jit-compiled, vmappable array functions.
+
+Batched core (leading batch axis B; a batch may mix variants; `jax.jit` them yourself):
+
+    rules_b = batch("atomic", 64)               # Rules [B]
+    state = init(rules_b)                       # State [B]
+    mask = legal_action_mask(rules_b, state)    # bool [B, 1225]
+    state = step(rules_b, state, actions)       # actions int32 [B]
+    obs = observe(rules_b, state)               # float32 [B, 5, 5, C]
+
+The single-game versions live in `mmc_jax.rules.game`. Python-facing helpers (FEN, UCI,
+legal move lists, perft, fog FEN, rendering) take a variant name and raise `ValueError` on bad
+input.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from mmc_jax.rules import game, notation
+from mmc_jax.rules import tables as T
+from mmc_jax.rules.game import OBS_CHANNELS, OBS_SHAPE, State, state_bytes
+from mmc_jax.rules.notation import parse_fen, render
+from mmc_jax.rules.variants import (
+    CAPTURE_RIFLE,
+    FAIRY_STOCKFISH_NAMES,
+    START_FENS,
+    VARIANTS,
+    Rules,
+    batch,
+    check_variant,
+    get,
+    stack,
+)
+
+NUM_ACTIONS = T.NUM_ACTIONS
+
+__all__ = [
+    "FAIRY_STOCKFISH_NAMES",
+    "NUM_ACTIONS",
+    "OBS_CHANNELS",
+    "OBS_SHAPE",
+    "START_FENS",
+    "VARIANTS",
+    "Rules",
+    "State",
+    "apply_move",
+    "batch",
+    "fog_fen",
+    "from_fen",
+    "get",
+    "init",
+    "legal_action_mask",
+    "legal_moves",
+    "observe",
+    "perft",
+    "render",
+    "render_state",
+    "result",
+    "stack",
+    "state_bytes",
+    "step",
+    "to_fen",
+    "uci_to_action",
+    "action_to_uci",
+]
+
+init = jax.vmap(game.init)
+init.__doc__ = "Start positions: Rules [B] -> State [B]."
+step = jax.vmap(game.step)
+step.__doc__ = "Play actions int32 [B]: (Rules [B], State [B], actions) -> State [B]."
+legal_action_mask = jax.vmap(game.legal_action_mask)
+legal_action_mask.__doc__ = "(Rules [B], State [B]) -> bool [B, 1225] legal actions."
+observe = jax.vmap(game.observe)
+observe.__doc__ = "(Rules [B], State [B]) -> float32 [B, 5, 5, C] from the mover's view."
+
+
+# ----------------------------------------------------------------------------- FEN <-> State
+
+
+def from_fen(fen: str) -> State:
+    """An unbatched State from a FEN (no move history before it)."""
+    position = parse_fen(fen)
+    return game.from_position(
+        np.asarray(position.pieces, np.uint32),
+        np.uint32(position.own),
+        position.turn,
+        position.halfmove,
+        position.fullmove,
+    )
+
+
+def to_fen(state: State) -> str:
+    """FEN of an unbatched State."""
+    s = jax.device_get(state)
+    return notation.to_fen(s.pieces, s.own, int(s.turn), s.halfmove, s.fullmove)
+
+
+def render_state(state: State) -> str:
+    """Unicode board of an unbatched State."""
+    return render(to_fen(state))
+
+
+# ----------------------------------------------------------------------------- compiled helpers
+
+
+@functools.partial(jax.jit, static_argnames=())
+def _analyse_one(rules, pieces, own):
+    a = game.analyse(rules, pieces, own)
+    return a.planes, a.in_check
+
+
+@jax.jit
+def _analyse_many(rules, pieces, own):
+    a = jax.vmap(game.analyse, in_axes=(None, 0, 0))(rules, pieces, own)
+    return a.planes
+
+
+@jax.jit
+def _children(rules, pieces, own, from_sq, to_sq, plane):
+    def one(p, o, f, t, pl):
+        new_pieces, new_own, _ = game._apply(rules, p, o, f, t, pl)
+        occ = new_pieces[0] | new_pieces[1] | new_pieces[2] | new_pieces[3]
+        occ = occ | new_pieces[4] | new_pieces[5]
+        return game.mirror(new_pieces), game.mirror(occ & ~new_own)
+
+    return jax.vmap(one)(pieces, own, from_sq, to_sq, plane)
+
+
+def _position(variant: str, fen: str):
+    check_variant(variant)
+    position = parse_fen(fen)
+    return get(variant), position
+
+
+def _legal_actions(rules, position) -> list[int]:
+    planes, _ = _analyse_one(
+        rules, jnp.asarray(position.pieces, jnp.uint32), jnp.uint32(position.own)
+    )
+    mask = np.asarray(game.planes_to_mask(planes))
+    return [int(a) for a in np.flatnonzero(mask)]
+
+
+def _uci(rules, position, action: int) -> str:
+    rifle = int(rules.capture_mode) == CAPTURE_RIFLE
+    return notation.action_to_uci(action, position.turn, position.pieces, position.own, rifle)
+
+
+def legal_moves(variant: str, fen: str) -> list[str]:
+    """Legal moves of a position as sorted UCI strings (automatic draws are ignored)."""
+    rules, position = _position(variant, fen)
+    return sorted(_uci(rules, position, a) for a in _legal_actions(rules, position))
+
+
+def uci_to_action(variant: str, fen: str, move: str) -> int:
+    """Action id of a legal UCI move; raises ValueError for malformed or illegal moves."""
+    rules, position = _position(variant, fen)
+    legal = {_uci(rules, position, a): a for a in _legal_actions(rules, position)}
+    if move in legal:
+        return legal[move]
+    notation.uci_to_action(move, position.turn)  # raises for malformed strings
+    raise ValueError(
+        f"illegal move {move!r} in {variant} position {fen!r}; legal moves: "
+        f"{', '.join(sorted(legal)) or 'none (the game is over)'}"
+    )
+
+
+def action_to_uci(variant: str, fen: str, action: int) -> str:
+    """UCI string of an action id in a position."""
+    rules, position = _position(variant, fen)
+    return _uci(rules, position, action)
+
+
+@jax.jit
+def _step_one(rules, state, action):
+    return game.step(rules, state, action)
+
+
+def apply_move(variant: str, fen: str, move: str) -> str:
+    """FEN after playing the UCI `move`; raises ValueError for an illegal or malformed move."""
+    action = uci_to_action(variant, fen, move)
+    rules = get(variant)
+    return to_fen(_step_one(rules, from_fen(fen), jnp.int32(action)))
+
+
+def result(variant: str, fen: str) -> str | None:
+    """'1-0', '0-1' or '1/2-1/2' if the position is over by itself, else None.
+
+    Covers checkmate, stalemate (no legal move), captured or exploded kings and extinction;
+    the automatic draws that need history (50 moves, repetition, ply cap) are not applied.
+    """
+    rules, position = _position(variant, fen)
+    pieces = position.pieces
+    occ = 0
+    for p in pieces:
+        occ |= p
+    sides = {"to_move": position.own, "moved": occ & ~position.own}
+    extinction = bool(rules.extinction)
+
+    def missing(side_bits: int) -> bool:
+        kinds = range(6) if extinction else [T.KING]
+        return any(not pieces[k] & side_bits for k in kinds)
+
+    to_move_wins = "1-0" if position.turn == 0 else "0-1"
+    moved_wins = "0-1" if position.turn == 0 else "1-0"
+    if missing(sides["moved"]):  # the side that just moved is checked first
+        return to_move_wins
+    if missing(sides["to_move"]):
+        return moved_wins
+    planes, in_check = _analyse_one(
+        rules, jnp.asarray(pieces, jnp.uint32), jnp.uint32(position.own)
+    )
+    if np.any(np.asarray(planes)):
+        return None
+    return moved_wins if bool(in_check) else "1/2-1/2"
+
+
+def fog_fen(variant: str, fen: str) -> str:
+    """The FEN the side to move sees: `*` on every square it cannot see.
+
+    Visible are its own pieces and the target squares of its legal moves; the format is that
+    of `pyffish.get_fog_fen`. Works for every variant (it is the `dark` observation).
+    """
+    rules, position = _position(variant, fen)
+    pieces = jnp.asarray(position.pieces, jnp.uint32)
+    planes, _ = _analyse_one(rules, pieces, jnp.uint32(position.own))
+    seen = int(game.visible_squares(pieces, jnp.uint32(position.own), planes))
+    if position.turn == 1:
+        seen = notation.mirror_bits(seen)
+    hidden = T.FULL & ~seen
+    return notation.to_fen(
+        position.pieces, position.own, position.turn, position.halfmove, position.fullmove,
+        hidden=hidden,
+    )
+
+
+def _bucket(n: int) -> int:
+    return max(8, 1 << (n - 1).bit_length())
+
+
+def perft(variant: str, fen: str, depth: int) -> int:
+    """Number of legal move sequences of exactly `depth` plies (finished games: no children)."""
+    rules, position = _position(variant, fen)
+    if not isinstance(depth, int) or depth < 0:
+        raise ValueError(f"perft depth must be a non-negative integer, got {depth!r}")
+    if depth == 0:
+        return 1
+    pieces = np.asarray([position.pieces], np.uint32)
+    own = np.asarray([position.own], np.uint32)
+    squares = np.arange(T.NUM_SQUARES, dtype=np.uint32)
+    for level in range(depth):
+        n = len(own)
+        if n == 0:
+            return 0
+        size = _bucket(n)
+        pad = size - n
+        planes = np.asarray(
+            _analyse_many(
+                rules,
+                np.concatenate([pieces, np.zeros((pad, 6), np.uint32)]),
+                np.concatenate([own, np.zeros(pad, np.uint32)]),
+            )
+        )[:n]
+        if level == depth - 1:
+            return int(sum(bin(int(x)).count("1") for x in planes.ravel()))
+        bits = (planes[:, None, :] >> squares[None, :, None]) & 1  # [n, 25, 49]
+        idx, from_sq, plane = np.nonzero(bits)
+        to_sq = T.TO_SQUARE[from_sq, plane]
+        m = len(idx)
+        if m == 0:
+            return 0
+        size = _bucket(m)
+        pad = size - m
+
+        def padded(x, fill=0, pad=pad):
+            return np.concatenate([x, np.full((pad, *x.shape[1:]), fill, x.dtype)])
+
+        pieces, own = _children(
+            rules,
+            padded(pieces[idx]),
+            padded(own[idx]),
+            padded(from_sq.astype(np.int32)),
+            padded(to_sq.astype(np.int32)),
+            padded(plane.astype(np.int32)),
+        )
+        pieces, own = np.asarray(pieces)[:m], np.asarray(own)[:m]
+    raise AssertionError("unreachable")

@@ -1,0 +1,525 @@
+"""The game as pure array functions of one game; `mmc_jax.rules` vmaps them over a batch.
+
+The board is kept from the point of view of the side to move (its pawns move up, towards
+rank index 4) as seven `uint32` bitboards: one per piece type and one for the mover's pieces.
+After every move the board is mirrored rank-wise and the colours swapped, so move generation
+only ever generates White-like moves.
+
+Legal moves are generated bit-parallel: for every move vector the set of from-squares that may
+use it is one bitboard, so the 49 action planes are 49 bitboards. King safety uses the classic
+check mask and pin rays computed from the king outwards, adapted to rifle captures, atomic
+explosions and colour-restricted movement; nothing tries moves on a copy of the board.
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from flax import struct
+
+from mmc_jax.rules import tables as T
+from mmc_jax.rules.variants import CAPTURE_ATOMIC, CAPTURE_RIFLE, VARIANTS, Rules
+
+HISTORY = 100  # positions kept for repetition: none older than the 50-move window can recur
+FULL = jnp.uint32(T.FULL)
+ZERO = jnp.uint32(0)
+NUM_VARIANTS = len(VARIANTS)
+# Observation channels: 6 own pieces, 6 opponent pieces, hidden, colour, 50-move clock,
+# repetition, ply fraction, variant one-hot.
+OBS_CHANNELS = 17 + NUM_VARIANTS
+OBS_SHAPE = (5, 5, OBS_CHANNELS)
+
+
+@struct.dataclass(kw_only=True)
+class State:
+    """One game (or, with a leading axis, a batch of games).
+
+    Fields:
+      pieces: uint32[6] bitboards of P, N, B, R, Q, K (both colours), mover's view.
+      own: uint32 bitboard of the side to move's pieces, mover's view.
+      turn: int32, colour to move (0 White, 1 Black).
+      halfmove: int32, plies since the last capture or pawn move.
+      fullmove: int32, FEN move number.
+      ply: int32, plies played since `init` (or since the FEN was loaded).
+      terminated: bool, the game is over.
+      rewards: float32[2], [White, Black] reward of the transition that produced this state.
+      hash_history: uint32[100], hashes of this position and the 99 before it (0 = none).
+    """
+
+    pieces: jax.Array
+    own: jax.Array
+    turn: jax.Array
+    halfmove: jax.Array
+    fullmove: jax.Array
+    ply: jax.Array
+    terminated: jax.Array
+    rewards: jax.Array
+    hash_history: jax.Array
+
+
+# ----------------------------------------------------------------------------- bitboards
+
+
+def shift(x, df: int, dr: int):
+    """Move every set bit of `x` by (df files, dr ranks); bits leaving the board vanish."""
+    amount, mask = T.shift_params(df, dr)
+    y = x << amount if amount >= 0 else x >> -amount
+    return y & jnp.uint32(mask)
+
+
+def shift_dir(x, d: int, n: int = 1):
+    df, dr = T.DIRECTIONS[d]
+    return shift(x, df * n, dr * n)
+
+
+def back_dir(x, d: int, n: int = 1):
+    """Squares whose `n`-step neighbour in direction `d` is in `x`."""
+    df, dr = T.DIRECTIONS[d]
+    return shift(x, -df * n, -dr * n)
+
+
+def mirror(x):
+    """Mirror a bitboard rank-wise (the other side's point of view)."""
+    r = T.RANK_MASKS
+    return (
+        ((x & jnp.uint32(r[0])) << 4)
+        | ((x & jnp.uint32(r[1])) << 2)
+        | (x & jnp.uint32(r[2]))
+        | ((x & jnp.uint32(r[3])) >> 2)
+        | ((x & jnp.uint32(r[4])) >> 4)
+    )
+
+
+def _gate(flag, x):
+    return jnp.where(flag, x, ZERO)
+
+
+def _any(x):
+    return x != ZERO
+
+
+def king_neighbourhood(k):
+    out = ZERO
+    for d in range(8):
+        out = out | shift_dir(k, d)
+    return out
+
+
+# ----------------------------------------------------------------------------- attacks
+
+
+def attacked_squares(pieces, them, occ, allowed):
+    """Squares attacked by the pieces in `them` (moving down the board) given occupancy `occ`."""
+    pawn, knight, bishop, rook, queen, king = (pieces[i] & them for i in range(6))
+    empty = ~occ
+    out = ZERO
+    for d in range(8):
+        slider = (rook | queen) if T.ORTHOGONAL[d] else (bishop | queen)
+        reach = shift_dir(slider, d)
+        out = out | _gate(allowed[T.vector_index(d, 1)], reach | shift_dir(king, d))
+        for n in range(2, 5):
+            reach = shift_dir(reach & empty, d)
+            out = out | _gate(allowed[T.vector_index(d, n)], reach)
+    for k, (df, dr) in enumerate(T.KNIGHT_VECTORS):
+        out = out | _gate(allowed[32 + k], shift(knight, df, dr))
+    for d in (4, 7):  # their pawns capture south-west and south-east in our view
+        out = out | _gate(allowed[T.vector_index(d, 1)], shift_dir(pawn, d))
+    return out
+
+
+def king_rays(king, occ, orth_sliders, diag_sliders, allowed):
+    """Walk the 8 rays out of `king` (one bit, or zero) through occupancy `occ`.
+
+    Broadcasts over any shape (atomic runs it for 25 post-explosion occupancies at once).
+    Returns:
+      checkers: sliders that attack the king (first blocker on a ray, of the right kind,
+        at a distance its colour rule allows).
+      check_line: empty squares between the king and those checkers.
+      xray_first: [8] per direction, the first blocker when an attacking slider stands right
+        behind it (a pinned piece if it is ours, a shield if it is theirs).
+    """
+    checkers = ZERO
+    check_line = ZERO
+    xray_first = []
+    for d in range(8):
+        sliders = orth_sliders if T.ORTHOGONAL[d] else diag_sliders
+        walker0 = shift_dir(king, d)
+        walker1 = ZERO
+        first = ZERO
+        line = ZERO
+        pin = ZERO
+        checker = ZERO
+        for n in range(1, 5):
+            attacker_ok = allowed[T.vector_index(T.OPPOSITE[d], n)]
+            hit1 = walker1 & occ
+            pin = pin | _gate(attacker_ok, hit1 & sliders)
+            walker1 = shift_dir(walker1 & ~occ, d)
+            hit0 = walker0 & occ
+            checker = checker | _gate(attacker_ok, hit0 & sliders)
+            first = first | hit0
+            walker1 = walker1 | shift_dir(hit0, d)
+            line = line | (walker0 & ~occ)
+            walker0 = shift_dir(walker0 & ~occ, d)
+        checkers = checkers | checker
+        check_line = check_line | jnp.where(_any(checker), line, ZERO)
+        xray_first.append(jnp.where(_any(pin), first, ZERO))
+    return checkers, check_line, xray_first
+
+
+def short_checkers(king, pieces, them, allowed):
+    """Knights and pawns of `them` that attack `king`."""
+    out = ZERO
+    knight = pieces[T.KNIGHT] & them
+    for k, (df, dr) in enumerate(T.KNIGHT_VECTORS):
+        out = out | _gate(allowed[32 + k], shift(king, df, dr) & knight)
+    pawn = pieces[T.PAWN] & them
+    for d in (5, 6):  # a pawn north-east / north-west of the king attacks it
+        out = out | _gate(allowed[T.vector_index(d, 1)], shift_dir(king, d) & pawn)
+    return out
+
+
+# ----------------------------------------------------------------------------- move generation
+
+
+class Analysis(struct.PyTreeNode):
+    """Legal moves of a position and whether the side to move is in check."""
+
+    planes: jax.Array  # uint32[49], from-squares that may play each action plane
+    in_check: jax.Array  # bool
+
+
+def _atomic_capture_sources(pieces, own, rules):
+    """[40] for each move vector, the from-squares whose atomic capture along it is legal."""
+    allowed = rules.vector_allowed
+    occ = pieces[0] | pieces[1] | pieces[2] | pieces[3] | pieces[4] | pieces[5]
+    opp = occ & ~own
+    king = pieces[T.KING]
+    own_king, opp_king = king & own, king & opp
+    square_bits = jnp.asarray(T.SQUARE_BITS)
+    neighbours = jnp.asarray(T.NEIGHBOURS)
+    blast = square_bits | (neighbours & ~pieces[T.PAWN])  # [25] what a capture on t removes
+    survivors = occ & ~blast
+    own_exploded = _any(own_king & (neighbours | square_bits))
+    opp_exploded = _any(opp_king & blast)
+    touching = _any(king_neighbourhood(own_king) & opp_king & survivors)
+    them = opp & survivors
+    orth = (pieces[T.ROOK] | pieces[T.QUEEN]) & them
+    diag = (pieces[T.BISHOP] | pieces[T.QUEEN]) & them
+    checkers, _, xray_first = king_rays(own_king, survivors, orth, diag, allowed)
+    sliders_behind = ZERO
+    for x in xray_first:
+        sliders_behind = sliders_behind | x
+    # Our capturer leaves its square too: it must not be the last piece shielding the king.
+    checkers = checkers | short_checkers(own_king, [p & survivors for p in pieces], them, allowed)
+    safe = jnp.where(_any(checkers), ZERO, FULL & ~sliders_behind)
+    legal_from = jnp.where(own_exploded, ZERO, jnp.where(opp_exploded | touching, FULL, safe))
+    per_vector = legal_from[None, :] & jnp.asarray(T.SOURCE_BITS)  # [40, 25]
+    return jax.lax.reduce(per_vector, ZERO, jax.lax.bitwise_or, (1,))
+
+
+def analyse(rules: Rules, pieces, own) -> Analysis:
+    """Legal action planes of the position (`pieces`, `own`) under `rules`.
+
+    The automatic draws (50 moves, repetition, K vs K, ply cap) are not applied here; a
+    position already decided (king captured or exploded, extinction) has no moves.
+    """
+    allowed = rules.vector_allowed
+    pawn, knight, bishop, rook, queen, king = pieces
+    occ = pawn | knight | bishop | rook | queen | king
+    opp = occ & ~own
+    empty = ~occ & FULL
+    not_own = ~own & FULL
+    own_king, opp_king = king & own, king & opp
+    check_based = rules.check_based
+    rifle = rules.capture_mode == CAPTURE_RIFLE
+    atomic = rules.capture_mode == CAPTURE_ATOMIC
+
+    # --- king safety -------------------------------------------------------------------
+    attacked = attacked_squares(pieces, opp, occ & ~own_king, allowed)
+    opp_orth = (rook | queen) & opp
+    opp_diag = (bishop | queen) & opp
+    slider_checkers, check_line, xray_first = king_rays(
+        own_king, occ, opp_orth, opp_diag, allowed
+    )
+    checkers = slider_checkers | short_checkers(own_king, pieces, opp, allowed)
+    touching = _any(king_neighbourhood(own_king) & opp_king)
+    n_checkers = jax.lax.population_count(checkers)
+    in_check = _any(checkers) & check_based & ~(atomic & touching)
+    check_mask = jnp.where(
+        n_checkers == 0, FULL, jnp.where(n_checkers == 1, checkers | check_line, ZERO)
+    )
+    pinned_axis = [(xray_first[a] | xray_first[T.OPPOSITE[a]]) & own for a in (0, 2, 4, 6)]
+    pinned = pinned_axis[0] | pinned_axis[1] | pinned_axis[2] | pinned_axis[3]
+    shields = ZERO
+    for x in xray_first:
+        shields = shields | (x & opp)
+    rifle_capture_ok = check_mask & ~shields
+    atomic_sources = _atomic_capture_sources(pieces, own, rules)
+    king_quiet_ok = ~attacked | jnp.where(atomic, king_neighbourhood(opp_king), ZERO)
+
+    def filter_moves(from_sq, vec: int, direction: int | None, is_king: bool):
+        """Keep the from-squares whose move along vector `vec` leaves the king safe."""
+        quiet = from_sq & _back_vec(empty, vec)
+        capture = from_sq & _back_vec(opp, vec)
+        if is_king:
+            quiet_ok = _back_vec(king_quiet_ok, vec)
+            capture_ok = jnp.where(
+                atomic, ZERO, jnp.where(rifle, _back_vec(rifle_capture_ok, vec), quiet_ok)
+            )
+        else:
+            off_axis = pinned if direction is None else pinned & ~pinned_axis[direction % 8 // 2]
+            quiet_ok = _back_vec(check_mask, vec) & ~off_axis
+            quiet_ok = jnp.where(atomic & touching, FULL, quiet_ok)
+            capture_ok = jnp.where(
+                rifle,
+                _back_vec(rifle_capture_ok, vec),
+                jnp.where(atomic, atomic_sources[vec], quiet_ok),
+            )
+        safe = (quiet & quiet_ok) | (capture & capture_ok)
+        return jnp.where(check_based, safe, from_sq)
+
+    planes = [ZERO] * T.NUM_PLANES
+    sliders_by_axis = ((rook | queen) & own, (bishop | queen) & own)
+    for d in range(8):
+        reach = sliders_by_axis[0 if T.ORTHOGONAL[d] else 1]
+        for n in range(1, 5):
+            vec = T.vector_index(d, n)
+            moves = _gate(allowed[vec], reach & back_dir(not_own, d, n))
+            moves = filter_moves(moves, vec, d, False)
+            if n == 1:
+                king_moves = _gate(allowed[vec], own_king & back_dir(not_own, d))
+                moves = moves | filter_moves(king_moves, vec, d, True)
+            planes[T.VECTOR_PLANE[vec]] = moves
+            reach = reach & back_dir(empty, d, n)
+    own_knights = knight & own
+    for k, (df, dr) in enumerate(T.KNIGHT_VECTORS):
+        vec = 32 + k
+        moves = _gate(allowed[vec], own_knights & shift(not_own, -df, -dr))
+        planes[T.VECTOR_PLANE[vec]] = filter_moves(moves, vec, None, False)
+
+    own_pawns = pawn & own
+    seventh = jnp.uint32(T.RANK_MASKS[3])
+    for i, d in enumerate(T.PAWN_DIRECTIONS):
+        vec = T.vector_index(d, 1)
+        target = empty if i == 0 else opp
+        moves = filter_moves(_gate(allowed[vec], own_pawns & back_dir(target, d)), vec, d, False)
+        plane = T.VECTOR_PLANE[vec]
+        planes[plane] = planes[plane] | moves
+        promoting = moves & seventh
+        if i > 0:  # a rifle capture does not move the pawn, so it never under-promotes
+            promoting = jnp.where(rifle, ZERO, promoting)
+        for piece in range(3):
+            planes[3 * piece + i] = promoting
+
+    # A position already decided by the last move has no moves.
+    own_type_missing = ~_any(own_king)
+    opp_type_missing = ~_any(opp_king)
+    for p in pieces[:5]:
+        own_type_missing = own_type_missing | (rules.extinction & ~_any(p & own))
+        opp_type_missing = opp_type_missing | (rules.extinction & ~_any(p & opp))
+    decided = own_type_missing | opp_type_missing
+    planes = jnp.where(decided, ZERO, jnp.stack(planes))
+    return Analysis(planes=planes, in_check=in_check)
+
+
+_VECTORS = [(df * n, dr * n) for (df, dr) in T.DIRECTIONS for n in range(1, 5)]
+_VECTORS += list(T.KNIGHT_VECTORS)
+
+
+def _back_vec(x, vec: int):
+    df, dr = _VECTORS[vec]
+    return shift(x, -df, -dr)
+
+
+def planes_to_mask(planes):
+    """uint32[49] plane bitboards -> bool[1225] action mask (action = 49 * square + plane)."""
+    bits = (planes[None, :] >> jnp.arange(T.NUM_SQUARES, dtype=jnp.uint32)[:, None]) & 1
+    return bits.reshape(T.NUM_ACTIONS).astype(jnp.bool_)
+
+
+def visible_squares(pieces, own, planes):
+    """Squares the mover sees in dark chess: its pieces and the targets of its legal moves."""
+    seen = own
+    for plane in range(9, T.NUM_PLANES):
+        df, dr = T.PLANE_VECTORS[plane]
+        seen = seen | shift(planes[plane], int(df), int(dr))
+    return seen
+
+
+# ----------------------------------------------------------------------------- state
+
+
+def position_hash(pieces, own, turn):
+    """32-bit hash of a position and side to move (never 0, which marks an empty slot)."""
+    h = jnp.uint32(0x811C9DC5) ^ turn.astype(jnp.uint32)
+    for word in [*pieces, own]:
+        h = (h ^ word) * jnp.uint32(0x9E3779B1)
+        h = h ^ (h >> 15)
+    h = h * jnp.uint32(0x85EBCA6B)
+    h = h ^ (h >> 13)
+    return jnp.where(h == 0, jnp.uint32(1), h)
+
+
+def from_position(pieces, own, turn, halfmove=0, fullmove=1) -> State:
+    """A fresh State from mover's-view bitboards (no history before it)."""
+    pieces = jnp.asarray(pieces, jnp.uint32)
+    own = jnp.asarray(own, jnp.uint32)
+    turn = jnp.asarray(turn, jnp.int32)
+    history = jnp.zeros(HISTORY, jnp.uint32).at[0].set(position_hash(pieces, own, turn))
+    return State(
+        pieces=pieces,
+        own=own,
+        turn=turn,
+        halfmove=jnp.asarray(halfmove, jnp.int32),
+        fullmove=jnp.asarray(fullmove, jnp.int32),
+        ply=jnp.int32(0),
+        terminated=jnp.bool_(False),
+        rewards=jnp.zeros(2, jnp.float32),
+        hash_history=history,
+    )
+
+
+def init(rules: Rules) -> State:
+    """The start position of `rules` (one game)."""
+    return from_position(rules.start_pieces, rules.start_own, jnp.int32(0))
+
+
+def legal_action_mask(rules: Rules, state: State):
+    """bool[1225] legal actions of one game; all False once it is over."""
+    planes = analyse(rules, state.pieces, state.own).planes
+    return planes_to_mask(planes) & ~state.terminated
+
+
+def _apply(rules: Rules, pieces, own, from_sq, to_sq, plane):
+    """Play a (legal) move; returns (pieces, own, irreversible) still in the mover's view."""
+    from_bit = jnp.uint32(1) << from_sq.astype(jnp.uint32)
+    to_bit = jnp.uint32(1) << to_sq.astype(jnp.uint32)
+    occ = pieces[0] | pieces[1] | pieces[2] | pieces[3] | pieces[4] | pieces[5]
+    is_capture = _any(to_bit & occ & ~own)
+    moving = jnp.argmax(_any(pieces & from_bit))
+    promotes = (moving == T.PAWN) & (to_sq % 5 == 4)
+    under = jnp.asarray([T.ROOK, T.BISHOP, T.KNIGHT], jnp.int32)[jnp.minimum(plane, 8) // 3]
+    placed = jnp.where(promotes, jnp.where(plane < 9, T.QUEEN, under), moving)
+    types = jnp.arange(6)
+
+    normal_pieces = (pieces & ~from_bit & ~to_bit) | jnp.where(types == placed, to_bit, ZERO)
+    normal_own = (own & ~from_bit) | to_bit
+    rifle_pieces = pieces & ~to_bit
+    blast = to_bit | (jnp.asarray(T.NEIGHBOURS)[to_sq] & ~pieces[T.PAWN]) | from_bit
+    atomic_pieces = pieces & ~blast
+    atomic_own = own & ~blast
+
+    rifle = is_capture & (rules.capture_mode == CAPTURE_RIFLE)
+    atomic = is_capture & (rules.capture_mode == CAPTURE_ATOMIC)
+    new_pieces = jnp.where(rifle, rifle_pieces, jnp.where(atomic, atomic_pieces, normal_pieces))
+    new_own = jnp.where(rifle, own, jnp.where(atomic, atomic_own, normal_own))
+    irreversible = is_capture | (moving == T.PAWN)
+    return new_pieces, new_own, irreversible
+
+
+def _type_missing(pieces, side, extinction):
+    missing = ~_any(pieces[T.KING] & side)
+    for p in range(5):
+        missing = missing | (extinction & ~_any(pieces[p] & side))
+    return missing
+
+
+def step(rules: Rules, state: State, action) -> State:
+    """Play `action` (int32 in [0, 1225)) in one game.
+
+    An illegal action ends the game with a loss for the mover. A finished game is returned
+    unchanged, with zero rewards. Rewards are +1/-1/0 for [White, Black] on the terminal
+    transition only.
+    """
+    action = jnp.asarray(action, jnp.int32)
+    in_range = (action >= 0) & (action < T.NUM_ACTIONS)
+    action = jnp.clip(action, 0, T.NUM_ACTIONS - 1)
+    from_sq, plane = action // T.NUM_PLANES, action % T.NUM_PLANES
+    to_sq = jnp.asarray(T.TO_SQUARE)[from_sq, plane]
+    planes = analyse(rules, state.pieces, state.own).planes
+    legal = in_range & _any((planes[plane] >> from_sq.astype(jnp.uint32)) & 1)
+
+    pieces, own, irreversible = _apply(
+        rules, state.pieces, state.own, from_sq, jnp.maximum(to_sq, 0), plane
+    )
+    occ = pieces[0] | pieces[1] | pieces[2] | pieces[3] | pieces[4] | pieces[5]
+    # The opponent becomes the side to move: mirror the board and swap colours.
+    next_pieces = mirror(pieces)
+    next_own = mirror(occ & ~own)
+    turn = 1 - state.turn
+    halfmove = jnp.where(irreversible, 0, state.halfmove + 1)
+    h = position_hash(next_pieces, next_own, turn)
+    window = jnp.arange(HISTORY) < halfmove
+    repetitions = jnp.sum((state.hash_history == h) & window)
+    history = jnp.concatenate([h[None], state.hash_history[:-1]])
+
+    analysis = analyse(rules, next_pieces, next_own)
+    # Decisive results, from the mover's side: it loses first if both sides are wiped out.
+    mover_lost = _type_missing(pieces, own, rules.extinction)
+    mover_won = ~mover_lost & _type_missing(pieces, occ & ~own, rules.extinction)
+    no_moves = ~mover_lost & ~mover_won & ~_any(analysis.planes.any())
+    mover_won = mover_won | (no_moves & analysis.in_check)
+    decided = mover_lost | mover_won | no_moves
+    kings_only = occ == pieces[T.KING]
+    ply = state.ply + 1
+    draw_by_rule = (
+        (halfmove >= 100)
+        | (repetitions >= 2)
+        | (rules.kk_draw & kings_only)
+        | (ply >= rules.max_plies)
+    )
+    mover_reward = jnp.where(mover_won, 1.0, jnp.where(mover_lost, -1.0, 0.0))
+    mover_reward = jnp.where(legal, mover_reward, -1.0)
+    terminated = ~legal | decided | draw_by_rule
+    rewards = jnp.where(state.turn == 0, 1.0, -1.0) * mover_reward * jnp.float32([1.0, -1.0])
+
+    played = State(
+        pieces=next_pieces,
+        own=next_own,
+        turn=turn,
+        halfmove=halfmove,
+        fullmove=state.fullmove + state.turn,
+        ply=ply,
+        terminated=terminated,
+        rewards=rewards.astype(jnp.float32),
+        hash_history=history,
+    )
+    illegal = state.replace(terminated=jnp.bool_(True), rewards=rewards.astype(jnp.float32))
+    finished = state.replace(rewards=jnp.zeros(2, jnp.float32))
+    out = jax.tree.map(lambda a, b: jnp.where(legal, a, b), played, illegal)
+    return jax.tree.map(lambda a, b: jnp.where(state.terminated, a, b), finished, out)
+
+
+def observe(rules: Rules, state: State):
+    """float32[5, 5, C] observation from the side to move's view, indexed [rank, file, channel].
+
+    Channels: 0-5 own P N B R Q K, 6-11 opponent's, 12 hidden (dark: squares the mover cannot
+    see; the opponent's pieces there are not shown), 13 colour (1 when Black moves), 14 50-move
+    clock / 100, 15 position seen before, 16 ply / max_plies, 17+ variant one-hot.
+    """
+    pieces, own = state.pieces, state.own
+    occ = pieces[0] | pieces[1] | pieces[2] | pieces[3] | pieces[4] | pieces[5]
+    planes = analyse(rules, pieces, own).planes
+    seen = jnp.where(rules.fog, visible_squares(pieces, own, planes), FULL)
+    boards = jnp.concatenate([pieces & own, pieces & (occ & ~own) & seen, (~seen & FULL)[None]])
+    squares = jnp.arange(T.NUM_SQUARES, dtype=jnp.uint32)
+    bits = ((boards[:, None] >> squares[None, :]) & 1).astype(jnp.float32)  # [13, 25]
+    bits = bits.reshape(13, 5, 5).transpose(2, 1, 0)  # square = 5 * file + rank -> [rank, file]
+    seen_before = jnp.sum((state.hash_history[1:] == state.hash_history[0])
+                          & (jnp.arange(1, HISTORY) <= state.halfmove)) > 0
+    scalars = jnp.stack([
+        state.turn.astype(jnp.float32),
+        state.halfmove.astype(jnp.float32) / 100.0,
+        seen_before.astype(jnp.float32),
+        state.ply.astype(jnp.float32) / rules.max_plies.astype(jnp.float32),
+    ])
+    variant = jax.nn.one_hot(rules.variant_id, NUM_VARIANTS, dtype=jnp.float32)
+    flat = jnp.concatenate([scalars, variant])
+    return jnp.concatenate([bits, jnp.broadcast_to(flat, (5, 5, flat.shape[0]))], axis=-1)
+
+
+def state_bytes() -> int:
+    """Bytes of one game's State."""
+    shapes = jax.eval_shape(lambda: from_position(np.zeros(6, np.uint32), 0, 0))
+    return sum(int(np.prod(x.shape)) * x.dtype.itemsize for x in jax.tree.leaves(shapes))
