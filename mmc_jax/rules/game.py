@@ -189,33 +189,57 @@ class Analysis(struct.PyTreeNode):
     in_check: jax.Array  # bool
 
 
-def _atomic_capture_sources(pieces, own, rules):
-    """[40] for each move vector, the from-squares whose atomic capture along it is legal."""
+def _lowest_square(x):
+    """(bit, index) of the lowest set bit of a non-zero bitboard."""
+    bit = x & (~x + jnp.uint32(1))
+    return bit, jax.lax.population_count(bit - jnp.uint32(1)).astype(jnp.int32)
+
+
+def _atomic_capture_sources(pieces, own, rules, targets):
+    """[40] for each move vector, the from-squares whose atomic capture along it is legal.
+
+    Loops over the squares in `targets` (the squares we can capture on) only: each capture on
+    square t removes the same blast, so one king-safety test per target square suffices, plus
+    the rule that the capturer must not be the last piece shielding our king from a slider.
+    A `while_loop` under `vmap` runs as many rounds as the busiest game needs, so batches
+    without atomic games skip it entirely.
+    """
     allowed = rules.vector_allowed
     occ = pieces[0] | pieces[1] | pieces[2] | pieces[3] | pieces[4] | pieces[5]
     opp = occ & ~own
     king = pieces[T.KING]
     own_king, opp_king = king & own, king & opp
-    square_bits = jnp.asarray(T.SQUARE_BITS)
+    own_king_zone = king_neighbourhood(own_king)
     neighbours = jnp.asarray(T.NEIGHBOURS)
-    blast = square_bits | (neighbours & ~pieces[T.PAWN])  # [25] what a capture on t removes
-    survivors = occ & ~blast
-    own_exploded = _any(own_king & (neighbours | square_bits))
-    opp_exploded = _any(opp_king & blast)
-    touching = _any(king_neighbourhood(own_king) & opp_king & survivors)
-    them = opp & survivors
-    orth = (pieces[T.ROOK] | pieces[T.QUEEN]) & them
-    diag = (pieces[T.BISHOP] | pieces[T.QUEEN]) & them
-    checkers, _, xray_first = king_rays(own_king, survivors, orth, diag, allowed)
-    sliders_behind = ZERO
-    for x in xray_first:
-        sliders_behind = sliders_behind | x
-    # Our capturer leaves its square too: it must not be the last piece shielding the king.
-    checkers = checkers | short_checkers(own_king, [p & survivors for p in pieces], them, allowed)
-    safe = jnp.where(_any(checkers), ZERO, FULL & ~sliders_behind)
-    legal_from = jnp.where(own_exploded, ZERO, jnp.where(opp_exploded | touching, FULL, safe))
-    per_vector = legal_from[None, :] & jnp.asarray(T.SOURCE_BITS)  # [40, 25]
-    return jax.lax.reduce(per_vector, ZERO, jax.lax.bitwise_or, (1,))
+    source_bits = jnp.asarray(T.SOURCE_BITS)
+
+    def body(carry):
+        remaining, sources = carry
+        target_bit, target = _lowest_square(remaining)
+        blast = target_bit | (neighbours[target] & ~pieces[T.PAWN])
+        survivors = occ & ~blast
+        own_exploded = _any(own_king & (neighbours[target] | target_bit))
+        opp_exploded = _any(opp_king & blast)
+        touching = _any(own_king_zone & opp_king & survivors)
+        them = opp & survivors
+        survivors_pieces = pieces & survivors
+        orth = (survivors_pieces[T.ROOK] | survivors_pieces[T.QUEEN]) & them
+        diag = (survivors_pieces[T.BISHOP] | survivors_pieces[T.QUEEN]) & them
+        checkers, _, xray_first = king_rays(own_king, survivors, orth, diag, allowed)
+        checkers = checkers | short_checkers(own_king, survivors_pieces, them, allowed)
+        # Our capturer leaves its square too: it must not be the last shield of our king.
+        shields = xray_first[0]
+        for x in xray_first[1:]:
+            shields = shields | x
+        safe = jnp.where(_any(checkers), ZERO, FULL & ~shields)
+        legal_from = jnp.where(own_exploded, ZERO, jnp.where(opp_exploded | touching, FULL, safe))
+        return remaining & ~target_bit, sources | (legal_from & source_bits[:, target])
+
+    targets = jnp.where(rules.capture_mode == CAPTURE_ATOMIC, targets & opp, ZERO)
+    _, sources = jax.lax.while_loop(
+        lambda carry: _any(carry[0]), body, (targets, jnp.zeros(T.NUM_VECTORS, jnp.uint32))
+    )
+    return sources
 
 
 def analyse(rules: Rules, pieces, own) -> Analysis:
@@ -239,9 +263,7 @@ def analyse(rules: Rules, pieces, own) -> Analysis:
     attacked = attacked_squares(pieces, opp, occ & ~own_king, allowed)
     opp_orth = (rook | queen) & opp
     opp_diag = (bishop | queen) & opp
-    slider_checkers, check_line, xray_first = king_rays(
-        own_king, occ, opp_orth, opp_diag, allowed
-    )
+    slider_checkers, check_line, xray_first = king_rays(own_king, occ, opp_orth, opp_diag, allowed)
     checkers = slider_checkers | short_checkers(own_king, pieces, opp, allowed)
     touching = _any(king_neighbourhood(own_king) & opp_king)
     n_checkers = jax.lax.population_count(checkers)
@@ -255,7 +277,13 @@ def analyse(rules: Rules, pieces, own) -> Analysis:
     for x in xray_first:
         shields = shields | (x & opp)
     rifle_capture_ok = check_mask & ~shields
-    atomic_sources = _atomic_capture_sources(pieces, own, rules)
+    # Squares our pieces attack (their attacks, seen from the mirrored board).
+    our_attacks = mirror(
+        attacked_squares(
+            jnp.stack([mirror(p) for p in pieces]), mirror(own & ~king), mirror(occ), allowed
+        )
+    )
+    atomic_sources = _atomic_capture_sources(pieces, own, rules, our_attacks)
     king_quiet_ok = ~attacked | jnp.where(atomic, king_neighbourhood(opp_king), ZERO)
 
     def filter_moves(from_sq, vec: int, direction: int | None, is_king: bool):
@@ -332,10 +360,17 @@ def _back_vec(x, vec: int):
     return shift(x, -df, -dr)
 
 
+_PLANE_OF_ACTION = np.tile(np.arange(T.NUM_PLANES), T.NUM_SQUARES)
+_BIT_OF_ACTION = np.repeat(T.SQUARE_BITS, T.NUM_PLANES)
+
+
 def planes_to_mask(planes):
-    """uint32[49] plane bitboards -> bool[1225] action mask (action = 49 * square + plane)."""
-    bits = (planes[None, :] >> jnp.arange(T.NUM_SQUARES, dtype=jnp.uint32)[:, None]) & 1
-    return bits.reshape(T.NUM_ACTIONS).astype(jnp.bool_)
+    """uint32[..., 49] plane bitboards -> bool[..., 1225] (action = 49 * square + plane)."""
+    # The barrier keeps XLA from fusing (and so repeating) move generation into this
+    # 1225-wide loop.
+    planes = jax.lax.optimization_barrier(planes)
+    tiled = jnp.tile(planes, (1,) * (planes.ndim - 1) + (T.NUM_SQUARES,))
+    return (tiled & jnp.asarray(_BIT_OF_ACTION)) != 0
 
 
 def visible_squares(pieces, own, planes):
@@ -385,10 +420,15 @@ def init(rules: Rules) -> State:
     return from_position(rules.start_pieces, rules.start_own, jnp.int32(0))
 
 
+def legal_planes(rules: Rules, state: State):
+    """uint32[49] legal action planes of one game; all zero once it is over."""
+    planes = analyse(rules, state.pieces, state.own).planes
+    return jnp.where(state.terminated, ZERO, planes)
+
+
 def legal_action_mask(rules: Rules, state: State):
     """bool[1225] legal actions of one game; all False once it is over."""
-    planes = analyse(rules, state.pieces, state.own).planes
-    return planes_to_mask(planes) & ~state.terminated
+    return planes_to_mask(legal_planes(rules, state))
 
 
 def _apply(rules: Rules, pieces, own, from_sq, to_sq, plane):
@@ -491,29 +531,40 @@ def step(rules: Rules, state: State, action) -> State:
     return jax.tree.map(lambda a, b: jnp.where(state.terminated, a, b), finished, out)
 
 
-def observe(rules: Rules, state: State):
+_SQUARE_BITS_RANK_FILE = np.array(
+    [[1 << T.square(f, r) for f in range(5)] for r in range(5)], np.uint32
+)
+
+
+def observe(rules: Rules, state: State, fog: bool = True):
     """float32[5, 5, C] observation from the side to move's view, indexed [rank, file, channel].
 
     Channels: 0-5 own P N B R Q K, 6-11 opponent's, 12 hidden (dark: squares the mover cannot
     see; the opponent's pieces there are not shown), 13 colour (1 when Black moves), 14 50-move
     clock / 100, 15 position seen before, 16 ply / max_plies, 17+ variant one-hot.
+    With `fog=False` (static) the fog of war is skipped, which is exact for every variant
+    whose `rules.fog` is False and saves a move generation.
     """
     pieces, own = state.pieces, state.own
     occ = pieces[0] | pieces[1] | pieces[2] | pieces[3] | pieces[4] | pieces[5]
-    planes = analyse(rules, pieces, own).planes
-    seen = jnp.where(rules.fog, visible_squares(pieces, own, planes), FULL)
+    if fog:
+        planes = analyse(rules, pieces, own).planes
+        seen = jnp.where(rules.fog, visible_squares(pieces, own, planes), FULL)
+    else:
+        seen = FULL
     boards = jnp.concatenate([pieces & own, pieces & (occ & ~own) & seen, (~seen & FULL)[None]])
-    squares = jnp.arange(T.NUM_SQUARES, dtype=jnp.uint32)
-    bits = ((boards[:, None] >> squares[None, :]) & 1).astype(jnp.float32)  # [13, 25]
-    bits = bits.reshape(13, 5, 5).transpose(2, 1, 0)  # square = 5 * file + rank -> [rank, file]
-    seen_before = jnp.sum((state.hash_history[1:] == state.hash_history[0])
-                          & (jnp.arange(1, HISTORY) <= state.halfmove)) > 0
-    scalars = jnp.stack([
-        state.turn.astype(jnp.float32),
-        state.halfmove.astype(jnp.float32) / 100.0,
-        seen_before.astype(jnp.float32),
-        state.ply.astype(jnp.float32) / rules.max_plies.astype(jnp.float32),
-    ])
+    squares = jnp.asarray(_SQUARE_BITS_RANK_FILE)
+    bits = ((boards[None, None, :] & squares[:, :, None]) != 0).astype(jnp.float32)
+    window = jnp.arange(1, HISTORY) <= state.halfmove
+    seen_before = jnp.any((state.hash_history[1:] == state.hash_history[0]) & window)
+    scalars = jnp.stack(
+        [
+            state.turn.astype(jnp.float32),
+            state.halfmove.astype(jnp.float32) / 100.0,
+            seen_before.astype(jnp.float32),
+            state.ply.astype(jnp.float32) / rules.max_plies.astype(jnp.float32),
+        ]
+    )
     variant = jax.nn.one_hot(rules.variant_id, NUM_VARIANTS, dtype=jnp.float32)
     flat = jnp.concatenate([scalars, variant])
     return jnp.concatenate([bits, jnp.broadcast_to(flat, (5, 5, flat.shape[0]))], axis=-1)

@@ -156,8 +156,9 @@ def action_to_uci(action: int, turn: int, pieces, own, rifle: bool = False) -> s
         raise ValueError(f"action {action} leaves the board")
     suffix = ""
     is_pawn = int(pieces[T.PAWN]) >> from_sq & 1
-    is_capture = (int(pieces[0] | pieces[1] | pieces[2] | pieces[3] | pieces[4] | pieces[5])
-                  & ~int(own)) >> to_sq & 1
+    is_capture = (
+        int(pieces[0] | pieces[1] | pieces[2] | pieces[3] | pieces[4] | pieces[5]) & ~int(own)
+    ) >> to_sq & 1
     if is_pawn and to_sq % 5 == 4 and not (rifle and is_capture):
         suffix = "q" if plane >= 9 else "rbn"[plane // 3]
     if turn == 1:

@@ -1,0 +1,230 @@
+"""Benchmarks: `python -m mmc_jax.bench env [--vs-pgx] [--json]`.
+
+`env` measures random-play throughput with one protocol for every engine: inside one jitted
+`lax.scan`, each ply computes the legal action mask, draws a uniformly random legal action
+(`mmc_jax.rules.random_legal_action`, the same sampler for every engine), steps, and resets
+finished games in place. It reports env steps per second per batch size, the compile time,
+the bytes one game's state takes, and legal moves enumerated per second (move generation
+alone, like a perft). `--vs-pgx` runs pgx `gardner_chess` under the same protocol in the same
+process and prints the ratio.
+
+Timings are wall-clock on whatever JAX sees (`jax.devices()`); run nothing else meanwhile.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import sys
+import time
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from mmc_jax import rules as R
+
+
+def _tree_bytes(tree) -> int:
+    return sum(int(np.prod(x.shape)) * x.dtype.itemsize for x in jax.tree.leaves(tree))
+
+
+def _where_done(done, fresh, state):
+    def pick(f, s):
+        return jnp.where(done.reshape(done.shape + (1,) * (s.ndim - 1)), f, s)
+
+    return jax.tree.map(pick, fresh, state)
+
+
+def _time_scan(run, state, scan_length: int, batch: int, repeats: int):
+    """(compile seconds, steps per second) of a jitted `run(state, key) -> state`."""
+    start = time.perf_counter()
+    compiled = run.lower(state, jax.random.key(0)).compile()
+    compile_s = time.perf_counter() - start
+    state = jax.block_until_ready(compiled(state, jax.random.key(0)))  # warm-up
+    start = time.perf_counter()
+    for i in range(repeats):
+        state = compiled(state, jax.random.key(i + 1))
+    jax.block_until_ready(state)
+    elapsed = time.perf_counter() - start
+    return compile_s, repeats * scan_length * batch / elapsed
+
+
+def mmc_env_runner(variants: list[str], batch: int, scan_length: int):
+    rules = R.batch(variants, batch)
+
+    def body(state, key):
+        mask = R.legal_action_mask(rules, state)
+        action = R.random_legal_action(key, mask)
+        state = R.step(rules, state, action)
+        return _where_done(state.terminated, R.init(rules), state), None
+
+    @jax.jit
+    def run(state, key):
+        return jax.lax.scan(body, state, jax.random.split(key, scan_length))[0]
+
+    return run, R.init(rules)
+
+
+def pgx_env_runner(batch: int, scan_length: int):
+    import pgx
+
+    env = pgx.make("gardner_chess")
+    init = jax.vmap(env.init)
+    step = jax.vmap(env.step)
+
+    def body(state, key):
+        k_act, k_init = jax.random.split(key)
+        action = R.random_legal_action(k_act, state.legal_action_mask)
+        state = step(state, action)
+        fresh = init(jax.random.split(k_init, batch))
+        return _where_done(state.terminated, fresh, state), None
+
+    @jax.jit
+    def run(state, key):
+        return jax.lax.scan(body, state, jax.random.split(key, scan_length))[0]
+
+    return run, init(jax.random.split(jax.random.key(0), batch))
+
+
+def legal_moves_per_second(variants: list[str], batch: int, scan_length: int, repeats: int):
+    """Move generation alone on positions reached by random play: legal moves per second."""
+    run, state = mmc_env_runner(variants, batch, scan_length)
+    state = jax.block_until_ready(run(state, jax.random.key(123)))  # diverse positions
+    rules = R.batch(variants, batch)
+
+    @jax.jit
+    def count(state, key):
+        del key
+
+        def body(total, i):
+            # The barrier ties the state to the loop index so XLA cannot hoist the work.
+            current, _ = jax.lax.optimization_barrier((state, i))
+            planes = R.legal_planes(rules, current)
+            return total + jnp.sum(jax.lax.population_count(planes)), None
+
+        return jax.lax.scan(body, jnp.int32(0), jnp.arange(scan_length))[0]
+
+    compiled = count.lower(state, jax.random.key(0)).compile()
+    jax.block_until_ready(compiled(state, jax.random.key(0)))
+    start = time.perf_counter()
+    total = 0
+    for i in range(repeats):
+        total += int(compiled(state, jax.random.key(i)))
+    return total / (time.perf_counter() - start)
+
+
+def bench_env(args) -> dict:
+    variants = args.variants
+    for v in variants:
+        R.check_variant(v)
+    result = {
+        "benchmark": "env",
+        "variants": variants,
+        "device": str(jax.devices()[0].device_kind),
+        "platform": jax.default_backend(),
+        "num_devices": jax.device_count(),
+        "cpu": platform.processor() or platform.machine(),
+        "jax": jax.__version__,
+        "scan_length": args.scan_length,
+        "repeats": args.repeats,
+        "state_bytes": R.state_bytes(),
+        "rows": [],
+    }
+    if args.vs_pgx:
+        import pgx
+
+        env = pgx.make("gardner_chess")
+        result["pgx_version"] = pgx.__version__
+        result["pgx_state_bytes"] = _tree_bytes(env.init(jax.random.key(0)))
+    for batch in args.batch_sizes:
+        run, state = mmc_env_runner(variants, batch, args.scan_length)
+        compile_s, sps = _time_scan(run, state, args.scan_length, batch, args.repeats)
+        row = {"batch": batch, "steps_per_s": sps, "compile_s": compile_s}
+        if args.vs_pgx:
+            run, state = pgx_env_runner(batch, args.scan_length)
+            p_compile, p_sps = _time_scan(run, state, args.scan_length, batch, args.repeats)
+            row.update(pgx_steps_per_s=p_sps, pgx_compile_s=p_compile, ratio=sps / p_sps)
+        result["rows"].append(row)
+        if not args.json:
+            _print_row(row)
+    if args.movegen_batch:
+        result["legal_moves_per_s"] = legal_moves_per_second(
+            variants, args.movegen_batch, args.scan_length, args.repeats
+        )
+    return result
+
+
+def _print_row(row):
+    line = (
+        f"batch {row['batch']:>5}: {row['steps_per_s']:>12,.0f} steps/s "
+        f"(compile {row['compile_s']:.1f} s)"
+    )
+    if "pgx_steps_per_s" in row:
+        line += (
+            f" | pgx {row['pgx_steps_per_s']:>10,.0f} steps/s "
+            f"(compile {row['pgx_compile_s']:.1f} s) | ratio {row['ratio']:.1f}x"
+        )
+    print(line, flush=True)
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(
+        prog="python -m mmc_jax.bench",
+        description="Speed and memory benchmarks of mmc_jax (see the module docstring).",
+    )
+    sub = parser.add_subparsers(dest="benchmark", required=True)
+    env = sub.add_parser("env", help="random-play env steps per second (mask + step + reset)")
+    env.add_argument("--batch-sizes", type=int, nargs="+", default=[1, 64, 512, 4096])
+    env.add_argument(
+        "--variants",
+        nargs="+",
+        default=["gardner"],
+        help="variants in the batch (several = a mixed batch); default gardner",
+    )
+    env.add_argument("--scan-length", type=int, default=32, help="plies per jitted scan")
+    env.add_argument("--repeats", type=int, default=3, help="timed scans per batch size")
+    env.add_argument(
+        "--movegen-batch",
+        type=int,
+        default=4096,
+        help="batch for the legal-moves-per-second count (0 skips it)",
+    )
+    env.add_argument("--vs-pgx", action="store_true", help="also run pgx gardner_chess")
+    env.add_argument("--json", action="store_true", help="print one JSON object")
+    args = parser.parse_args(argv)
+    if args.benchmark == "env":
+        try:
+            for v in args.variants:
+                R.check_variant(v)
+        except ValueError as e:
+            parser.error(str(e))
+        if any(b < 1 for b in args.batch_sizes) or args.scan_length < 1 or args.repeats < 1:
+            parser.error("batch sizes, --scan-length and --repeats must be positive")
+        if args.vs_pgx and args.variants != ["gardner"]:
+            parser.error("--vs-pgx compares gardner only (pgx has no other variant)")
+        if not args.json:
+            print(
+                f"mmc_jax env benchmark on {jax.default_backend()} "
+                f"({jax.devices()[0].device_kind}), variants {args.variants}",
+                flush=True,
+            )
+        result = bench_env(args)
+        if args.json:
+            json.dump(result, sys.stdout)
+            print()
+        else:
+            print(f"state: {result['state_bytes']} bytes per game", end="")
+            if "pgx_state_bytes" in result:
+                print(f" (pgx: {result['pgx_state_bytes']} bytes)", end="")
+            print()
+            if "legal_moves_per_s" in result:
+                print(
+                    f"move generation: {result['legal_moves_per_s']:,.0f} legal moves/s "
+                    f"(batch {args.movegen_batch})"
+                )
+
+
+if __name__ == "__main__":
+    main()
