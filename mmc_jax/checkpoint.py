@@ -46,6 +46,7 @@ CHECKPOINT_SUBDIR = "checkpoints"
 DEFAULT_SHAPE_KEYS = (
     "network.num_blocks",
     "network.channels",
+    "network.policy_head",
     "network.policy_channels",
     "network.value_channels",
     "network.value_hidden",
@@ -113,10 +114,14 @@ def _check_compatible(
             saved_has, saved = _lookup(meta["config"], key)
             new_has, new = _lookup(new_config, key)
             if saved_has and new_has and saved != new:
-                problems.append(f"config field {key!r}: checkpoint has {saved!r}, config has {new!r}")
+                problems.append(
+                    f"config field {key!r}: checkpoint has {saved!r}, config has {new!r}"
+                )
     saved_shapes = meta.get("shapes", {})
     new_shapes = _leaf_shapes(target_template)
-    for path in sorted(set(saved_shapes) | set(new_shapes)):
+    # Parameters first: they name the network mismatch; optimizer moments only repeat it.
+    paths = sorted(set(saved_shapes) | set(new_shapes), key=lambda p: ("params" not in p, p))
+    for path in paths:
         if path not in new_shapes:
             problems.append(f"leaf {path}: in the checkpoint but not in the template")
         elif path not in saved_shapes:
@@ -127,7 +132,9 @@ def _check_compatible(
                 f"template shape {tuple(new_shapes[path])}"
             )
     if problems:
-        shown = problems[:20] + ([f"... and {len(problems) - 20} more"] if len(problems) > 20 else [])
+        shown = problems[:12] + (
+            [f"... and {len(problems) - 12} more"] if len(problems) > 12 else []
+        )
         raise ValueError(
             f"checkpoint {where} does not match the model being restored "
             f"({len(problems)} mismatches):\n  " + "\n  ".join(shown)
@@ -143,8 +150,9 @@ class Checkpointer:
       async_save: write in a background thread (`save` returns at once; `wait`/`close` block).
     """
 
-    def __init__(self, workdir: str | os.PathLike, *, max_to_keep: int = 3,
-                 async_save: bool = True):
+    def __init__(
+        self, workdir: str | os.PathLike, *, max_to_keep: int = 3, async_save: bool = True
+    ):
         self.directory = os.path.join(os.path.abspath(os.fspath(workdir)), CHECKPOINT_SUBDIR)
         options = ocp.CheckpointManagerOptions(
             max_to_keep=max_to_keep, create=True, enable_async_checkpointing=async_save

@@ -104,15 +104,15 @@ def loss_fn(
     policy_loss = -jnp.mean(jnp.sum(batch.policy_target * log_probs, axis=-1))
 
     value_mask = batch.value_mask.astype(jnp.float32)
-    squared_error = jnp.square(value - batch.value_target)
-    # jnp.where, not a product: a NaN/garbage target in a masked sample must not leak through.
-    masked_error = jnp.where(batch.value_mask, squared_error, 0.0)
-    value_loss = jnp.sum(masked_error) / jnp.maximum(jnp.sum(value_mask), 1.0)
+    # Zero the masked targets before the subtraction, not just the masked errors after it: a
+    # NaN target would otherwise reach the gradient as NaN * 0 = NaN.
+    value_target = jnp.where(batch.value_mask, batch.value_target, 0.0)
+    squared_error = jnp.where(batch.value_mask, jnp.square(value - value_target), 0.0)
+    value_loss = jnp.sum(squared_error) / jnp.maximum(jnp.sum(value_mask), 1.0)
 
     weight_decay = float(config.get("weight_decay", 0.0))
     if weight_decay > 0.0 and _weight_decay_mode(config) == "l2":
-        kernels = [p for p, m in zip(jax.tree.leaves(params), jax.tree.leaves(_decay_mask(params)))
-                   if m]
+        kernels = [p for p in jax.tree.leaves(params) if p.ndim > 1]  # as _decay_mask
         l2_loss = 0.5 * weight_decay * sum(jnp.sum(jnp.square(p)) for p in kernels)
     else:
         l2_loss = jnp.zeros((), jnp.float32)
@@ -190,6 +190,10 @@ def make_optimizer(config: ml_collections.ConfigDict) -> optax.GradientTransform
 # Updates
 
 
+def _global_norm(tree: Any) -> jax.Array:
+    return jnp.sqrt(sum(jnp.sum(jnp.square(x)) for x in jax.tree.leaves(tree)))
+
+
 def train_step(
     params: Params,
     opt_state: optax.OptState,
@@ -202,7 +206,7 @@ def train_step(
     grads, metrics = jax.grad(loss_fn, has_aux=True)(params, network, minibatch, config)
     updates, opt_state = optimizer.update(grads, opt_state, params)
     params = optax.apply_updates(params, updates)
-    metrics = dict(metrics, grad_norm=optax.global_norm(grads))
+    metrics = dict(metrics, grad_norm=_global_norm(grads))
     return params, opt_state, metrics
 
 
@@ -234,8 +238,9 @@ def train_epoch(
     num_samples = batch.obs.shape[0]
     num_minibatches = num_samples // batch_size
     if num_minibatches == 0:
-        raise ValueError(f"train_epoch needs at least batch_size={batch_size} samples, got "
-                         f"{num_samples}")
+        raise ValueError(
+            f"train_epoch needs at least batch_size={batch_size} samples, got {num_samples}"
+        )
 
     permutation = jax.random.permutation(key, num_samples)[: num_minibatches * batch_size]
     minibatches = jax.tree.map(

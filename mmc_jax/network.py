@@ -1,7 +1,9 @@
 """Policy-value network: a small pre-activation ResNet over the 5x5 board.
 
 `PolicyValueNet` maps observations `[B, 5, 5, C]` to policy logits `[B, A]` (A = 1225 actions)
-and a value `[B]` in [-1, 1], from the side to move's point of view.
+and a value `[B]` in [-1, 1], from the side to move's point of view. The default policy head
+is fully convolutional: 49 move planes per square, flattened into the engine's action numbering
+(`square_planes_to_actions`).
 
 There is no BatchNorm: the parameters are one plain pytree (no mutable `batch_stats`
 collection), so the network is applied identically in training and in search, and parameter
@@ -59,6 +61,24 @@ class ResidualBlock(nn.Module):
         return x + y
 
 
+def square_planes_to_actions(planes: jax.Array) -> jax.Array:
+    """Flattens per-square move planes into action ids.
+
+    The rules engine (like pgx `gardner_chess`) numbers actions `49 * square + plane` with
+    `square = 5 * file + rank`, both from the mover's view, and observations are indexed
+    `[rank, file]` from the same view. So the planes predicted at observation cell `[r, f]` are
+    the moves starting on that square.
+
+    Args:
+      planes: `[B, 5 (rank), 5 (file), P]` (P = 49 move planes per square).
+
+    Returns:
+      `[B, 25 * P]` with `out[:, P * (5 * f + r) + p] == planes[:, r, f, p]`.
+    """
+    batch_size = planes.shape[0]
+    return planes.transpose(0, 2, 1, 3).reshape(batch_size, -1)
+
+
 class PolicyValueNet(nn.Module):
     """AlphaZero-style policy-value ResNet for 5x5 boards.
 
@@ -66,7 +86,12 @@ class PolicyValueNet(nn.Module):
       num_blocks: number of residual blocks in the trunk.
       channels: width of the trunk.
       num_actions: size of the policy output (1225 for the minichess action space).
-      policy_channels: channels of the 1x1 convolution before the dense policy layer.
+      policy_head: "conv" (default): a 3x3 convolution then a 1x1 convolution to
+        `num_actions / 25` move planes per square, laid out by `square_planes_to_actions`
+        (AlphaZero's fully convolutional head; it relies on the engine's action numbering).
+        "dense": a 1x1 convolution then a dense layer to all actions (layout-agnostic, but the
+        dense layer holds most of the parameters of a small net).
+      policy_channels: width of the policy head's first convolution.
       value_channels: channels of the 1x1 convolution before the value MLP.
       value_hidden: hidden units of the value MLP.
       layer_norm: use LayerNorm inside the blocks and before the heads.
@@ -76,6 +101,7 @@ class PolicyValueNet(nn.Module):
     num_blocks: int = 4
     channels: int = 64
     num_actions: int = NUM_ACTIONS
+    policy_head: str = "conv"
     policy_channels: int = 32
     value_channels: int = 8
     value_hidden: int = 64
@@ -89,13 +115,13 @@ class PolicyValueNet(nn.Module):
         """Evaluates a batch of positions.
 
         Args:
-          obs: `[B, H, W, C]` observations (H = W = 5).
+          obs: `[B, H, W, C]` observations (H = W = 5), indexed `[rank, file]`.
           legal_action_mask: optional `[B, A]` bool; illegal actions get logit `MASKED_LOGIT`.
 
         Returns:
           logits `[B, A]` float32 and value `[B]` float32 in [-1, 1].
         """
-        batch_size = obs.shape[0]
+        batch_size, height, width = obs.shape[:3]
         x = obs.astype(self.dtype)
         x = nn.Conv(self.channels, (3, 3), dtype=self.dtype)(x)
         for _ in range(self.num_blocks):
@@ -104,11 +130,22 @@ class PolicyValueNet(nn.Module):
             x = nn.LayerNorm(dtype=self.dtype)(x)
         x = nn.relu(x)
 
-        # Policy head: the dense layer lets every action read every square, so the head does not
-        # depend on how the rules engine orders squares inside the 1225 action ids.
-        p = nn.relu(nn.Conv(self.policy_channels, (1, 1), dtype=self.dtype)(x))
-        p = p.reshape(batch_size, -1)
-        logits = nn.Dense(self.num_actions, dtype=self.dtype)(p).astype(jnp.float32)
+        if self.policy_head == "conv":
+            planes_per_square, remainder = divmod(self.num_actions, height * width)
+            if remainder:
+                raise ValueError(
+                    f"policy_head='conv' needs num_actions divisible by {height * width} squares, "
+                    f"got {self.num_actions}"
+                )
+            p = nn.relu(nn.Conv(self.policy_channels, (3, 3), dtype=self.dtype)(x))
+            p = nn.Conv(planes_per_square, (1, 1), dtype=self.dtype)(p)
+            logits = square_planes_to_actions(p)
+        elif self.policy_head == "dense":
+            p = nn.relu(nn.Conv(self.policy_channels, (1, 1), dtype=self.dtype)(x))
+            logits = nn.Dense(self.num_actions, dtype=self.dtype)(p.reshape(batch_size, -1))
+        else:
+            raise ValueError(f"policy_head must be 'conv' or 'dense', got {self.policy_head!r}")
+        logits = logits.astype(jnp.float32)
         if legal_action_mask is not None:
             logits = jnp.where(legal_action_mask, logits, MASKED_LOGIT)
 
@@ -125,9 +162,9 @@ _DTYPES = {"float32": jnp.float32, "bfloat16": jnp.bfloat16, "float16": jnp.floa
 def make_network(config: ml_collections.ConfigDict) -> PolicyValueNet:
     """Builds the network from its config (the `network` part of a run config).
 
-    Required fields: `num_blocks`, `channels`. Optional: `num_actions` (1225),
-    `policy_channels` (32), `value_channels` (8), `value_hidden` (64), `layer_norm` (False),
-    `dtype` ("float32" | "bfloat16" | "float16").
+    Required fields: `num_blocks`, `channels`. Optional: `num_actions` (1225), `policy_head`
+    ("conv" | "dense", default "conv"), `policy_channels` (32), `value_channels` (8),
+    `value_hidden` (64), `layer_norm` (False), `dtype` ("float32" | "bfloat16" | "float16").
     """
     dtype = config.get("dtype", "float32")
     if dtype not in _DTYPES:
@@ -136,6 +173,7 @@ def make_network(config: ml_collections.ConfigDict) -> PolicyValueNet:
         num_blocks=int(config.num_blocks),
         channels=int(config.channels),
         num_actions=int(config.get("num_actions", NUM_ACTIONS)),
+        policy_head=str(config.get("policy_head", "conv")),
         policy_channels=int(config.get("policy_channels", 32)),
         value_channels=int(config.get("value_channels", 8)),
         value_hidden=int(config.get("value_hidden", 64)),
