@@ -139,20 +139,19 @@ def render_state(state: State) -> str:
 # ----------------------------------------------------------------------------- compiled helpers
 
 
-@functools.partial(jax.jit, static_argnames=())
-def _analyse_one(rules, pieces, own):
-    a = game.analyse(rules, pieces, own)
+# The Python-facing helpers run positions through these in fixed-size chunks, so each is
+# compiled once per process whatever the number of positions.
+CHUNK = 256
+
+
+@jax.jit
+def _analyse_chunk(rules, pieces, own):
+    a = jax.vmap(game.analyse, in_axes=(None, 0, 0))(rules, pieces, own)
     return a.planes, a.in_check
 
 
 @jax.jit
-def _analyse_many(rules, pieces, own):
-    a = jax.vmap(game.analyse, in_axes=(None, 0, 0))(rules, pieces, own)
-    return a.planes
-
-
-@jax.jit
-def _children(rules, pieces, own, from_sq, to_sq, plane):
+def _children_chunk(rules, pieces, own, from_sq, to_sq, plane):
     def one(p, o, f, t, pl):
         new_pieces, new_own, _ = game._apply(rules, p, o, f, t, pl)
         occ = new_pieces[0] | new_pieces[1] | new_pieces[2] | new_pieces[3]
@@ -160,6 +159,32 @@ def _children(rules, pieces, own, from_sq, to_sq, plane):
         return game.mirror(new_pieces), game.mirror(occ & ~new_own)
 
     return jax.vmap(one)(pieces, own, from_sq, to_sq, plane)
+
+
+def _chunked(fn, rules, *arrays):
+    """Apply a jitted per-chunk function to arrays of any length [N, ...] (numpy out)."""
+    n = len(arrays[0])
+    outs = []
+    for start in range(0, n, CHUNK):
+        part = [x[start : start + CHUNK] for x in arrays]
+        pad = CHUNK - len(part[0])
+        part = [np.concatenate([x, np.zeros((pad, *x.shape[1:]), x.dtype)]) for x in part]
+        outs.append([np.asarray(o)[: CHUNK - pad] for o in fn(rules, *part)])
+    return [np.concatenate(parts) for parts in zip(*outs, strict=True)]
+
+
+def analyse_positions(rules: Rules, pieces: np.ndarray, own: np.ndarray):
+    """(planes uint32[N, 49], in_check bool[N]) for N positions in the mover's view."""
+    pieces = np.asarray(pieces, np.uint32).reshape(-1, 6)
+    own = np.asarray(own, np.uint32).reshape(-1)
+    if len(own) == 0:
+        return np.zeros((0, T.NUM_PLANES), np.uint32), np.zeros(0, bool)
+    return tuple(_chunked(_analyse_chunk, rules, pieces, own))
+
+
+def _analyse_one(rules, pieces, own):
+    planes, in_check = analyse_positions(rules, np.asarray(pieces), np.asarray(own))
+    return planes[0], in_check[0]
 
 
 def _position(variant: str, fen: str):
@@ -273,10 +298,6 @@ def fog_fen(variant: str, fen: str) -> str:
     )
 
 
-def _bucket(n: int) -> int:
-    return max(8, 1 << (n - 1).bit_length())
-
-
 def perft(variant: str, fen: str, depth: int) -> int:
     """Number of legal move sequences of exactly `depth` plies (finished games: no children)."""
     rules, position = _position(variant, fen)
@@ -288,39 +309,16 @@ def perft(variant: str, fen: str, depth: int) -> int:
     own = np.asarray([position.own], np.uint32)
     squares = np.arange(T.NUM_SQUARES, dtype=np.uint32)
     for level in range(depth):
-        n = len(own)
-        if n == 0:
-            return 0
-        size = _bucket(n)
-        pad = size - n
-        planes = np.asarray(
-            _analyse_many(
-                rules,
-                np.concatenate([pieces, np.zeros((pad, 6), np.uint32)]),
-                np.concatenate([own, np.zeros(pad, np.uint32)]),
-            )
-        )[:n]
+        planes, _ = analyse_positions(rules, pieces, own)
         if level == depth - 1:
-            return int(sum(bin(int(x)).count("1") for x in planes.ravel()))
+            return int(np.unpackbits(planes.view(np.uint8)).sum())
         bits = (planes[:, None, :] >> squares[None, :, None]) & 1  # [n, 25, 49]
         idx, from_sq, plane = np.nonzero(bits)
-        to_sq = T.TO_SQUARE[from_sq, plane]
-        m = len(idx)
-        if m == 0:
+        if len(idx) == 0:
             return 0
-        size = _bucket(m)
-        pad = size - m
-
-        def padded(x, fill=0, pad=pad):
-            return np.concatenate([x, np.full((pad, *x.shape[1:]), fill, x.dtype)])
-
-        pieces, own = _children(
-            rules,
-            padded(pieces[idx]),
-            padded(own[idx]),
-            padded(from_sq.astype(np.int32)),
-            padded(to_sq.astype(np.int32)),
-            padded(plane.astype(np.int32)),
+        to_sq = T.TO_SQUARE[from_sq, plane]
+        pieces, own = _chunked(
+            _children_chunk, rules, pieces[idx], own[idx],
+            from_sq.astype(np.int32), to_sq.astype(np.int32), plane.astype(np.int32),
         )
-        pieces, own = np.asarray(pieces)[:m], np.asarray(own)[:m]
     raise AssertionError("unreachable")
