@@ -52,19 +52,25 @@ def _time_scan(run, state, scan_length: int, batch: int, repeats: int):
 
 
 def mmc_env_runner(variants: list[str], batch: int, scan_length: int):
+    """Random play that carries each position's legal planes, as pgx carries its mask."""
     rules = R.batch(variants, batch)
 
-    def body(state, key):
-        mask = R.legal_action_mask(rules, state)
+    def body(carry, key):
+        state, planes = carry
+        mask = R.planes_to_mask(planes)
         action = R.random_legal_action(key, mask)
-        state = R.step(rules, state, action)
-        return _where_done(state.terminated, R.init(rules), state), None
+        state, planes = R.step_with_planes(rules, state, action, planes)
+        fresh = R.init(rules)
+        fresh_planes = R.legal_planes(rules, fresh)  # start positions: constant-folded
+        done = state.terminated
+        return (_where_done(done, fresh, state), _where_done(done, fresh_planes, planes)), None
 
     @jax.jit
-    def run(state, key):
-        return jax.lax.scan(body, state, jax.random.split(key, scan_length))[0]
+    def run(carry, key):
+        return jax.lax.scan(body, carry, jax.random.split(key, scan_length))[0]
 
-    return run, R.init(rules)
+    state = R.init(rules)
+    return run, (state, R.legal_planes(rules, state))
 
 
 def pgx_env_runner(batch: int, scan_length: int):
@@ -90,8 +96,8 @@ def pgx_env_runner(batch: int, scan_length: int):
 
 def legal_moves_per_second(variants: list[str], batch: int, scan_length: int, repeats: int):
     """Move generation alone on positions reached by random play: legal moves per second."""
-    run, state = mmc_env_runner(variants, batch, scan_length)
-    state = jax.block_until_ready(run(state, jax.random.key(123)))  # diverse positions
+    run, carry = mmc_env_runner(variants, batch, scan_length)
+    state, _ = jax.block_until_ready(run(carry, jax.random.key(123)))  # diverse positions
     rules = R.batch(variants, batch)
 
     @jax.jit

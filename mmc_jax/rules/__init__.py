@@ -65,6 +65,9 @@ __all__ = [
     "stack",
     "state_bytes",
     "step",
+    "step_with_planes",
+    "legal_planes",
+    "planes_to_mask",
     "to_fen",
     "uci_to_action",
     "action_to_uci",
@@ -74,8 +77,16 @@ init = jax.vmap(game.init)
 init.__doc__ = "Start positions: Rules [B] -> State [B]."
 step = jax.vmap(game.step)
 step.__doc__ = "Play actions int32 [B]: (Rules [B], State [B], actions) -> State [B]."
+step_with_planes = jax.vmap(game.step_with_planes)
+step_with_planes.__doc__ = (
+    "(Rules [B], State [B], actions [B], legal_planes [B, 49]) -> (State [B], next planes "
+    "[B, 49]): `step` that reuses and hands on the move generation (see game.step_with_planes)."
+)
 legal_planes = jax.vmap(game.legal_planes)
 legal_planes.__doc__ = "(Rules [B], State [B]) -> uint32 [B, 49] legal from-squares per plane."
+
+
+planes_to_mask = game.planes_to_mask
 
 
 def legal_action_mask(rules: Rules, state: State) -> jax.Array:
@@ -83,11 +94,14 @@ def legal_action_mask(rules: Rules, state: State) -> jax.Array:
     return game.planes_to_mask(legal_planes(rules, state))
 
 
-def observe(rules: Rules, state: State) -> jax.Array:
+def observe(rules: Rules, state: State, planes: jax.Array | None = None) -> jax.Array:
     """(Rules [B], State [B]) -> float32 [B, 5, 5, C] observations from the mover's view.
 
-    The fog of war needs a move generation; a batch without `dark` games skips it.
+    The fog of war needs the legal moves: pass `planes` (`legal_planes` [B, 49]) if you have
+    them; otherwise a batch without `dark` games skips the move generation.
     """
+    if planes is not None:
+        return jax.vmap(lambda r, s, p: game.observe(r, s, True, p))(rules, state, planes)
     with_fog = jax.vmap(functools.partial(game.observe, fog=True))
     without_fog = jax.vmap(functools.partial(game.observe, fog=False))
     return jax.lax.cond(jnp.any(rules.fog), with_fog, without_fog, rules, state)
@@ -318,7 +332,12 @@ def perft(variant: str, fen: str, depth: int) -> int:
             return 0
         to_sq = T.TO_SQUARE[from_sq, plane]
         pieces, own = _chunked(
-            _children_chunk, rules, pieces[idx], own[idx],
-            from_sq.astype(np.int32), to_sq.astype(np.int32), plane.astype(np.int32),
+            _children_chunk,
+            rules,
+            pieces[idx],
+            own[idx],
+            from_sq.astype(np.int32),
+            to_sq.astype(np.int32),
+            plane.astype(np.int32),
         )
     raise AssertionError("unreachable")

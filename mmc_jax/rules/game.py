@@ -472,12 +472,22 @@ def step(rules: Rules, state: State, action) -> State:
     unchanged, with zero rewards. Rewards are +1/-1/0 for [White, Black] on the terminal
     transition only.
     """
+    return step_with_planes(rules, state, action, legal_planes(rules, state))[0]
+
+
+def step_with_planes(rules: Rules, state: State, action, planes):
+    """`step` given the current position's `legal_planes`; also returns the next position's.
+
+    A loop that keeps the planes of its positions (a random-play or self-play scan) generates
+    moves once per ply instead of twice: the legality test of `action` is a bit test on
+    `planes`, and the move generation that detects mate and stalemate after the move is
+    handed back as `(next_state, next_planes)` (zero once the game is over).
+    """
     action = jnp.asarray(action, jnp.int32)
     in_range = (action >= 0) & (action < T.NUM_ACTIONS)
     action = jnp.clip(action, 0, T.NUM_ACTIONS - 1)
     from_sq, plane = action // T.NUM_PLANES, action % T.NUM_PLANES
     to_sq = jnp.asarray(T.TO_SQUARE)[from_sq, plane]
-    planes = analyse(rules, state.pieces, state.own).planes
     legal = in_range & _any((planes[plane] >> from_sq.astype(jnp.uint32)) & 1)
 
     pieces, own, irreversible = _apply(
@@ -528,7 +538,8 @@ def step(rules: Rules, state: State, action) -> State:
     illegal = state.replace(terminated=jnp.bool_(True), rewards=rewards.astype(jnp.float32))
     finished = state.replace(rewards=jnp.zeros(2, jnp.float32))
     out = jax.tree.map(lambda a, b: jnp.where(legal, a, b), played, illegal)
-    return jax.tree.map(lambda a, b: jnp.where(state.terminated, a, b), finished, out)
+    out = jax.tree.map(lambda a, b: jnp.where(state.terminated, a, b), finished, out)
+    return out, jnp.where(out.terminated, ZERO, analysis.planes)
 
 
 _SQUARE_BITS_RANK_FILE = np.array(
@@ -536,19 +547,21 @@ _SQUARE_BITS_RANK_FILE = np.array(
 )
 
 
-def observe(rules: Rules, state: State, fog: bool = True):
+def observe(rules: Rules, state: State, fog: bool = True, planes=None):
     """float32[5, 5, C] observation from the side to move's view, indexed [rank, file, channel].
 
     Channels: 0-5 own P N B R Q K, 6-11 opponent's, 12 hidden (dark: squares the mover cannot
     see; the opponent's pieces there are not shown), 13 colour (1 when Black moves), 14 50-move
     clock / 100, 15 position seen before, 16 ply / max_plies, 17+ variant one-hot.
     With `fog=False` (static) the fog of war is skipped, which is exact for every variant
-    whose `rules.fog` is False and saves a move generation.
+    whose `rules.fog` is False and saves a move generation; so does passing the position's
+    `planes` (`legal_planes`) when they are at hand.
     """
     pieces, own = state.pieces, state.own
     occ = pieces[0] | pieces[1] | pieces[2] | pieces[3] | pieces[4] | pieces[5]
     if fog:
-        planes = analyse(rules, pieces, own).planes
+        if planes is None:
+            planes = analyse(rules, pieces, own).planes
         seen = jnp.where(rules.fog, visible_squares(pieces, own, planes), FULL)
     else:
         seen = FULL
