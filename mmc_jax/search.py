@@ -20,10 +20,15 @@ from mmc_jax import rules as R
 ALGORITHMS = ("gumbel_muzero", "muzero")
 
 
-def evaluate(network, params, rules: R.Rules, state: R.State):
-    """(logits [B, 1225] with illegal moves masked, value [B], legal mask [B, 1225])."""
-    obs = R.observe(rules, state)
-    mask = R.legal_action_mask(rules, state)
+def evaluate(network, params, rules: R.Rules, state: R.State, planes=None):
+    """(logits [B, 1225] with illegal moves masked, value [B], legal mask [B, 1225]).
+
+    `planes` are the positions' `legal_planes` if the caller has them (saves a move generation).
+    """
+    if planes is None:
+        planes = R.legal_planes(rules, state)
+    obs = R.observe(rules, state, planes)
+    mask = R.planes_to_mask(planes)
     logits, value = network.apply({"params": params}, obs, mask)
     return logits, value, mask
 
@@ -34,10 +39,11 @@ def make_recurrent_fn(network, rules: R.Rules):
     def recurrent_fn(params, rng_key, action, state):
         del rng_key
         mover = state.turn
-        next_state = R.step(rules, state, action)
+        planes = R.legal_planes(rules, state)
+        next_state, next_planes = R.step_with_planes(rules, state, action, planes)
         # Reward of the transition for the player who moved (mctx backs up r + discount * v).
         reward = jnp.take_along_axis(next_state.rewards, mover[:, None], axis=1)[:, 0]
-        logits, value, _ = evaluate(network, params, rules, next_state)
+        logits, value, _ = evaluate(network, params, rules, next_state, next_planes)
         done = next_state.terminated
         output = mctx.RecurrentFnOutput(
             reward=reward,
