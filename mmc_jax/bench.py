@@ -95,29 +95,45 @@ def pgx_env_runner(batch: int, scan_length: int):
 
 
 def legal_moves_per_second(variants: list[str], batch: int, scan_length: int, repeats: int):
-    """Move generation alone on positions reached by random play: legal moves per second."""
-    run, carry = mmc_env_runner(variants, batch, scan_length)
-    state, _ = jax.block_until_ready(run(carry, jax.random.key(123)))  # diverse positions
+    """Move generation alone, like a perft: legal moves enumerated per second.
+
+    The positions are `scan_length` batches collected along random games, so every timed
+    move generation works on different positions (nothing can be hoisted out of the loop).
+    """
     rules = R.batch(variants, batch)
 
-    @jax.jit
-    def count(state, key):
-        del key
+    def play(carry, key):
+        state, planes = carry
+        action = R.random_legal_action(key, R.planes_to_mask(planes))
+        state, planes = R.step_with_planes(rules, state, action, planes)
+        fresh = R.init(rules)
+        done = state.terminated
+        state = _where_done(done, fresh, state)
+        planes = _where_done(done, R.legal_planes(rules, fresh), planes)
+        return (state, planes), state
 
-        def body(total, i):
-            # The barrier ties the state to the loop index so XLA cannot hoist the work.
-            current, _ = jax.lax.optimization_barrier((state, i))
-            planes = R.legal_planes(rules, current)
+    @jax.jit
+    def collect(key):
+        state = R.init(rules)
+        carry = (state, R.legal_planes(rules, state))
+        return jax.lax.scan(play, carry, jax.random.split(key, scan_length))[1]
+
+    positions = jax.block_until_ready(collect(jax.random.key(123)))
+
+    @jax.jit
+    def count(positions):
+        def body(total, state):
+            planes = R.legal_planes(rules, state)
             return total + jnp.sum(jax.lax.population_count(planes)), None
 
-        return jax.lax.scan(body, jnp.int32(0), jnp.arange(scan_length))[0]
+        return jax.lax.scan(body, jnp.int32(0), positions)[0]
 
-    compiled = count.lower(state, jax.random.key(0)).compile()
-    jax.block_until_ready(compiled(state, jax.random.key(0)))
+    compiled = count.lower(positions).compile()
+    jax.block_until_ready(compiled(positions))
     start = time.perf_counter()
     total = 0
-    for i in range(repeats):
-        total += int(compiled(state, jax.random.key(i)))
+    for _ in range(repeats):
+        total += int(compiled(positions))
     return total / (time.perf_counter() - start)
 
 
