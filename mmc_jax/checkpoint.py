@@ -247,6 +247,40 @@ class Checkpointer:
             return None
         return self.restore(target_template, config=config, shape_keys=shape_keys)
 
+    def restore_subtree(self, key: str, target_template: Any, *, step: int | None = None) -> Any:
+        """Restores only `state[key]` (e.g. "params") of checkpoint `step` (default: latest).
+
+        Nothing else of the saved state is read, and no template is needed for it: evaluation
+        and adaptation restore the network weights of a run whatever else its training loop
+        saved (optimizer moments, counters, buffers). The leaf shapes under `key` are checked
+        against the sidecar like `restore` does.
+
+        Raises:
+          FileNotFoundError: no checkpoint (or not that step).
+          ValueError: the saved state has no `key`, or its leaf shapes differ from the template.
+        """
+        self._manager.wait_until_finished()
+        step = self._resolve_step(step)
+        meta = self.metadata(step)
+        where = f"{self.directory}/{step}"
+        prefix = f"[{key!r}]"
+        saved = {p: s for p, s in meta.get("shapes", {}).items() if p.startswith(prefix)}
+        if not saved:
+            raise ValueError(f"checkpoint {where} has no {key!r} entry in its saved state")
+        _check_compatible(dict(meta, shapes=saved), {key: target_template}, None, (), where)
+        template = {key: target_template}
+        restored = self._manager.restore(
+            step,
+            args=ocp.args.Composite(
+                state=ocp.args.PyTreeRestore(
+                    item=template,
+                    restore_args=ocp.checkpoint_utils.construct_restore_args(template),
+                    partial_restore=True,
+                )
+            ),
+        )
+        return restored["state"][key]
+
     def wait(self) -> None:
         """Blocks until pending asynchronous saves are committed."""
         self._manager.wait_until_finished()
@@ -340,3 +374,13 @@ def restore_or_none(
     if latest_step(workdir) is None:
         return None
     return restore_checkpoint(workdir, target_template, config=config, shape_keys=shape_keys)
+
+
+def restore_subtree(
+    workdir: str | os.PathLike, key: str, target_template: Any, *, step: int | None = None
+) -> Any:
+    """Restores only `state[key]` of step `step` (default: latest); see
+    `Checkpointer.restore_subtree`. Typical: `restore_subtree(workdir, "params", template)`."""
+    _require_checkpoints(workdir)
+    with Checkpointer(workdir, max_to_keep=None, async_save=False) as ckpt:
+        return ckpt.restore_subtree(key, target_template, step=step)

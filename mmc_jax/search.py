@@ -70,16 +70,18 @@ def run_search(
     dirichlet_alpha: float = 0.3,
     dirichlet_fraction: float = 0.25,
     temperature: float = 1.0,
+    planes: jax.Array | None = None,
 ) -> mctx.PolicyOutput:
     """Batched search from `state` [B]; returns mctx's PolicyOutput (action, action_weights).
 
     `algorithm="gumbel_muzero"` (default; `gumbel_scale=0` for evaluation: deterministic
     sequential halving) or `"muzero"` (PUCT with Dirichlet root noise). Games that are already
-    over get a uniform dummy search (callers ignore them).
+    over get a uniform dummy search (callers ignore them). `planes` are the roots'
+    `legal_planes` [B, 49] if the caller has them (saves a move generation).
     """
     if algorithm not in ALGORITHMS:
         raise ValueError(f"unknown search algorithm {algorithm!r}; expected one of {ALGORITHMS}")
-    logits, value, mask = evaluate(network, params, rules, state)
+    logits, value, mask = evaluate(network, params, rules, state, planes)
     # A finished game has no legal action; give it one so mctx's masking stays well defined.
     has_move = mask.any(axis=-1, keepdims=True)
     invalid = ~jnp.where(has_move, mask, jnp.ones_like(mask))

@@ -1,0 +1,350 @@
+"""Tests for mmc_jax.evaluate: greedy policy, arena statistics, colour balance, load_model, CLI.
+
+Compile time dominates on 2 CPU cores, so the tests share few compiled programs: every
+random / greedy match uses one baseline arena (`NUM_GAMES` games; variant, key and ply cap are
+data, not compile-time constants), the colour-balance test one arena with a policy function,
+and the model tests one arena with a tiny network (which the in-process CLI run reuses). The
+greedy positions are evaluated op by op (`jax.disable_jit`), without compiling.
+"""
+
+import json
+import os
+import subprocess
+import sys
+
+import chex
+import jax
+import jax.numpy as jnp
+import ml_collections
+import numpy as np
+import optax
+import pytest
+
+from mmc_jax import checkpoint, evaluate, network
+from mmc_jax import rules as R
+
+NUM_GAMES = 128  # every baseline match: one compiled arena
+
+
+def greedy_choices(variant: str, fen: str, num_games: int = 16, seed: int = 0):
+    """(UCI moves greedy picks in `num_games` copies of the position, legal UCI moves)."""
+    rules = R.batch(variant, num_games)
+    state = jax.tree.map(lambda x: jnp.broadcast_to(x, (num_games, *jnp.shape(x))), R.from_fen(fen))
+    with jax.disable_jit():
+        planes = R.legal_planes(rules, state)
+        actions = evaluate.greedy_policy(jax.random.key(seed), rules, state, planes)
+        legal = np.flatnonzero(np.asarray(R.planes_to_mask(planes))[0])
+    chex.assert_shape(actions, (num_games,))
+    to_uci = lambda a: R.action_to_uci(variant, fen, int(a))  # noqa: E731
+    return {to_uci(a) for a in np.asarray(actions)}, {to_uci(a) for a in legal}
+
+
+@pytest.mark.parametrize(
+    "variant, fen, best, also_legal",
+    [
+        # Knight c2 can take the queen on b4 or the pawn on d4.
+        ("gardner", "4k/1q1p1/5/2N2/K4 w - - 0 1", "c2b4", "c2d4"),
+        # The same for Black (the board is in the mover's view): knight c1 takes b3, not d3.
+        ("gardner", "4k/5/1Q1P1/5/2n1K b - - 0 1", "c1b3", "c1d3"),
+        # Promoting to a queen (+8) beats taking a knight (+3) and under-promotions.
+        ("gardner", "k4/3P1/5/5/Kn3 w - - 0 1", "d4d5q", "a1b1"),
+        # Taking the rook while promoting (+5 +8) beats promoting alone ...
+        ("gardner", "k3r/3P1/5/5/K4 w - - 0 1", "d4e5q", "d4d5q"),
+        # ... but a rifle capture leaves the pawn where it was (no promotion: +5 < +8) ...
+        ("rifle", "k3r/3P1/5/5/K4 w - - 0 1", "d4d5q", "d4e5"),
+        # ... and an atomic capture blows it up.
+        ("atomic", "k3r/3P1/5/5/K4 w - - 0 1", "d4d5q", "d4e5q"),
+        # Where kings can be taken, taking one beats taking the queen.
+        ("dark", "k4/5/5/4K/R3q w - - 0 1", "a1a5", "a1e1"),
+    ],
+)
+def test_greedy_takes_the_most_material(variant, fen, best, also_legal):
+    chosen, legal = greedy_choices(variant, fen)
+    assert {best, also_legal} <= legal
+    assert chosen == {best}
+
+
+def test_greedy_without_captures_plays_varied_legal_moves():
+    chosen, legal = greedy_choices("gardner", R.START_FENS["gardner"], num_games=64)
+    assert chosen <= legal
+    assert len(chosen) >= 4  # ties broken at random, not always the same move
+
+
+def check_match(result: dict, num_games: int) -> None:
+    """Consistency of a play_match result."""
+    assert result["num_games"] == num_games
+    assert result["wins"] + result["draws"] + result["losses"] == num_games
+    for colour in ("white", "black"):
+        part = result[colour]
+        assert part["games"] == num_games // 2
+        assert part["wins"] + part["draws"] + part["losses"] == num_games // 2
+    for key in ("wins", "draws", "losses"):
+        assert result["white"][key] + result["black"][key] == result[key]
+    assert 0.0 <= result["score"] <= 1.0
+    assert result["score"] == pytest.approx((result["wins"] + 0.5 * result["draws"]) / num_games)
+    for interval in (result["score_ci95"], result["score_ci95_wilson"]):
+        low, high = interval
+        assert 0.0 <= low <= result["score"] <= high <= 1.0
+    json.dumps(result)  # JSON-able
+
+
+def test_random_vs_random_statistics():
+    result = evaluate.play_match(
+        "random", None, "gardner", "random", NUM_GAMES, 0, jax.random.key(0)
+    )
+    check_match(result, NUM_GAMES)
+    assert result["illegal_moves"] == {"model": 0, "opponent": 0}
+    assert result["score_ci95"][0] < 0.5 < result["score_ci95"][1]  # no side is favoured
+    again = evaluate.play_match(
+        "random", None, "gardner", "random", NUM_GAMES, 0, jax.random.key(0)
+    )
+    assert again == result  # reproducible from the key
+
+
+def test_greedy_beats_random():
+    result = evaluate.play_match(
+        "greedy", None, "gardner", "random", NUM_GAMES, 0, jax.random.key(1)
+    )
+    check_match(result, NUM_GAMES)
+    # Greedy rarely loses but mostly draws: it does not look for mates, so its games end in
+    # stalemates (about 60% of its draws in gardner) or bare kings (about 1/3). Over 12 seeds
+    # at 256 games: score 0.566-0.600, about 17% wins and 0.6% losses; the per-game sd is
+    # 0.18, so at 128 games the score's sd is 0.016 and both thresholds below are more than
+    # 3 sd from their means.
+    assert result["score"] > 0.53
+    assert result["wins"] - result["losses"] >= 8
+
+
+@pytest.mark.parametrize("variant", R.VARIANTS)
+def test_greedy_plays_only_legal_moves(variant):
+    result = evaluate.play_match(
+        "greedy",
+        None,
+        variant,
+        "greedy",
+        NUM_GAMES,
+        0,
+        jax.random.key(2),
+        max_plies=60,
+        opening_plies=4,
+    )
+    check_match(result, NUM_GAMES)
+    assert result["illegal_moves"] == {"model": 0, "opponent": 0}
+    assert result["max_plies"] == 60 and result["mean_plies"] <= 60
+    if variant == "monochromatic":  # White has no move at the start: drawn at once
+        assert result["draws"] == NUM_GAMES and result["mean_plies"] == 0
+
+
+def test_colour_balance_with_an_illegal_mover():
+    """A model that always plays an illegal move loses every game at its first move: at ply 0
+    when it is White (the first half of the games), after the opponent's move when Black."""
+
+    def illegal_policy(key, rules, state):
+        del key, rules
+        return jnp.full(state.turn.shape, -1, jnp.int32)
+
+    result = evaluate.play_match(
+        illegal_policy, None, "gardner", "random", NUM_GAMES, 0, jax.random.key(3)
+    )
+    check_match(result, NUM_GAMES)
+    assert result["losses"] == NUM_GAMES and result["score"] == 0.0
+    assert result["illegal_moves"] == {"model": NUM_GAMES, "opponent": 0}
+    assert result["white"]["mean_plies"] == 0.0
+    assert result["black"]["mean_plies"] == 1.0
+    assert result["ci_method"] == "wilson" and result["score_ci95"][1] > 0.0
+    assert result["elo"] is None
+
+
+def test_statistics_helpers():
+    low, high = evaluate.wilson_interval(0.5, 100)
+    assert low == pytest.approx(0.4038, abs=1e-3) and high == pytest.approx(0.5962, abs=1e-3)
+    stats = evaluate.match_statistics(np.array([1, 0, 0, -1, 1, 0]), np.arange(6))
+    assert (stats["wins"], stats["draws"], stats["losses"]) == (2, 3, 1)
+    assert stats["white"]["wins"] == 1 and stats["black"]["wins"] == 1
+    assert stats["ci_method"] == "normal"
+    sd = np.std([1, 0.5, 0.5, 0, 1, 0.5], ddof=1)
+    assert stats["score_ci95"][1] - stats["score"] == pytest.approx(1.96 * sd / np.sqrt(6), 1e-3)
+    assert evaluate.elo_difference(0.5) == 0.0 and evaluate.elo_difference(1.0) is None
+
+
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        (dict(variant="chess"), "valid variants: gardner"),
+        (dict(num_games=3), "even"),
+        (dict(num_games=0), "positive"),
+        (dict(opponent="stockfish"), "unknown opponent"),
+        (dict(opponent="checkpoint"), "needs a network"),
+    ],
+)
+def test_play_match_argument_errors(kwargs, message):
+    args = dict(variant="gardner", opponent="random", num_games=4)
+    args.update(kwargs)
+    with pytest.raises(ValueError, match=message):
+        evaluate.play_match(
+            "random",
+            None,
+            args["variant"],
+            args["opponent"],
+            args["num_games"],
+            0,
+            jax.random.key(0),
+        )
+
+
+# ---------------------------------------------------------------------------------------------
+# A tiny network from a checkpoint
+
+
+TINY = dict(num_blocks=1, channels=8, policy_channels=4, value_channels=2, value_hidden=8)
+
+
+@pytest.fixture(scope="module")
+def saved_run(tmp_path_factory):
+    """A workdir with one checkpoint of a tiny random network (plus optimizer state and a
+    counter, which load_model must skip)."""
+    workdir = str(tmp_path_factory.mktemp("run"))
+    config = ml_collections.ConfigDict(
+        dict(variants=["gardner"], network=TINY, learner=dict(optimizer="adam", learning_rate=1e-3))
+    )
+    net = network.make_network(config.network)
+    # Random values of the right shapes: `init_params` would compile for ~8 s.
+    shapes = jax.eval_shape(
+        lambda key: network.init_params(net, key, R.OBS_SHAPE), jax.random.key(0)
+    )
+    rng = np.random.default_rng(0)
+    params = jax.tree.map(
+        lambda s: jnp.asarray(0.1 * rng.standard_normal(s.shape), s.dtype), shapes
+    )
+    state = {"params": params, "opt_state": optax.adam(1e-3).init(params), "iteration": 7}
+    checkpoint.save_checkpoint(workdir, 7, state, config=config)
+    return workdir, params
+
+
+def test_load_model_restores_params_and_config(saved_run):
+    workdir, params = saved_run
+    net, restored, config = evaluate.load_model(workdir)
+    assert config.network.channels == 8 and list(config.variants) == ["gardner"]
+    assert net == network.make_network(ml_collections.ConfigDict(TINY))
+    chex.assert_trees_all_close(restored, params)
+    _, from_step_dir, _ = evaluate.load_model(os.path.join(workdir, "checkpoints", "7"))
+    chex.assert_trees_all_close(from_step_dir, params)
+
+
+def test_load_model_errors(saved_run, tmp_path):
+    workdir, _ = saved_run
+    with pytest.raises(FileNotFoundError, match="no such checkpoint directory"):
+        evaluate.load_model(tmp_path / "missing")
+    with pytest.raises(FileNotFoundError, match="no checkpoint"):
+        evaluate.load_model(tmp_path)
+    with pytest.raises(FileNotFoundError, match="step 3"):
+        evaluate.load_model(workdir, step=3)
+    assert not os.path.exists(tmp_path / "checkpoints")  # looking created nothing
+
+    # A sidecar without a network config, and one whose config does not fit the parameters.
+    _, params = saved_run
+    checkpoint.save_checkpoint(tmp_path / "no_config", 1, {"params": params})
+    with pytest.raises(ValueError, match="no network config"):
+        evaluate.load_model(tmp_path / "no_config")
+    wider = ml_collections.ConfigDict(dict(network=dict(TINY, channels=16)))
+    checkpoint.save_checkpoint(tmp_path / "wider", 1, {"params": params}, config=wider)
+    with pytest.raises(ValueError, match="does not match"):
+        evaluate.load_model(tmp_path / "wider")
+
+
+MODEL_MATCH = dict(num_games=4, num_simulations=2, opponent_simulations=0, max_plies=16)
+
+
+def test_model_vs_checkpoint_opponent_and_cli(saved_run, capsys):
+    """The search model against the raw policy of the same checkpoint; then the same match
+    through the CLI (the same compiled arena), whose JSON must agree."""
+    workdir, _ = saved_run
+    net, params, _ = evaluate.load_model(workdir)
+    result = evaluate.play_match(
+        net,
+        params,
+        "gardner",
+        "checkpoint",
+        MODEL_MATCH["num_games"],
+        MODEL_MATCH["num_simulations"],
+        jax.random.key(0),
+        opponent_network=net,
+        opponent_params=params,
+        opponent_simulations=MODEL_MATCH["opponent_simulations"],
+        max_plies=MODEL_MATCH["max_plies"],
+    )
+    check_match(result, MODEL_MATCH["num_games"])
+    assert result["illegal_moves"] == {"model": 0, "opponent": 0}
+    assert result["num_simulations"] == 2 and result["opponent_simulations"] == 0
+
+    status = evaluate.main(
+        [
+            "--checkpoint", workdir,
+            "--variant", "gardner",
+            "--opponent", workdir,
+            "--games", str(MODEL_MATCH["num_games"]),
+            "--simulations", str(MODEL_MATCH["num_simulations"]),
+            "--opponent-simulations", str(MODEL_MATCH["opponent_simulations"]),
+            "--max-plies", str(MODEL_MATCH["max_plies"]),
+            "--json",
+        ]
+    )  # fmt: skip
+    assert status == 0
+    printed = json.loads(capsys.readouterr().out)
+    for key in ("wins", "draws", "losses", "score", "score_ci95", "white", "black"):
+        assert printed[key] == result[key]
+    assert printed["opponent"] == workdir and printed["model"] == workdir
+
+
+def test_uniform_prior_network_outputs():
+    mask = jnp.zeros((3, R.NUM_ACTIONS), bool).at[:, 5].set(True)
+    logits, value = evaluate.UniformPriorNetwork().apply({}, jnp.zeros((3, *R.OBS_SHAPE)), mask)
+    chex.assert_shape([logits, value], [(3, R.NUM_ACTIONS), (3,)])
+    assert float(logits[0, 5]) == 0.0 and float(logits[0, 4]) == network.MASKED_LOGIT
+    assert not np.any(np.asarray(value))
+
+
+# ---------------------------------------------------------------------------------------------
+# CLI errors (subprocesses: the message and exit status a user sees)
+
+
+def test_cli_errors_are_clear(tmp_path):
+    cases = [
+        (["--variant", "chess"], "unknown variant 'chess'; valid variants: gardner, baby"),
+        (["--variant", "gardner", "--games", "3"], "--games must be even"),
+        (["--variant", "gardner", "--checkpoint", str(tmp_path)], "no checkpoint under"),
+        (["--variant", "gardner", "--opponent", "stockfish"], "random, greedy or a checkpoint"),
+    ]
+    env = dict(os.environ, JAX_PLATFORMS="cpu")
+    processes = [
+        subprocess.Popen(
+            [sys.executable, "-m", "mmc_jax.evaluate", *args],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=env,
+        )
+        for args, _ in cases
+    ]
+    for (args, message), process in zip(cases, processes, strict=True):
+        _, stderr = process.communicate(timeout=120)
+        assert process.returncode == 2, (args, stderr)
+        assert message in stderr, (args, stderr)
+        assert "Traceback" not in stderr, (args, stderr)
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--games", "0"], "--games must be positive"),
+        (["--games", "x"], "--games must be an integer"),
+        (["--simulations", "-1"], "--simulations must be non-negative"),
+        (["--max-plies", "0"], "--max-plies must be positive"),
+        (["--checkpoint", "/nonexistent/run"], "no such checkpoint directory"),
+    ],
+)
+def test_cli_argument_errors_in_process(args, message, capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        evaluate.main(["--variant", "gardner", *args])
+    assert exit_info.value.code == 2
+    assert message in capsys.readouterr().err
