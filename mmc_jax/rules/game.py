@@ -416,8 +416,14 @@ def from_position(pieces, own, turn, halfmove=0, fullmove=1) -> State:
 
 
 def init(rules: Rules) -> State:
-    """The start position of `rules` (one game)."""
-    return from_position(rules.start_pieces, rules.start_own, jnp.int32(0))
+    """The start position of `rules` (one game).
+
+    A start position without a legal move (monochromatic: White's pieces are all stuck) is a
+    finished game at once, a draw with zero rewards.
+    """
+    state = from_position(rules.start_pieces, rules.start_own, jnp.int32(0))
+    stuck = ~_any(analyse(rules, state.pieces, state.own).planes.any())
+    return state.replace(terminated=stuck)
 
 
 def legal_planes(rules: Rules, state: State):
