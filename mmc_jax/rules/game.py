@@ -446,7 +446,7 @@ def _apply(rules: Rules, pieces, own, from_sq, to_sq, plane):
     moving = jnp.argmax(_any(pieces & from_bit))
     promotes = (moving == T.PAWN) & (to_sq % 5 == 4)
     under = jnp.asarray([T.ROOK, T.BISHOP, T.KNIGHT], jnp.int32)[jnp.minimum(plane, 8) // 3]
-    placed = jnp.where(promotes, jnp.where(plane < 9, T.QUEEN, under), moving)
+    placed = jnp.where(promotes, jnp.where(plane < 9, under, T.QUEEN), moving)
     types = jnp.arange(6)
 
     normal_pieces = (pieces & ~from_bit & ~to_bit) | jnp.where(types == placed, to_bit, ZERO)
