@@ -178,6 +178,202 @@ def bench_env(args) -> dict:
     return result
 
 
+# ----------------------------------------------------------------------------- self-play
+
+
+def _selfplay_network(channels_in: int, blocks: int, channels: int):
+    import ml_collections
+
+    from mmc_jax.network import init_params, make_network
+
+    cfg = ml_collections.ConfigDict(dict(num_blocks=blocks, channels=channels))
+    network = make_network(cfg)
+    return network, init_params(network, jax.random.key(0), (5, 5, channels_in))
+
+
+def mmc_selfplay_runner(batch: int, plies: int, simulations: int, blocks: int, channels: int):
+    """Self-play plies of `batch` Gardner games with the project's own search (search.py)."""
+    from mmc_jax import search
+
+    rules = R.batch("gardner", batch)
+    network, params = _selfplay_network(R.OBS_CHANNELS, blocks, channels)
+
+    def body(state, key):
+        out = search.run_search(network, params, rules, state, key, num_simulations=simulations)
+        state = R.step(rules, state, out.action)
+        return _where_done(state.terminated, R.init(rules), state), None
+
+    @jax.jit
+    def run(state, key):
+        return jax.lax.scan(body, state, jax.random.split(key, plies))[0]
+
+    return run, R.init(rules), (network, params, rules)
+
+
+def pgx_selfplay_runner(batch: int, plies: int, simulations: int, blocks: int, channels: int):
+    """The same search (mctx gumbel_muzero, same net shape) over pgx `gardner_chess`."""
+    import mctx
+    import pgx
+
+    env = pgx.make("gardner_chess")
+    network, params = _selfplay_network(115, blocks, channels)
+    step = jax.vmap(env.step)
+
+    def evaluate(state):
+        return network.apply({"params": params}, state.observation, state.legal_action_mask)
+
+    def recurrent_fn(params_, key, action, state):
+        del params_, key
+        mover = state.current_player
+        state = step(state, action)
+        reward = jnp.take_along_axis(state.rewards, mover[:, None], axis=1)[:, 0]
+        logits, value = evaluate(state)
+        done = state.terminated
+        output = mctx.RecurrentFnOutput(
+            reward=reward,
+            discount=jnp.where(done, 0.0, -1.0),
+            prior_logits=logits,
+            value=jnp.where(done, 0.0, value),
+        )
+        return output, state
+
+    def body(state, key):
+        k_search, k_init = jax.random.split(key)
+        logits, value = evaluate(state)
+        root = mctx.RootFnOutput(prior_logits=logits, value=value, embedding=state)
+        out = mctx.gumbel_muzero_policy(
+            params,
+            k_search,
+            root,
+            recurrent_fn,
+            num_simulations=simulations,
+            invalid_actions=~state.legal_action_mask,
+            max_num_considered_actions=16,
+        )
+        state = step(state, out.action)
+        fresh = jax.vmap(env.init)(jax.random.split(k_init, batch))
+        return _where_done(state.terminated, fresh, state), None
+
+    @jax.jit
+    def run(state, key):
+        return jax.lax.scan(body, state, jax.random.split(key, plies))[0]
+
+    return run, jax.vmap(env.init)(jax.random.split(jax.random.key(0), batch))
+
+
+def _time_parts(network, params, rules, batch, plies, simulations, repeats):
+    """Seconds per self-play scan spent in the net alone and in the rules alone."""
+    state = R.init(rules)
+    n = plies * (simulations + 1)  # network evaluations and node expansions per scan
+
+    @jax.jit
+    def net_only(obs, key):
+        del key
+
+        def body(total, i):
+            x, _ = jax.lax.optimization_barrier((obs, i))
+            logits, value = network.apply({"params": params}, x, None)
+            return total + value.sum() + logits[:, 0].sum(), None
+
+        return jax.lax.scan(body, 0.0, jnp.arange(n))[0]
+
+    @jax.jit
+    def rules_only(state, key):
+        def body(carry, k):
+            state, planes = carry
+            action = R.random_legal_action(k, R.planes_to_mask(planes))
+            state, planes = R.step_with_planes(rules, state, action, planes)
+            obs = R.observe(rules, state, planes)
+            fresh = R.init(rules)
+            done = state.terminated
+            state = _where_done(done, fresh, state)
+            planes = _where_done(done, R.legal_planes(rules, fresh), planes)
+            return (state, planes), obs[:, 0, 0, 0].sum()
+
+        carry = (state, R.legal_planes(rules, state))
+        return jax.lax.scan(body, carry, jax.random.split(key, n))[1].sum()
+
+    out = {}
+    obs = R.observe(rules, state)
+    for name, fn, arg in (("net", net_only, obs), ("rules", rules_only, state)):
+        compiled = fn.lower(arg, jax.random.key(0)).compile()
+        jax.block_until_ready(compiled(arg, jax.random.key(0)))
+        start = time.perf_counter()
+        for i in range(repeats):
+            jax.block_until_ready(compiled(arg, jax.random.key(i)))
+        out[name] = (time.perf_counter() - start) / repeats
+    return out
+
+
+def bench_selfplay(args) -> dict:
+    batch, plies, sims = args.batch, args.plies, args.simulations
+    result = {
+        "benchmark": "selfplay",
+        "device": str(jax.devices()[0].device_kind),
+        "platform": jax.default_backend(),
+        "batch": batch,
+        "plies_per_scan": plies,
+        "simulations": sims,
+        "network": f"{args.blocks}x{args.channels}",
+        "repeats": args.repeats,
+    }
+    run, state, (network, params, rules) = mmc_selfplay_runner(
+        batch, plies, sims, args.blocks, args.channels
+    )
+    compile_s, moves = _time_scan(run, state, plies, batch, args.repeats)
+    result.update(moves_per_s=moves, compile_s=compile_s)
+    if not args.json:
+        print(f"mmc_jax: {moves:,.1f} self-play moves/s (compile {compile_s:.1f} s)", flush=True)
+    if args.breakdown:
+        parts = _time_parts(network, params, rules, batch, plies, sims, args.repeats)
+        total = plies * batch / moves
+        result["seconds_per_scan"] = {
+            "total": total,
+            "network": parts["net"],
+            "rules": parts["rules"],
+            "search_bookkeeping": max(total - parts["net"] - parts["rules"], 0.0),
+        }
+        if not args.json:
+            print(
+                "where the time goes, seconds per scan: "
+                + ", ".join(f"{k} {v:.3f}" for k, v in result["seconds_per_scan"].items()),
+                flush=True,
+            )
+    if args.vs_pgx:
+        run, state = pgx_selfplay_runner(batch, plies, sims, args.blocks, args.channels)
+        p_compile, p_moves = _time_scan(run, state, plies, batch, args.repeats)
+        result.update(pgx_moves_per_s=p_moves, pgx_compile_s=p_compile, ratio=moves / p_moves)
+        if not args.json:
+            print(
+                f"pgx:     {p_moves:,.1f} self-play moves/s (compile {p_compile:.1f} s) | "
+                f"ratio {moves / p_moves:.1f}x",
+                flush=True,
+            )
+    if args.memory_batch:
+        run, state, _ = mmc_selfplay_runner(args.memory_batch, 1, sims, args.blocks, args.channels)
+        analysis = run.lower(state, jax.random.key(0)).compile().memory_analysis()
+        if analysis is not None:
+            peak = (
+                analysis.temp_size_in_bytes
+                + analysis.argument_size_in_bytes
+                + analysis.output_size_in_bytes
+            )
+            result["memory"] = {
+                "batch": args.memory_batch,
+                "peak_bytes_one_ply": int(peak),
+                "temp_bytes": int(analysis.temp_size_in_bytes),
+                "tree_state_bytes": R.state_bytes() * args.memory_batch * (sims + 1),
+            }
+            if not args.json:
+                print(
+                    f"memory at B={args.memory_batch}: peak {peak / 2**20:.1f} MiB for one "
+                    f"searched ply (compiler's estimate); tree states "
+                    f"{result['memory']['tree_state_bytes'] / 2**20:.1f} MiB",
+                    flush=True,
+                )
+    return result
+
+
 def _print_row(row):
     line = (
         f"batch {row['batch']:>5}: {row['steps_per_s']:>12,.0f} steps/s "
@@ -215,7 +411,35 @@ def main(argv=None):
     )
     env.add_argument("--vs-pgx", action="store_true", help="also run pgx gardner_chess")
     env.add_argument("--json", action="store_true", help="print one JSON object")
+    sp = sub.add_parser("selfplay", help="self-play moves/s with mctx search (gardner)")
+    sp.add_argument("--batch", type=int, default=64, help="games in parallel (default 64)")
+    sp.add_argument("--plies", type=int, default=8, help="plies per timed scan")
+    sp.add_argument("--simulations", type=int, default=32)
+    sp.add_argument("--blocks", type=int, default=2)
+    sp.add_argument("--channels", type=int, default=32)
+    sp.add_argument("--repeats", type=int, default=2)
+    sp.add_argument("--breakdown", action="store_true", help="time the net and rules alone")
+    sp.add_argument(
+        "--memory-batch",
+        type=int,
+        default=0,
+        help="also report peak memory of one searched ply at this batch (e.g. 1024)",
+    )
+    sp.add_argument("--vs-pgx", action="store_true", help="same search over pgx gardner_chess")
+    sp.add_argument("--json", action="store_true", help="print one JSON object")
     args = parser.parse_args(argv)
+    if args.benchmark == "selfplay":
+        if (
+            min(args.batch, args.plies, args.simulations, args.blocks, args.channels, args.repeats)
+            < 1
+            or args.memory_batch < 0
+        ):
+            parser.error("sizes must be positive")
+        result = bench_selfplay(args)
+        if args.json:
+            json.dump(result, sys.stdout)
+            print()
+        return
     if args.benchmark == "env":
         try:
             for v in args.variants:
