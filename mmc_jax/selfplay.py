@@ -1,0 +1,302 @@
+"""Self-play: a `lax.scan` over plies of B games at once, and the training targets.
+
+`selfplay` plays `config.selfplay.num_plies` plies of every game in a batch with search on each
+move. A game that ends is replaced in place by a fresh start position (terminal flags cleared),
+so the batch never idles, and the returned state carries the unfinished games on into the next
+call: the scan of the next training iteration continues them.
+
+`compute_targets` turns the recorded `Trajectory` [T, B] into a flat `learner.Batch` [T * B]:
+the policy target is the search's action weights, the value target the final result of the
+sample's game from the side to move's point of view, found by a backward scan over the plies
+that restarts at every game boundary. Samples of games still running when the scan stopped
+have no result yet: their value is masked (`value_mask=False`) while their policy still trains.
+
+Left-right mirror augmentation (`mirror_files`, `random_mirror`) is valid only for a variant
+whose rules and start position are both symmetric under the file mirror a<->e. Every rule of
+the engine is (move vectors, colour rules and square colours keep their parity under
+f -> 4 - f on a 5-file board), but none of the nine start positions is: the kings and queens
+sit on the d and e files (`file_symmetric_variants()` returns an empty tuple), so training
+never mirrors today; the functions are generic for variants added later.
+
+Everything here is pure and jittable; `config` is a Python-level (static) ConfigDict.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+import ml_collections
+import numpy as np
+
+from mmc_jax import learner, search
+from mmc_jax import rules as R
+from mmc_jax.rules import tables as T
+
+
+class Trajectory(NamedTuple):
+    """What `selfplay` records, one entry per ply and game: leading axes [T, B].
+
+    obs: `[T, B, 5, 5, C]` float32 observation of the searched position (side to move's view).
+    legal_action_mask: `[T, B, A]` bool legal actions of that position.
+    action_weights: `[T, B, A]` float32 search policy (sums to 1 over the legal actions).
+    action: `[T, B]` int32 action played.
+    mover: `[T, B]` int32 colour to move in the searched position (0 White, 1 Black).
+    ply: `[T, B]` int32 plies played in the game before this position.
+    terminated: `[T, B]` bool, the game ended with this ply's move (the slot is then reset).
+    rewards: `[T, B, 2]` float32 [White, Black] rewards of this ply's move (nonzero only on
+      the move that ends a game).
+    valid: `[T, B]` bool, the position was a live game (False only for a game that was
+      already over in the state handed to `selfplay`; it is reset after its first ply).
+    """
+
+    obs: jax.Array
+    legal_action_mask: jax.Array
+    action_weights: jax.Array
+    action: jax.Array
+    mover: jax.Array
+    ply: jax.Array
+    terminated: jax.Array
+    rewards: jax.Array
+    valid: jax.Array
+
+
+def _where_games(condition: jax.Array, if_true, if_false):
+    """Per-game select between two pytrees whose leaves have a leading axis B."""
+
+    def select(a, b):
+        return jnp.where(condition.reshape(condition.shape + (1,) * (a.ndim - 1)), a, b)
+
+    return jax.tree.map(select, if_true, if_false)
+
+
+def sample_action(
+    key: jax.Array, action_weights: jax.Array, legal_action_mask: jax.Array, temperature: float
+) -> jax.Array:
+    """int32 [B]: a legal action drawn with probability proportional to `weights ** (1/t)`.
+
+    `temperature == 0` (static) gives the argmax. Actions with zero weight are never drawn.
+    """
+    allowed = legal_action_mask & (action_weights > 0)
+    if temperature == 0:
+        return jnp.argmax(jnp.where(allowed, action_weights, -1.0), axis=-1).astype(jnp.int32)
+    logits = jnp.log(jnp.where(allowed, action_weights, 1.0)) / temperature
+    logits = jnp.where(allowed, logits, -jnp.inf)
+    return jax.random.categorical(key, logits, axis=-1).astype(jnp.int32)
+
+
+def selfplay(
+    network,
+    params,
+    rules_b: R.Rules,
+    state: R.State,
+    key: jax.Array,
+    config: ml_collections.ConfigDict,
+) -> tuple[R.State, Trajectory]:
+    """Plays `config.selfplay.num_plies` plies of the B games of `state` with search.
+
+    Each ply: search every game (`search.run_search`), pick the move, step, and replace every
+    game that just ended by the start position of its variant. The move is drawn from the
+    search's action weights (with `selfplay.temperature`) while the game's ply count is below
+    `selfplay.temperature_plies`, afterwards it is the search's own choice (Gumbel MuZero's
+    sequential-halving winner; for "muzero" the most visited action).
+
+    Args:
+      network: the `PolicyValueNet`.
+      params: its parameters.
+      rules_b: `Rules` [B], one per game (a batch may mix variants).
+      state: `State` [B], the games to continue (e.g. `R.init(rules_b)` or the state returned
+        by the previous call).
+      key: consumed.
+      config: run config; reads `config.selfplay.{num_plies, num_simulations, algorithm,
+        gumbel_scale, max_num_considered_actions, temperature_plies, temperature,
+        dirichlet_alpha, dirichlet_fraction}` (the last three optional).
+
+    Returns:
+      (state [B] after the last ply, `Trajectory` [T, B] with T = num_plies).
+    """
+    sp = config.selfplay
+    algorithm = sp.algorithm
+    temperature = float(sp.get("temperature", 1.0))
+    start = R.init(rules_b)
+
+    def one_ply(state: R.State, ply_key: jax.Array):
+        search_key, sample_key = jax.random.split(ply_key)
+        valid = ~state.terminated
+        planes = R.legal_planes(rules_b, state)
+        obs = R.observe(rules_b, state, planes)
+        legal_action_mask = R.planes_to_mask(planes)
+        policy = search.run_search(
+            network,
+            params,
+            rules_b,
+            state,
+            search_key,
+            num_simulations=int(sp.num_simulations),
+            algorithm=algorithm,
+            gumbel_scale=float(sp.gumbel_scale),
+            max_num_considered_actions=int(sp.max_num_considered_actions),
+            dirichlet_alpha=float(sp.get("dirichlet_alpha", 0.3)),
+            dirichlet_fraction=float(sp.get("dirichlet_fraction", 0.25)),
+            planes=planes,
+        )
+        weights = jnp.where(legal_action_mask, policy.action_weights, 0.0)
+        explore = state.ply < int(sp.temperature_plies)
+        sampled = sample_action(sample_key, weights, legal_action_mask, temperature)
+        if algorithm == "gumbel_muzero":
+            chosen = policy.action.astype(jnp.int32)
+        else:
+            chosen = sample_action(sample_key, weights, legal_action_mask, 0.0)
+        action = jnp.where(explore, sampled, chosen)
+
+        next_state, _ = R.step_with_planes(rules_b, state, action, planes)
+        done = next_state.terminated
+        record = Trajectory(
+            obs=obs,
+            legal_action_mask=legal_action_mask,
+            action_weights=weights,
+            action=action,
+            mover=state.turn,
+            ply=state.ply,
+            terminated=done,
+            rewards=next_state.rewards,
+            valid=valid,
+        )
+        # In-place auto-reset: the fresh start position has its terminal flag cleared.
+        next_state = _where_games(done, start, next_state)
+        return next_state, record
+
+    keys = jax.random.split(key, int(sp.num_plies))
+    return jax.lax.scan(one_ply, state, keys)
+
+
+def compute_targets(trajectory: Trajectory) -> learner.Batch:
+    """Training samples [T * B] (ply-major) from a `Trajectory` [T, B].
+
+    value_target: final result (+1 win, 0 draw, -1 loss) of the sample's game for the side to
+      move in the sample, from a backward scan that restarts at every game end.
+    value_mask: the result is known (the game ended within the trajectory) and the sample is
+      valid; False for games cut off by the end of the scan.
+    policy_target: the search's action weights; zero for invalid samples (no legal move), so
+      they contribute nothing to the policy loss.
+    """
+    num_plies, batch_size = trajectory.mover.shape
+
+    def backward(carry, ply):
+        outcome, known = carry
+        terminated, rewards, mover = ply
+        # A game that ends at this ply starts (going backwards) a new result.
+        outcome = jnp.where(terminated[:, None], rewards, outcome)
+        known = terminated | known
+        value = jnp.take_along_axis(outcome, mover[:, None], axis=1)[:, 0]
+        return (outcome, known), (value, known)
+
+    init = (jnp.zeros((batch_size, 2), jnp.float32), jnp.zeros((batch_size,), bool))
+    _, (values, known) = jax.lax.scan(
+        backward,
+        init,
+        (trajectory.terminated, trajectory.rewards, trajectory.mover),
+        reverse=True,
+    )
+    value_mask = known & trajectory.valid
+    policy_target = jnp.where(trajectory.valid[..., None], trajectory.action_weights, 0.0)
+
+    def flat(x):
+        return x.reshape(num_plies * batch_size, *x.shape[2:])
+
+    return learner.Batch(
+        obs=flat(trajectory.obs),
+        legal_action_mask=flat(trajectory.legal_action_mask),
+        policy_target=flat(policy_target),
+        value_target=flat(jnp.where(value_mask, values, 0.0)),
+        value_mask=flat(value_mask),
+    )
+
+
+def trajectory_stats(trajectory: Trajectory) -> dict[str, jax.Array]:
+    """Scalar statistics of a trajectory: frames (valid plies), finished games, their results
+    (White wins, Black wins, draws) and mean length in plies."""
+    finished = trajectory.terminated & trajectory.valid
+    games = jnp.sum(finished)
+    white = trajectory.rewards[..., 0]
+    length = jnp.sum(jnp.where(finished, trajectory.ply + 1, 0))
+    return {
+        "frames": jnp.sum(trajectory.valid),
+        "games": games,
+        "white_wins": jnp.sum(finished & (white > 0)),
+        "black_wins": jnp.sum(finished & (white < 0)),
+        "draws": jnp.sum(finished & (white == 0)),
+        "mean_game_length": length / jnp.maximum(games, 1),
+    }
+
+
+# ---------------------------------------------------------------------------------------------
+# Left-right mirror augmentation
+
+
+def _mirror_file_actions() -> np.ndarray:
+    """[A] int32: the id of every action mirrored a<->e (an involution).
+
+    The from-square's file f becomes 4 - f; a plane's move vector (df, dr) becomes (-df, dr);
+    an under-promotion keeps its piece and swaps "toward the e-file" with "toward the a-file".
+    """
+    plane_of_vector = {tuple(T.PLANE_VECTORS[p]): p for p in range(9, T.NUM_PLANES)}
+    mirrored_plane = np.zeros(T.NUM_PLANES, np.int32)
+    for plane in range(9):
+        piece, direction = divmod(plane, 3)
+        mirrored_plane[plane] = 3 * piece + (0, 2, 1)[direction]
+    for plane in range(9, T.NUM_PLANES):
+        df, dr = T.PLANE_VECTORS[plane]
+        mirrored_plane[plane] = plane_of_vector[(-int(df), int(dr))]
+    actions = np.arange(T.NUM_ACTIONS)
+    from_square, plane = np.divmod(actions, T.NUM_PLANES)
+    file, rank = np.divmod(from_square, 5)
+    mirrored = T.NUM_PLANES * T.square(4 - file, rank) + mirrored_plane[plane]
+    return mirrored.astype(np.int32)
+
+
+MIRROR_FILE_ACTIONS = _mirror_file_actions()
+
+
+def is_file_symmetric(variant: str) -> bool:
+    """Whether `variant`'s start position is unchanged by the file mirror a<->e.
+
+    The rules themselves are mirror-symmetric for every variant (see the module docstring),
+    so this decides whether mirror augmentation is valid for the variant.
+    """
+    R.check_variant(variant)
+    return _board_is_file_symmetric(R.START_FENS[variant])
+
+
+def _board_is_file_symmetric(fen: str) -> bool:
+    """Every rank of the FEN's board reads the same left to right and right to left."""
+    board = fen.split()[0]
+    ranks = []
+    for rank in board.split("/"):
+        squares = "".join("." * int(c) if c.isdigit() else c for c in rank)
+        ranks.append(squares)
+    return all(rank == rank[::-1] for rank in ranks)
+
+
+def file_symmetric_variants() -> tuple[str, ...]:
+    """The registered variants whose start position is file-symmetric (today: none)."""
+    return tuple(v for v in R.VARIANTS if _board_is_file_symmetric(R.START_FENS[v]))
+
+
+def mirror_files(batch: learner.Batch) -> learner.Batch:
+    """Every sample mirrored a<->e: observations flipped along the file axis, and the legal
+    mask and policy target permuted by `MIRROR_FILE_ACTIONS` (values unchanged)."""
+    permutation = jnp.asarray(MIRROR_FILE_ACTIONS)
+    return batch._replace(
+        obs=jnp.flip(batch.obs, axis=2),  # obs is [N, rank, file, C]
+        legal_action_mask=batch.legal_action_mask[:, permutation],
+        policy_target=batch.policy_target[:, permutation],
+    )
+
+
+def random_mirror(key: jax.Array, batch: learner.Batch, symmetric: jax.Array) -> learner.Batch:
+    """Mirrors each sample with probability 1/2 where `symmetric` [N] (its variant is
+    file-symmetric); the others are returned unchanged. Consumes `key`."""
+    flip = symmetric & jax.random.bernoulli(key, 0.5, symmetric.shape)
+    return _where_games(flip, mirror_files(batch), batch)

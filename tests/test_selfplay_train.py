@@ -1,0 +1,464 @@
+"""Tests for mmc_jax.selfplay, mmc_jax.train and configs/gardner.py (tiny configs).
+
+Compile time dominates on a 2-core CPU (one self-play scan compiles in about a minute and a
+half), so the module compiles exactly three programs: the `played` self-play scan, the smoke
+config's training iteration (shared by every in-process `train` call: same config, same mesh)
+and, in a subprocess with 8 fake CPU devices, the same iteration sharded 8 ways. The subprocess
+starts with the first fixture so that its compilation overlaps this process's.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import io
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import chex
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from mmc_jax import learner, metrics, network, selfplay, train
+from mmc_jax import rules as R
+
+ROOT = Path(__file__).resolve().parents[1]
+CONFIG_PATH = ROOT / "configs" / "gardner.py"
+
+# Black to move has one legal move (Nd5-e3, blocking the rook's check); then Re2xe3 mates
+# (8 legal moves, so 16 simulations visit all and find it).
+MATE_BLACK_TO_MOVE = "2Knk/5/5/4R/5 b - - 0 1"
+# The same with colours swapped: White's only move Nd1-e3, then Re4xe3 mates.
+MATE_WHITE_TO_MOVE = "5/4r/5/5/2kNK w - - 0 1"
+# A position and its a<->e mirror: promotions straight and capturing toward either side,
+# a bishop and a knight (checks the mirror action map against the engine's legal moves).
+MIRROR_PAIR = ("r1n1k/1P3/5/2B2/1N2K w - - 0 1", "k1n1r/3P1/5/2B2/K2N1 w - - 0 1")
+
+
+def load_config(preset: str | None = None):
+    spec = importlib.util.spec_from_file_location("gardner_config", CONFIG_PATH)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.get_config(preset)
+
+
+# ---------------------------------------------------------------------------------------------
+# 8 fake devices, in a subprocess started before anything compiles here
+
+
+MULTI_DEVICE_SCRIPT = """
+import importlib.util, json, sys
+import jax
+from mmc_jax import rules as R, train
+
+assert jax.device_count() == 8, jax.devices()
+spec = importlib.util.spec_from_file_location("gardner_config", sys.argv[1])
+module = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(module)
+out = {}
+
+bad = module.get_config("smoke")
+bad.selfplay.batch_size = 12
+try:
+    train.train(bad, sys.argv[2] + "/bad", stream=None)
+except ValueError as error:
+    out["error"] = str(error)
+
+config = train.prepare_config(module.get_config("smoke"))
+mesh = train.make_mesh()
+rules_b = R.batch(list(config.variants), config.selfplay.batch_size)
+rules_b = jax.device_put(rules_b, train._sharded_leaves(rules_b, mesh))
+state = train.init_train_state(config, rules_b, jax.random.key(0), mesh)
+turn = state.game_state.turn
+out["game_devices"] = len(turn.sharding.device_set)
+out["game_shard_shape"] = list(turn.addressable_shards[0].data.shape)
+out["param_devices"] = len(jax.tree.leaves(state.params)[0].sharding.device_set)
+
+config = module.get_config("smoke")
+config.num_iterations = 1
+out["result"] = train.train(config, sys.argv[2] + "/run", stream=None)
+print("RESULT " + json.dumps(out))
+"""
+
+
+@pytest.fixture(scope="module")
+def multi_device_process(tmp_path_factory):
+    workdir = tmp_path_factory.mktemp("eight_devices")
+    env = dict(os.environ)
+    env["XLA_FLAGS"] = (
+        env.get("XLA_FLAGS", "") + " --xla_force_host_platform_device_count=8"
+    ).strip()
+    env["JAX_PLATFORMS"] = "cpu"
+    process = subprocess.Popen(
+        [sys.executable, "-c", MULTI_DEVICE_SCRIPT, str(CONFIG_PATH), str(workdir)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+        cwd=ROOT,
+    )
+    yield process
+    if process.poll() is None:
+        process.kill()
+        process.communicate()
+
+
+# ---------------------------------------------------------------------------------------------
+# Self-play on hand-made positions
+
+
+def played_config():
+    config = load_config("smoke")
+    config.selfplay.num_plies = 3
+    config.selfplay.num_simulations = 16
+    config.selfplay.max_num_considered_actions = 16  # every legal move of the mate positions
+    config.selfplay.gumbel_scale = 0.0  # deterministic: the search must find the mate
+    config.selfplay.temperature_plies = 0
+    return config
+
+
+@pytest.fixture(scope="module")
+def played(multi_device_process):
+    """Three plies of 6 games: Black forced then mated, its colour-swapped twin, 2 x the start
+    position, and the `MIRROR_PAIR`."""
+    del multi_device_process  # started first: its compile overlaps ours
+    config = played_config()
+    net = network.make_network(config.network)
+    params = jax.jit(lambda key: network.init_params(net, key, R.OBS_SHAPE))(jax.random.key(0))
+    rules_b = R.batch("gardner", 6)
+    start = R.init(rules_b)
+    fens = [MATE_BLACK_TO_MOVE, MATE_WHITE_TO_MOVE, None, None, *MIRROR_PAIR]
+    games = [R.from_fen(f) if f else jax.tree.map(lambda x: x[0], start) for f in fens]
+    state = jax.tree.map(lambda s, *xs: jnp.stack(xs).astype(s.dtype), start, *games)
+    play = jax.jit(
+        lambda params, rules_b, state, key: selfplay.selfplay(
+            net, params, rules_b, state, key, config
+        )
+    )
+    final_state, trajectory = jax.device_get(play(params, rules_b, state, jax.random.key(1)))
+    return final_state, trajectory, jax.device_get(start)
+
+
+def test_trajectory_shapes_and_search_distributions(played):
+    _, trajectory, _ = played
+    num_plies, batch_size = 3, 6
+    chex.assert_shape(trajectory.obs, (num_plies, batch_size, *R.OBS_SHAPE))
+    chex.assert_shape(
+        [trajectory.legal_action_mask, trajectory.action_weights],
+        (num_plies, batch_size, R.NUM_ACTIONS),
+    )
+    chex.assert_shape(
+        [trajectory.action, trajectory.mover, trajectory.ply, trajectory.terminated],
+        (num_plies, batch_size),
+    )
+    chex.assert_shape(trajectory.rewards, (num_plies, batch_size, 2))
+    assert trajectory.valid.all()
+    weights, legal = trajectory.action_weights, trajectory.legal_action_mask
+    assert legal.any(axis=-1).all()
+    np.testing.assert_allclose(weights.sum(axis=-1), 1.0, atol=1e-5)
+    assert (weights >= 0).all()
+    assert (weights[~legal] == 0).all(), "search weight on an illegal move"
+    played_legal = np.take_along_axis(legal, trajectory.action[..., None], axis=-1)[..., 0]
+    assert played_legal.all()
+
+
+def test_forced_mate_ends_the_game_and_resets(played):
+    final_state, trajectory, start = played
+    # Game 0: Black (forced), then White mates. Game 1: the colour-swapped twin.
+    legal_count = trajectory.legal_action_mask.sum(axis=-1)
+    np.testing.assert_array_equal(legal_count[0, :2], [1, 1])  # forced
+    assert (legal_count[1, :2] <= 16).all()  # every reply is searched
+    np.testing.assert_array_equal(trajectory.mover[:2, 0], [1, 0])
+    np.testing.assert_array_equal(trajectory.mover[:2, 1], [0, 1])
+    np.testing.assert_array_equal(trajectory.terminated[:, 0], [False, True, False])
+    np.testing.assert_array_equal(trajectory.terminated[:, 1], [False, True, False])
+    np.testing.assert_array_equal(trajectory.rewards[1, 0], [1.0, -1.0])
+    np.testing.assert_array_equal(trajectory.rewards[1, 1], [-1.0, 1.0])
+    assert not trajectory.terminated[:, 2:4].any()
+    # After the mate the slot holds a fresh game: White to move from the start, ply 0.
+    np.testing.assert_array_equal(trajectory.obs[2, 0], trajectory.obs[0, 2])
+    np.testing.assert_array_equal(trajectory.ply[2, :2], [0, 0])
+    np.testing.assert_array_equal(trajectory.mover[2, :2], [0, 0])
+    assert not final_state.terminated.any()
+    np.testing.assert_array_equal(final_state.ply[:4], [1, 1, 3, 3])
+    np.testing.assert_array_equal(start.ply, 0)
+
+
+def test_value_targets_signs_and_masks(played):
+    _, trajectory, _ = played
+    batch = selfplay.compute_targets(jax.tree.map(jnp.asarray, trajectory))
+    num_plies, batch_size = trajectory.mover.shape
+    chex.assert_shape(batch.obs, (num_plies * batch_size, *R.OBS_SHAPE))
+    value = np.asarray(batch.value_target).reshape(num_plies, batch_size)
+    mask = np.asarray(batch.value_mask).reshape(num_plies, batch_size)
+    # The loser's move (ply 0) gets -1, the winner's mating move (ply 1) +1, for both colours.
+    np.testing.assert_array_equal(value[:2, :2], [[-1.0, -1.0], [1.0, 1.0]])
+    assert mask[:2, :2].all()
+    # The games started by the reset, and the start-position games, were cut off: masked.
+    assert not mask[2, :2].any()
+    assert not mask[:, 2:4].any()
+    np.testing.assert_array_equal(value[~mask], 0.0)
+    # Policy targets are the search weights.
+    np.testing.assert_allclose(
+        np.asarray(batch.policy_target).reshape(trajectory.action_weights.shape),
+        trajectory.action_weights,
+    )
+
+
+def test_compute_targets_boundaries_draws_and_invalid_samples():
+    # One game slot over 6 plies: a game Black wins at ply 2, a draw at ply 4, a cut-off game;
+    # a second slot whose first sample is invalid (the game was already over).
+    num_plies, batch_size = 6, 2
+    mover = np.tile(np.array([0, 1, 0, 1, 0, 1])[:, None], (1, batch_size)).astype(np.int32)
+    terminated = np.zeros((num_plies, batch_size), bool)
+    rewards = np.zeros((num_plies, batch_size, 2), np.float32)
+    terminated[2, 0], rewards[2, 0] = True, [-1.0, 1.0]  # White moved and lost (e.g. atomic)
+    terminated[4, 0] = True  # a draw
+    terminated[0, 1] = True
+    valid = np.ones((num_plies, batch_size), bool)
+    valid[0, 1] = False
+    weights = np.full((num_plies, batch_size, R.NUM_ACTIONS), 1.0 / R.NUM_ACTIONS, np.float32)
+    trajectory = selfplay.Trajectory(
+        obs=jnp.zeros((num_plies, batch_size, *R.OBS_SHAPE)),
+        legal_action_mask=jnp.ones((num_plies, batch_size, R.NUM_ACTIONS), bool),
+        action_weights=jnp.asarray(weights),
+        action=jnp.zeros((num_plies, batch_size), jnp.int32),
+        mover=jnp.asarray(mover),
+        ply=jnp.zeros((num_plies, batch_size), jnp.int32),
+        terminated=jnp.asarray(terminated),
+        rewards=jnp.asarray(rewards),
+        valid=jnp.asarray(valid),
+    )
+    batch = jax.jit(selfplay.compute_targets)(trajectory)
+    value = np.asarray(batch.value_target).reshape(num_plies, batch_size)
+    mask = np.asarray(batch.value_mask).reshape(num_plies, batch_size)
+    np.testing.assert_array_equal(value[:, 0], [-1, 1, -1, 0, 0, 0])
+    np.testing.assert_array_equal(mask[:, 0], [True, True, True, True, True, False])
+    np.testing.assert_array_equal(mask[:, 1], False)
+    policy = np.asarray(batch.policy_target).reshape(weights.shape)
+    np.testing.assert_array_equal(policy[0, 1], 0.0)  # invalid sample: no policy target
+    stats = jax.device_get(jax.jit(selfplay.trajectory_stats)(trajectory))
+    assert stats["frames"] == 11 and stats["games"] == 2 and stats["black_wins"] == 1
+
+
+def test_muzero_selfplay_traces():
+    # Shapes only (tracing, no compile): the PUCT path with Dirichlet noise and argmax play.
+    config = load_config("smoke")
+    config.selfplay.algorithm = "muzero"
+    net = network.make_network(config.network)
+    rules_b = R.batch("gardner", 2)
+    state = R.init(rules_b)
+
+    def play(key):
+        params = network.init_params(net, key, R.OBS_SHAPE)
+        return selfplay.selfplay(net, params, rules_b, state, key, config)
+
+    final_state, trajectory = jax.eval_shape(play, jax.random.key(0))
+    chex.assert_shape(trajectory.action_weights, (4, 2, R.NUM_ACTIONS))
+    chex.assert_shape(final_state.turn, (2,))
+
+
+# ---------------------------------------------------------------------------------------------
+# Mirror augmentation
+
+
+def test_no_current_variant_is_file_symmetric():
+    assert selfplay.file_symmetric_variants() == ()
+    assert selfplay._board_is_file_symmetric("rnknr/ppppp/5/PPPPP/RNKNR w - - 0 1")
+
+
+def test_mirror_action_map_matches_the_engine(played):
+    _, trajectory, _ = played
+    mirror = selfplay.MIRROR_FILE_ACTIONS
+    np.testing.assert_array_equal(mirror[mirror], np.arange(R.NUM_ACTIONS))
+    legal, mirrored_legal = trajectory.legal_action_mask[0, 4], trajectory.legal_action_mask[0, 5]
+    assert legal.sum() > 10
+    np.testing.assert_array_equal(legal[mirror], mirrored_legal)
+    # ... and the observations of the two positions are each other's file flip.
+    np.testing.assert_array_equal(trajectory.obs[0, 4][:, ::-1], trajectory.obs[0, 5])
+
+
+def test_mirror_files_flips_observations_and_permutes_policies():
+    num_samples = 3
+    obs = jax.random.normal(jax.random.key(0), (num_samples, *R.OBS_SHAPE))
+    policy = jax.nn.softmax(jax.random.normal(jax.random.key(1), (num_samples, R.NUM_ACTIONS)))
+    batch = learner.Batch(
+        obs, policy > 1e-3, policy, jnp.ones(num_samples), jnp.ones(num_samples, bool)
+    )
+    mirror_files = jax.jit(selfplay.mirror_files)  # one compile instead of many eager ops
+    mirrored = mirror_files(batch)
+    np.testing.assert_array_equal(mirrored.obs[:, :, 0], obs[:, :, 4])
+    twice = mirror_files(mirrored)
+    jax.tree.map(np.testing.assert_array_equal, twice, batch)
+    random_mirror = jax.jit(selfplay.random_mirror)
+    kept = random_mirror(jax.random.key(2), batch, jnp.zeros(num_samples, bool))
+    jax.tree.map(np.testing.assert_array_equal, kept, batch)
+
+
+# ---------------------------------------------------------------------------------------------
+# Config and CLI
+
+
+def test_config_presets_and_validation():
+    for preset in (None, "full", "cpu", "smoke"):
+        config = train.prepare_config(load_config(preset))
+        assert config.variants == (config.variant,)
+    with pytest.raises(ValueError, match="unknown preset"):
+        load_config("huge")
+    config = load_config("smoke")
+    config.variant = "chess960"
+    with pytest.raises(ValueError, match="valid variants: gardner, baby"):
+        train.prepare_config(config)
+    config = load_config("smoke")
+    config.selfplay.batch_size = 0
+    with pytest.raises(ValueError, match="selfplay.batch_size must be positive"):
+        train.prepare_config(config)
+    config = load_config("smoke")
+    config.selfplay.algorithm = "alphabeta"
+    with pytest.raises(ValueError, match="algorithm"):
+        train.prepare_config(config)
+    config = load_config("smoke")
+    config.eval.every, config.eval.num_games = 1, 3
+    with pytest.raises(ValueError, match="even"):
+        train.prepare_config(config)
+    with pytest.raises(ValueError, match="not divisible by the 8 devices"):
+        train.check_batch_divisible(12, 8)
+
+
+def test_config_flags_override_and_reject_typos(monkeypatch):
+    from absl import flags
+
+    def parse(*args):
+        argv = ["train", *args, "--workdir=w"]
+        monkeypatch.setattr(sys, "argv", argv)  # config_flags reads the overrides from it
+        flag_values = flags.FlagValues()
+        train.define_flags(flag_values)
+        flag_values(argv)
+        return flag_values.config
+
+    config = parse(f"--config={CONFIG_PATH}:cpu", "--config.variant=atomic")
+    assert config.variant == "atomic"
+    assert config.selfplay.batch_size == load_config("cpu").selfplay.batch_size
+    # A locked config: a misspelt field is an error (config_flags raises AttributeError).
+    with pytest.raises((flags.Error, AttributeError, KeyError), match="bogus"):
+        parse(f"--config={CONFIG_PATH}:smoke", "--config.selfplay.bogus=1")
+
+
+def test_cli_rejects_an_unknown_variant(tmp_path):
+    completed = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "mmc_jax.train",
+            f"--config={CONFIG_PATH}:smoke",
+            "--config.variant=chess960",
+            f"--workdir={tmp_path}",
+        ],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=120,
+    )
+    assert completed.returncode != 0
+    assert "unknown variant 'chess960'" in completed.stderr
+    assert "gardner, baby, mallet" in completed.stderr
+
+
+def test_non_finite_loss_is_a_clear_error():
+    train._check_finite({"train/policy_loss": 1.0, "selfplay/games": 3}, 4, "note")
+    with pytest.raises(FloatingPointError, match="iteration 4.*train/value_loss.*kept"):
+        train._check_finite({"train/value_loss": float("nan")}, 4, "kept")
+
+
+# ---------------------------------------------------------------------------------------------
+# Training: smoke run, resume, evaluation hook, 8 devices
+
+
+@pytest.fixture(scope="module")
+def smoke_run(tmp_path_factory, multi_device_process):
+    del multi_device_process
+    workdir = tmp_path_factory.mktemp("smoke")
+    stream = io.StringIO()
+    result = train.train(load_config("smoke"), workdir, stream=stream)
+    return workdir, result, stream.getvalue()
+
+
+def test_smoke_run_writes_metrics_checkpoints_and_plots(smoke_run):
+    workdir, result, log = smoke_run
+    assert result["iteration"] == 2 and result["start_iteration"] == 0
+    records = metrics.read_metrics(workdir)
+    assert [r["step"] for r in records] == [1, 2]
+    for key in ("train/policy_loss", "train/value_loss", "selfplay/frames", "perf/games_per_s"):
+        assert all(np.isfinite(r[key]) for r in records), key
+    assert records[-1]["frames"] == 2 * 8 * 4
+    assert sorted(os.listdir(workdir / "checkpoints")) == ["1", "2"]
+    assert (workdir / "plots" / "policy_loss.png").stat().st_size > 0
+    assert (workdir / "plots" / "value_loss.png").stat().st_size > 0
+    assert os.listdir(workdir / "tensorboard")
+    assert "compiled the iteration" in log and "it 2/2" in log
+    meta = train.checkpoint_lib.load_metadata(workdir)
+    assert meta["config"]["variants"] == ["gardner"]
+    assert meta["config"]["network"]["channels"] == 8
+
+
+def test_resume_continues_and_reproduces_an_unbroken_run(smoke_run, tmp_path):
+    workdir, _, _ = smoke_run
+    stream = io.StringIO()
+    again = train.train(load_config("smoke"), workdir, stream=stream)
+    assert again["start_iteration"] == 2 and again["iteration"] == 2
+    assert "compiled" not in stream.getvalue()  # nothing left to do: not even a compile
+    assert [r["step"] for r in metrics.read_metrics(workdir)] == [1, 2]
+
+    config = load_config("smoke")
+    config.num_iterations = 3
+    resumed = train.train(config, workdir, stream=io.StringIO())
+    assert resumed["start_iteration"] == 2 and resumed["iteration"] == 3
+    records = metrics.read_metrics(workdir)
+    assert [r["step"] for r in records] == [1, 2, 3]
+    assert records[-1]["frames"] == 3 * 8 * 4
+
+    # The same three iterations without a break (reuses the compiled iteration).
+    unbroken = train.train(config, tmp_path, stream=None)
+    for key in ("train/policy_loss", "train/value_loss", "train/grad_norm", "selfplay/frames"):
+        np.testing.assert_allclose(resumed[key], unbroken[key], rtol=1e-5, err_msg=key)
+
+
+def test_evaluation_hook_logs_scores(smoke_run, tmp_path, monkeypatch):
+    del smoke_run  # compiled the iteration
+    calls = []
+
+    def fake_play_match(network, params, variant, opponent, num_games, num_simulations, key):
+        calls.append((variant, opponent, num_games, num_simulations))
+        return {"score": 0.75, "score_ci95": [0.6, 0.9], "wins": 3, "draws": 0, "losses": 1}
+
+    monkeypatch.setattr(train, "_play_match_fn", lambda: fake_play_match)
+    config = load_config("smoke")
+    config.num_iterations, config.eval.every = 1, 1
+    stream = io.StringIO()
+    result = train.train(config, tmp_path, stream=stream)
+    assert calls == [("gardner", "random", 4, 4), ("gardner", "greedy", 4, 4)]
+    assert result["eval/score_vs_random"] == 0.75
+    assert result["eval/score_high_vs_greedy"] == 0.9
+    assert "eval@1 random 0.75 [0.60,0.90]" in stream.getvalue()
+    assert (tmp_path / "plots" / "score_vs_random.png").exists()
+
+
+def test_eight_devices_match_one_device(smoke_run, multi_device_process):
+    workdir, _, _ = smoke_run
+    stdout, stderr = multi_device_process.communicate(timeout=900)
+    assert multi_device_process.returncode == 0, stderr[-4000:]
+    (line,) = [x for x in stdout.splitlines() if x.startswith("RESULT ")]
+    out = json.loads(line[len("RESULT ") :])
+    assert "not divisible by the 8 devices" in out["error"]
+    assert out["game_devices"] == 8 and out["game_shard_shape"] == [1]
+    assert out["param_devices"] == 8
+    eight = out["result"]
+    one = metrics.read_metrics(workdir)[0]
+    for key in ("selfplay/frames", "selfplay/games", "replay/size"):
+        assert eight[key] == one[key], key
+    for key in ("train/policy_loss", "train/value_loss", "train/policy_entropy", "train/grad_norm"):
+        np.testing.assert_allclose(eight[key], one[key], rtol=2e-3, atol=1e-5, err_msg=key)
