@@ -200,10 +200,6 @@ def test_random_legal_action_never_illegal():
 # ------------------------------------------------------------------------------------- CLI
 
 
-CLI = ROOT / "mmc_jax" / "rules" / "__main__.py"
-
-
-@pytest.mark.skipif(not CLI.exists(), reason="mmc_jax/rules/__main__.py not written yet")
 def test_cli_plays_a_game():
     proc = subprocess.run(
         [sys.executable, "-m", "mmc_jax.rules", "--variant", "atomic", "--games", "1"],
@@ -220,7 +216,6 @@ def test_cli_plays_a_game():
     assert result in ("1-0", "0-1", "1/2-1/2")
 
 
-@pytest.mark.skipif(not CLI.exists(), reason="mmc_jax/rules/__main__.py not written yet")
 def test_cli_rejects_unknown_variant():
     proc = subprocess.run(
         [sys.executable, "-m", "mmc_jax.rules", "--variant", "chess", "--games", "1"],
