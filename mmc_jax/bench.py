@@ -1,4 +1,4 @@
-"""Benchmarks: `python -m mmc_jax.bench env [--vs-pgx] [--json]`.
+"""Benchmarks: `python -m mmc_jax.bench env|selfplay [--vs-pgx] [--json]`.
 
 `env` measures random-play throughput with one protocol for every engine: inside one jitted
 `lax.scan`, each ply computes the legal action mask, draws a uniformly random legal action
@@ -7,6 +7,15 @@ finished games in place. It reports env steps per second per batch size, the com
 the bytes one game's state takes, and legal moves enumerated per second (move generation
 alone, like a perft). `--vs-pgx` runs pgx `gardner_chess` under the same protocol in the same
 process and prints the ratio.
+
+`selfplay` measures self-play moves per second: B games (default 64) each searched with
+`mctx.gumbel_muzero_policy` (32 simulations, a 2-block x 32-channel net) and stepped, inside one
+jitted scan, with the project's search (`mmc_jax.search`: the rules inside the tree, a compact
+action space of 160 slots). `--vs-pgx` runs the same search, same network shape, over pgx
+`gardner_chess` in the same process (pgx carries its observation and mask in its state; the
+tree spans its 1225 actions). `--breakdown` times the parts alone (network, rules, mctx
+bookkeeping over 160 slots and over 1225 actions); `--memory-batch 1024` reports the
+compiler's peak-memory estimate of one searched ply at that batch.
 
 Timings are wall-clock on whatever JAX sees (`jax.devices()`); run nothing else meanwhile.
 """
@@ -261,8 +270,45 @@ def pgx_selfplay_runner(batch: int, plies: int, simulations: int, blocks: int, c
     return run, jax.vmap(env.init)(jax.random.split(jax.random.key(0), batch))
 
 
+def _bookkeeping_runner(batch: int, simulations: int, num_actions: int):
+    """mctx gumbel_muzero alone: a no-op recurrent_fn over `num_actions` actions."""
+    import mctx
+
+    def recurrent_fn(params, key, action, embedding):
+        del params, key, action
+        output = mctx.RecurrentFnOutput(
+            reward=jnp.zeros(batch),
+            discount=-jnp.ones(batch),
+            prior_logits=jnp.zeros((batch, num_actions)) + embedding[:, None],
+            value=embedding,
+        )
+        return output, embedding + 1.0
+
+    @jax.jit
+    def run(embedding, key):
+        root = mctx.RootFnOutput(
+            prior_logits=jnp.zeros((batch, num_actions)), value=embedding, embedding=embedding
+        )
+        out = mctx.gumbel_muzero_policy(
+            None,
+            key,
+            root,
+            recurrent_fn,
+            num_simulations=simulations,
+            max_num_considered_actions=16,
+        )
+        return out.action_weights.sum()
+
+    return run, jnp.zeros(batch)
+
+
 def _time_parts(network, params, rules, batch, plies, simulations, repeats):
-    """Seconds per self-play scan spent in the net alone and in the rules alone."""
+    """Seconds per self-play scan of `plies` plies spent in each part, each timed alone:
+    the network (plies x (simulations + 1) evaluations), the rules (as many steps with
+    observation and legal moves), and mctx's tree bookkeeping (the search with a no-op
+    recurrent_fn) over the project's slots and over all 1225 actions."""
+    from mmc_jax import search
+
     state = R.init(rules)
     n = plies * (simulations + 1)  # network evaluations and node expansions per scan
 
@@ -293,15 +339,23 @@ def _time_parts(network, params, rules, batch, plies, simulations, repeats):
         carry = (state, R.legal_planes(rules, state))
         return jax.lax.scan(body, carry, jax.random.split(key, n))[1].sum()
 
-    out = {}
-    obs = R.observe(rules, state)
-    for name, fn, arg in (("net", net_only, obs), ("rules", rules_only, state)):
+    def timed(fn, arg, calls):
         compiled = fn.lower(arg, jax.random.key(0)).compile()
         jax.block_until_ready(compiled(arg, jax.random.key(0)))
         start = time.perf_counter()
         for i in range(repeats):
-            jax.block_until_ready(compiled(arg, jax.random.key(i)))
-        out[name] = (time.perf_counter() - start) / repeats
+            for _ in range(calls):
+                out = compiled(arg, jax.random.key(i))
+            jax.block_until_ready(out)
+        return (time.perf_counter() - start) / repeats
+
+    out = {
+        "network": timed(net_only, R.observe(rules, state), 1),
+        "rules": timed(rules_only, state, 1),
+    }
+    for name, width in (("slots", search.MAX_LEGAL_MOVES), ("all_actions", R.NUM_ACTIONS)):
+        run, embedding = _bookkeeping_runner(batch, simulations, width)
+        out[f"search_bookkeeping_{name}"] = timed(run, embedding, plies)
     return out
 
 
@@ -327,15 +381,18 @@ def bench_selfplay(args) -> dict:
     if args.breakdown:
         parts = _time_parts(network, params, rules, batch, plies, sims, args.repeats)
         total = plies * batch / moves
+        bookkeeping = parts["search_bookkeeping_slots"]
         result["seconds_per_scan"] = {
             "total": total,
-            "network": parts["net"],
+            "network": parts["network"],
             "rules": parts["rules"],
-            "search_bookkeeping": max(total - parts["net"] - parts["rules"], 0.0),
+            "search_bookkeeping": bookkeeping,
+            "glue": max(total - parts["network"] - parts["rules"] - bookkeeping, 0.0),
+            "search_bookkeeping_if_1225_actions": parts["search_bookkeeping_all_actions"],
         }
         if not args.json:
             print(
-                "where the time goes, seconds per scan: "
+                f"where the time goes, seconds per scan of {plies} plies: "
                 + ", ".join(f"{k} {v:.3f}" for k, v in result["seconds_per_scan"].items()),
                 flush=True,
             )
