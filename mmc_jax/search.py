@@ -5,9 +5,12 @@ than `MAX_LEGAL_MOVES` legal moves, and mctx's per-node bookkeeping (priors, vis
 values, child indices: arrays [B, nodes, actions]) costs time in proportion to the number of
 actions it is told about: 176 ms per 32-simulation search of 64 games over 1225 actions
 against 16 ms over 160 on a 2-core CPU, with a recurrent_fn that does nothing. So the tree
-works on *slots*: slot k of a node is its (k+1)-th legal move in engine order. `compact`
-maps a position's logits into its slots; `slot_to_action` maps a slot back to the engine's
-action id; `expand` maps slot weights back to [B, 1225].
+works on *slots*: a node's slots hold its legal moves, numbered plane by plane from the 49
+legal-move plane words (`slot_actions`); `compact` gathers a position's logits into its slots
+and `expand` scatters slot weights back to the 1225 actions. Done this way (popcounts of the
+plane words, no pass over the 1225-wide mask inside the tree) a whole search of 64 games costs
+3-4x less than with slots numbered in action order through a prefix sum or scatter over the
+mask, and about 8x less than with a tree over all 1225 actions.
 
 Why 160 slots suffice, for any placement of pieces (not only reachable ones): with n pieces of
 the side to move on the board, a piece other than a pawn has at most min(16, 25 - n) moves
@@ -31,9 +34,11 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 import mctx
+import numpy as np
 
 from mmc_jax import rules as R
 from mmc_jax.network import MASKED_LOGIT
+from mmc_jax.rules import tables as T
 
 ALGORITHMS = ("gumbel_muzero", "muzero")
 
@@ -53,53 +58,77 @@ def evaluate(network, params, rules: R.Rules, state: R.State, planes=None):
     return logits, value, mask
 
 
-def action_slots(mask: jax.Array) -> jax.Array:
-    """int32 [B, 1225]: the slot of every legal action (its rank among the legal actions in
-    engine order), `MAX_LEGAL_MOVES` for illegal ones."""
-    rank = jnp.cumsum(mask, axis=-1, dtype=jnp.int32) - 1
-    return jnp.where(mask, rank, MAX_LEGAL_MOVES)
+# Prefix masks of a 25-bit board word: bit j of _LOW_BITS[j] and all below.
+_LOW_BITS = np.asarray([(2 << j) - 1 for j in range(T.NUM_SQUARES)], np.uint32)
 
 
-def compact(values: jax.Array, slots: jax.Array, fill: float = MASKED_LOGIT) -> jax.Array:
+def slot_actions(planes: jax.Array, slots: jax.Array) -> tuple[jax.Array, jax.Array]:
+    """The engine actions of `slots` int32 [B, S] of the positions with legal `planes` [B, 49].
+
+    Slots are numbered plane by plane (the legal from-squares of plane 0 in square order, then
+    plane 1, ...), which needs only the 49 plane words: popcounts give each plane's first slot,
+    and a slot's square is found among the 25 bits of its plane's word. (A numbering in action
+    order needs a prefix sum or a scatter over the 1225-wide mask; inside mctx's loop that costs
+    4-8x more on the CPU.)
+
+    Returns:
+      (actions int32 [B, S], valid bool [B, S]): `valid` is False for slots at or beyond the
+      number of legal moves (their action is a meaningless in-range id).
+    """
+    counts = jax.lax.population_count(planes).astype(jnp.int32)  # [B, 49]
+    ends = jnp.cumsum(counts, axis=-1)  # slot after the last one of each plane
+    plane = jnp.sum(ends[:, None, :] <= slots[:, :, None], axis=-1)
+    valid = slots < ends[:, -1:]
+    plane = jnp.minimum(plane, T.NUM_PLANES - 1)
+    rank = slots - jnp.take_along_axis(ends - counts, plane, axis=1)  # index within the plane
+    word = jnp.take_along_axis(planes, plane, axis=1)
+    below = jax.lax.population_count(word[..., None] & jnp.asarray(_LOW_BITS)).astype(jnp.int32)
+    square = jnp.minimum(jnp.sum(below <= rank[..., None], axis=-1), T.NUM_SQUARES - 1)
+    return (T.NUM_PLANES * square + plane).astype(jnp.int32), valid
+
+
+def all_slot_actions(planes: jax.Array) -> tuple[jax.Array, jax.Array]:
+    """(actions int32 [B, MAX_LEGAL_MOVES], valid bool [B, MAX_LEGAL_MOVES]) of every slot."""
+    slots = jnp.broadcast_to(
+        jnp.arange(MAX_LEGAL_MOVES, dtype=jnp.int32), (planes.shape[0], MAX_LEGAL_MOVES)
+    )
+    return slot_actions(planes, slots)
+
+
+def compact(values: jax.Array, actions: jax.Array, valid: jax.Array, fill=MASKED_LOGIT):
     """[B, 1225] per-action values -> [B, MAX_LEGAL_MOVES] per-slot values (`fill` in the
-    slots beyond the legal moves). `slots` from `action_slots`."""
-    rows = jnp.arange(values.shape[0])[:, None]
-    out = jnp.full((values.shape[0], MAX_LEGAL_MOVES), fill, values.dtype)
-    return out.at[rows, slots].set(values, mode="drop")
+    empty slots); `actions`, `valid` from `all_slot_actions`."""
+    return jnp.where(valid, jnp.take_along_axis(values, actions, axis=1), fill)
 
 
-def expand(slot_values: jax.Array, slots: jax.Array) -> jax.Array:
+def expand(slot_values: jax.Array, actions: jax.Array, valid: jax.Array) -> jax.Array:
     """[B, MAX_LEGAL_MOVES] per-slot values -> [B, 1225] per-action values (0 where illegal)."""
-    padded = jnp.pad(slot_values, ((0, 0), (0, 1)))
-    return jnp.take_along_axis(padded, slots, axis=1)
-
-
-def slot_to_action(mask: jax.Array, slot: jax.Array) -> jax.Array:
-    """int32 [B]: the engine action of `slot` [B] given the legal `mask` [B, 1225] (the first
-    action whose legal-move count exceeds the slot; 0 when there is none)."""
-    count = jnp.cumsum(mask, axis=-1, dtype=jnp.int32)
-    return jnp.argmax(count > slot[:, None], axis=-1).astype(jnp.int32)
+    rows = jnp.arange(slot_values.shape[0])[:, None]
+    out = jnp.zeros((slot_values.shape[0], T.NUM_ACTIONS), slot_values.dtype)
+    return out.at[rows, jnp.where(valid, actions, T.NUM_ACTIONS)].set(slot_values, mode="drop")
 
 
 def make_recurrent_fn(network, rules: R.Rules):
     """mctx recurrent_fn over slots, stepping the real rules (`rules` [B] is closed over).
 
-    The embedding is `(State [B], legal planes [B, 49])`.
+    The embedding is `(State [B], legal planes [B, 49])`. The network is applied without a
+    legal mask: the slots hold legal moves only, and empty slots get `MASKED_LOGIT`.
     """
 
     def recurrent_fn(params, rng_key, slot, embedding):
         del rng_key
         state, planes = embedding
-        action = slot_to_action(R.planes_to_mask(planes), slot)
-        next_state, next_planes = R.step_with_planes(rules, state, action, planes)
+        action, _ = slot_actions(planes, slot[:, None])
+        next_state, next_planes = R.step_with_planes(rules, state, action[:, 0], planes)
         # Reward of the transition for the player who moved (mctx backs up r + discount * v).
         reward = jnp.take_along_axis(next_state.rewards, state.turn[:, None], axis=1)[:, 0]
-        logits, value, mask = evaluate(network, params, rules, next_state, next_planes)
+        obs = R.observe(rules, next_state, next_planes)
+        logits, value = network.apply({"params": params}, obs, None)
         done = next_state.terminated
         output = mctx.RecurrentFnOutput(
             reward=reward,
             discount=jnp.where(done, 0.0, -1.0),
-            prior_logits=compact(logits, action_slots(mask)),
+            prior_logits=compact(logits, *all_slot_actions(next_planes)),
             value=jnp.where(done, 0.0, value),
         )
         return output, (next_state, next_planes)
@@ -137,13 +166,12 @@ def run_search(
         raise ValueError(f"unknown search algorithm {algorithm!r}; expected one of {ALGORITHMS}")
     if planes is None:
         planes = R.legal_planes(rules, state)
-    logits, value, mask = evaluate(network, params, rules, state, planes)
-    slots = action_slots(mask)
-    num_legal = mask.sum(axis=-1, dtype=jnp.int32)
+    logits, value, _ = evaluate(network, params, rules, state, planes)
+    actions, valid = all_slot_actions(planes)
     # A finished game has no legal action; give it one slot so mctx's masking stays defined.
-    valid = jnp.arange(MAX_LEGAL_MOVES) < jnp.maximum(num_legal, 1)[:, None]
+    invalid = ~(valid | (jnp.arange(MAX_LEGAL_MOVES) == 0))
     root = mctx.RootFnOutput(
-        prior_logits=compact(logits, slots), value=value, embedding=(state, planes)
+        prior_logits=compact(logits, actions, valid), value=value, embedding=(state, planes)
     )
     recurrent_fn = make_recurrent_fn(network, rules)
     if algorithm == "gumbel_muzero":
@@ -153,7 +181,7 @@ def run_search(
             root,
             recurrent_fn,
             num_simulations=num_simulations,
-            invalid_actions=~valid,
+            invalid_actions=invalid,
             max_num_considered_actions=max_num_considered_actions,
             gumbel_scale=gumbel_scale,
         )
@@ -164,12 +192,14 @@ def run_search(
             root,
             recurrent_fn,
             num_simulations=num_simulations,
-            invalid_actions=~valid,
+            invalid_actions=invalid,
             dirichlet_alpha=dirichlet_alpha,
             dirichlet_fraction=dirichlet_fraction,
             temperature=temperature,
         )
+    action = jnp.take_along_axis(actions, output.action[:, None].astype(jnp.int32), axis=1)[:, 0]
+    has_move = valid[:, 0]
     return output.replace(
-        action=slot_to_action(mask, output.action),
-        action_weights=expand(output.action_weights, slots),
+        action=jnp.where(has_move, action, 0),
+        action_weights=expand(output.action_weights, actions, valid),
     )

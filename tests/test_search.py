@@ -44,30 +44,37 @@ def test_legal_move_counts_stay_within_the_slots(engine, rollout):
     assert 0 < rollout_max <= search.MAX_LEGAL_MOVES
 
 
-def test_slot_maps_round_trip():
+def test_slot_maps_hold_every_legal_move_once(engine, rollout):
+    """The slots of a position are exactly its legal moves (each once, then empty slots), the
+    single-slot lookup agrees with the full table, and compact / expand invert each other."""
     rng = np.random.default_rng(0)
-    batch = 6
-    counts = np.array([0, 1, 5, 37, 120, search.MAX_LEGAL_MOVES])
-    mask = np.zeros((batch, R.NUM_ACTIONS), bool)
-    for i, n in enumerate(counts):
-        mask[i, rng.choice(R.NUM_ACTIONS, n, replace=False)] = True
-    values = rng.normal(size=(batch, R.NUM_ACTIONS)).astype(np.float32)
+    rules = engine.rules(rollout.variants)
+    legal_planes = jax.jit(R.legal_planes)
+    planes = np.concatenate([np.asarray(legal_planes(rules, s)) for s in rollout.pre[::15]])
+    masks = np.concatenate([p.mask for p in rollout.plies[::15]])
+    assert planes.shape == (masks.shape[0], 49)
+    actions, valid = jax.device_get(search.all_slot_actions(jnp.asarray(planes)))
+    counts = masks.sum(axis=1)
+    for i in range(masks.shape[0]):
+        n = counts[i]
+        assert valid[i].sum() == n and valid[i, :n].all()
+        assert sorted(actions[i, :n]) == list(np.flatnonzero(masks[i]))
+    slots = rng.integers(0, search.MAX_LEGAL_MOVES, size=(masks.shape[0], 3)).astype(np.int32)
+    one, one_valid = jax.device_get(search.slot_actions(jnp.asarray(planes), jnp.asarray(slots)))
+    np.testing.assert_array_equal(one_valid, np.take_along_axis(valid, slots, axis=1))
+    np.testing.assert_array_equal(
+        np.where(one_valid, one, -1), np.where(one_valid, np.take_along_axis(actions, slots, 1), -1)
+    )
 
-    slots = np.asarray(search.action_slots(jnp.asarray(mask)))
-    compact = np.asarray(search.compact(jnp.asarray(values), jnp.asarray(slots)))
-    assert compact.shape == (batch, search.MAX_LEGAL_MOVES)
-    for i, n in enumerate(counts):
-        legal = np.flatnonzero(mask[i])
-        np.testing.assert_array_equal(slots[i, legal], np.arange(n))
-        assert np.all(slots[i, ~mask[i]] == search.MAX_LEGAL_MOVES)
-        np.testing.assert_array_equal(compact[i, :n], values[i, legal])
-        assert np.all(compact[i, n:] == MASKED_LOGIT)
-        for k in {0, n // 2, max(n - 1, 0)}:
-            action = search.slot_to_action(jnp.asarray(mask[i : i + 1]), jnp.asarray([k]))
-            assert int(action[0]) == (legal[k] if n else 0)
-
-    expanded = np.asarray(search.expand(jnp.asarray(compact), jnp.asarray(slots)))
-    np.testing.assert_array_equal(expanded, np.where(mask, values, 0.0))
+    values = rng.normal(size=masks.shape).astype(np.float32)
+    compact = np.asarray(
+        search.compact(jnp.asarray(values), jnp.asarray(actions), jnp.asarray(valid))
+    )
+    assert np.all(compact[~valid] == MASKED_LOGIT)
+    expanded = np.asarray(
+        search.expand(jnp.asarray(compact), jnp.asarray(actions), jnp.asarray(valid))
+    )
+    np.testing.assert_array_equal(expanded, np.where(masks, values, 0.0))
 
 
 def test_search_weights_and_action_live_on_legal_moves_of_crowded_positions():
