@@ -66,7 +66,7 @@ import numpy as np
 from mmc_jax import checkpoint, search
 from mmc_jax import network as network_lib
 from mmc_jax import rules as R
-from mmc_jax.rules import game
+from mmc_jax.rules import game, notation
 from mmc_jax.rules import tables as T
 
 Policy = Callable[[jax.Array, R.Rules, R.State], jax.Array]
@@ -163,14 +163,21 @@ def _greedy_from_mask(key, rules, state, legal):
     return R.random_legal_action(key, best)
 
 
-def make_model_policy(network, params: Any, num_simulations: int) -> Policy:
+def make_model_policy(
+    network, params: Any, num_simulations: int, gumbel_scale: float = 0.0
+) -> Policy:
     """A network as a policy: deterministic Gumbel MuZero search (`gumbel_scale=0`) with
-    `num_simulations` simulations, or the raw policy's argmax over legal moves when 0."""
+    `num_simulations` simulations, or the raw policy's argmax over legal moves when 0.
+
+    `gumbel_scale=1` samples like self-play does (the Gumbel noise picks among the moves the
+    search considers); the raw policy then samples from its softmax."""
     if num_simulations == 0:
 
         def raw_policy(key, rules, state, planes=None):
-            del key
             logits, _, _ = search.evaluate(network, params, rules, state, planes)
+            if gumbel_scale:
+                noise = gumbel_scale * jax.random.gumbel(key, logits.shape, logits.dtype)
+                logits = logits + noise
             return jnp.argmax(logits, axis=-1).astype(jnp.int32)
 
         return raw_policy
@@ -184,7 +191,7 @@ def make_model_policy(network, params: Any, num_simulations: int) -> Policy:
             key,
             num_simulations=num_simulations,
             algorithm="gumbel_muzero",
-            gumbel_scale=0.0,
+            gumbel_scale=gumbel_scale,
             planes=planes,
         )
         return output.action.astype(jnp.int32)
@@ -266,17 +273,31 @@ class _Carry(NamedTuple):
     ply: jax.Array  # int32 loop counter
     rewards: jax.Array  # float32 [B, 2] summed rewards by colour
     illegal: jax.Array  # bool [B, 2] the model / the opponent ended the game by an illegal move
+    record: Any = None  # with `record_plies`: the moves and the boards they were played on
+
+
+class GameLog(NamedTuple):
+    """Every ply of every game ([P, B, ...], P = `record_plies`): the action played and the
+    position it was played in (mover's-view bitboards). Ply t of every game has colour
+    t % 2 to move (all games start at the start position); game g's moves are the first
+    `plies[g]` entries."""
+
+    actions: jax.Array  # int32 [P, B]
+    pieces: jax.Array  # uint32 [P, B, 6]
+    own: jax.Array  # uint32 [P, B]
 
 
 class ArenaOutput(NamedTuple):
     """Per-game results of `_arena`, all [B]: the model's reward (+1 / 0 / -1), the game length
-    in plies, whether it finished, and whether the model / the opponent played illegal moves."""
+    in plies, whether it finished, and whether the model / the opponent played illegal moves;
+    `record` a `GameLog` when recording."""
 
     model_reward: jax.Array
     plies: jax.Array
     finished: jax.Array
     model_illegal: jax.Array
     opponent_illegal: jax.Array
+    record: Any = None
 
 
 def _is_legal(planes: jax.Array, actions: jax.Array) -> jax.Array:
@@ -287,11 +308,23 @@ def _is_legal(planes: jax.Array, actions: jax.Array) -> jax.Array:
     return in_range & ((plane >> (actions // T.NUM_PLANES).astype(jnp.uint32)) & 1 == 1)
 
 
-@functools.partial(jax.jit, static_argnames=("model", "opponent"))
+@functools.partial(jax.jit, static_argnames=("model", "opponent", "record_plies"))
 def _arena(
-    model_params, opponent_params, rules, start_planes, key, opening_plies, *, model, opponent
+    model_params,
+    opponent_params,
+    rules,
+    start_planes,
+    key,
+    opening_plies,
+    *,
+    model,
+    opponent,
+    record_plies: int = 0,
 ) -> ArenaOutput:
     """Plays a batch of games from the start; the model is White in the first half.
+
+    With `record_plies` > 0 (at least the ply cap) every move is kept in a `GameLog`; the
+    games and their random streams are the same as without.
 
     `start_planes` [B, 49] are the start position's legal planes. The loop carries each
     position's planes, so a ply of two baselines costs one move generation: the one
@@ -328,9 +361,21 @@ def _arena(
         illegal = ~state.terminated & ~_is_legal(planes, actions)
         model_moved = state.turn == model_colour
         illegal = jnp.stack([illegal & model_moved, illegal & ~model_moved], axis=1)
+        record = carry.record
+        if record_plies:
+            record = GameLog(
+                record.actions.at[carry.ply].set(actions, mode="drop"),
+                record.pieces.at[carry.ply].set(state.pieces, mode="drop"),
+                record.own.at[carry.ply].set(state.own, mode="drop"),
+            )
         state, planes = R.step_with_planes(rules, state, actions, planes)
         return _Carry(
-            state, planes, carry.ply + 1, carry.rewards + state.rewards, carry.illegal | illegal
+            state,
+            planes,
+            carry.ply + 1,
+            carry.rewards + state.rewards,
+            carry.illegal | illegal,
+            record,
         )
 
     state = R.init(rules)
@@ -343,6 +388,13 @@ def _arena(
         ply=jnp.int32(0),
         rewards=jnp.zeros((num_games, 2), jnp.float32),
         illegal=jnp.zeros((num_games, 2), bool),
+        record=GameLog(
+            jnp.zeros((record_plies, num_games), jnp.int32),
+            jnp.zeros((record_plies, num_games, 6), jnp.uint32),
+            jnp.zeros((record_plies, num_games), jnp.uint32),
+        )
+        if record_plies
+        else None,
     )
     carry = jax.lax.while_loop(cond, body, carry)
     return ArenaOutput(
@@ -351,6 +403,7 @@ def _arena(
         finished=carry.state.terminated,
         model_illegal=carry.illegal[:, 0],
         opponent_illegal=carry.illegal[:, 1],
+        record=carry.record,
     )
 
 
@@ -449,6 +502,7 @@ def play_match(
     opponent_simulations: int | None = None,
     max_plies: int | None = None,
     opening_plies: int = 0,
+    games_out: list | None = None,
 ) -> dict[str, Any]:
     """Plays `num_games` colour-balanced games of `variant`: model vs `opponent`.
 
@@ -470,6 +524,9 @@ def play_match(
       opponent_simulations: the checkpoint opponent's simulations (default `num_simulations`).
       max_plies: ply cap after which a game is drawn (default: the rules' cap, 256).
       opening_plies: uniformly random plies played by both sides first, paired across colours.
+      games_out: a list to which the games are appended as dicts (variant, white, black,
+        start_fen, moves in UCI, result, termination, opening_plies) for `mmc_jax.pgn`. The
+        recording arena is compiled separately but plays exactly the same games.
 
     Returns:
       A JSON-able dict: `num_games`, `wins`, `draws`, `losses`, `score`, `score_ci95`,
@@ -526,6 +583,7 @@ def play_match(
             jnp.int32(opening_plies),
             model=model,
             opponent=opponent_player,
+            record_plies=int(single.max_plies) if games_out is not None else 0,
         )
     )
     if not np.all(output.finished):  # unreachable while the rules enforce their ply cap
@@ -535,16 +593,53 @@ def play_match(
         "model": int(output.model_illegal.sum()),
         "opponent": int(output.opponent_illegal.sum()),
     }
+    opponent_name = opponent if isinstance(opponent, str) else getattr(opponent, "__name__", "?")
+    if games_out is not None:
+        games_out.extend(game_records(output, variant, model_name, opponent_name, opening_plies))
     result.update(
         variant=variant,
         model=model_name,
-        opponent=opponent if isinstance(opponent, str) else getattr(opponent, "__name__", "?"),
+        opponent=opponent_name,
         num_simulations=num_simulations if model.kind == "network" else None,
         opponent_simulations=opponent_simulations if opponent_player.kind == "network" else None,
         max_plies=int(single.max_plies),
         opening_plies=opening_plies,
     )
     return result
+
+
+def game_records(
+    output: ArenaOutput, variant: str, model_name: str, opponent_name: str, opening_plies: int
+) -> list[dict[str, Any]]:
+    """The recorded games of an `_arena` output (host arrays) as dicts for `mmc_jax.pgn`."""
+    log = output.record
+    num_games = len(output.plies)
+    rifle = variant == "rifle"
+    records = []
+    for g in range(num_games):
+        model_white = g < num_games // 2
+        plies = int(output.plies[g])
+        moves = [
+            notation.action_to_uci(
+                int(log.actions[t, g]), t % 2, log.pieces[t, g], log.own[t, g], rifle
+            )
+            for t in range(plies)
+        ]
+        reward = float(output.model_reward[g]) * (1 if model_white else -1)  # White's
+        illegal = bool(output.model_illegal[g] or output.opponent_illegal[g])
+        records.append(
+            {
+                "variant": variant,
+                "white": model_name if model_white else opponent_name,
+                "black": opponent_name if model_white else model_name,
+                "start_fen": R.START_FENS[variant],
+                "moves": moves,
+                "result": "1-0" if reward > 0 else "0-1" if reward < 0 else "1/2-1/2",
+                "termination": "rules infraction" if illegal else "normal",
+                "opening_plies": min(opening_plies, plies),
+            }
+        )
+    return records
 
 
 # ---------------------------------------------------------------------------------------------
@@ -640,6 +735,10 @@ def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="python -m mmc_jax.evaluate",
         description="Play a colour-balanced match of a checkpoint against an opponent.",
+        epilog="Subcommands: `python -m mmc_jax.evaluate ladder ...` rates a checkpoint in Elo "
+        "against random, greedy and Fairy-Stockfish at increasing node limits; "
+        "`python -m mmc_jax.evaluate tournament ...` does it for every checkpoint of a run "
+        "(see their --help).",
     )
     parser.add_argument(
         "--checkpoint",
@@ -670,6 +769,9 @@ def _parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--json", action="store_true", help="print one JSON object")
+    parser.add_argument(
+        "--pgn", default=None, help="write the games to this PGN file ([Variant], [FEN], UCI)"
+    )
     return parser
 
 
@@ -706,8 +808,19 @@ def _format(result: dict[str, Any], model_name: str) -> str:
     return "\n".join(lines)
 
 
+SUBCOMMANDS = ("ladder", "tournament")
+
+
 def main(argv: list[str] | None = None) -> int:
-    """Command-line entry point; returns the exit status."""
+    """Command-line entry point; returns the exit status.
+
+    `ladder` and `tournament` as the first argument select those subcommands
+    (`mmc_jax.ladder`); anything else is the match CLI, unchanged."""
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if argv and argv[0] in SUBCOMMANDS:
+        from mmc_jax import ladder  # imports this module: load it only when asked
+
+        return (ladder.ladder_main if argv[0] == "ladder" else ladder.tournament_main)(argv[1:])
     parser = _parser()
     args = parser.parse_args(argv)
 
@@ -735,6 +848,7 @@ def main(argv: list[str] | None = None) -> int:
         )
         opponent = "checkpoint"
 
+    games = [] if args.pgn else None
     result = play_match(
         network,
         params,
@@ -748,12 +862,21 @@ def main(argv: list[str] | None = None) -> int:
         opponent_simulations=args.opponent_simulations,
         max_plies=args.max_plies,
         opening_plies=args.opening_plies,
+        games_out=games,
     )
     if opponent == "checkpoint":
         result["opponent"] = args.opponent
     if network is not None:
         result["model"] = model_name
     result["seed"] = args.seed
+    if games is not None:
+        from mmc_jax import pgn
+
+        for g, record in enumerate(games):  # the model is White in the first half
+            model_side, other = ("white", "black") if g < len(games) // 2 else ("black", "white")
+            record[model_side], record[other] = model_name, args.opponent
+        pgn.write_pgn(games, args.pgn, event="mmc_jax evaluate")
+        result["pgn"] = args.pgn
     if args.json:
         print(json.dumps(result))
     else:

@@ -1,0 +1,592 @@
+"""A stepwise arena: batched JAX players and UCI engines in one batch of games, every move
+recorded.
+
+`evaluate.play_match` runs a whole match inside one jitted `lax.while_loop`, which cannot wait
+for an engine process. This arena steps the batch from Python instead, one ply per iteration:
+
+  1. engine moves are requested for every game where an engine is to move (an
+     `uci.EnginePool`, several processes searching in parallel threads);
+  2. meanwhile each JAX player (random, greedy, a network's search) acts on the games where it
+     is to move: their rows are gathered into a fixed-size buffer inside the jitted policy, so
+     a model searches only its own positions. A model's buffer shrinks by factors of 4 (down
+     to `bucket_min`) once few of its games are left: one compile per size used;
+  3. engine replies are checked against the rules (a move must be legal and spelled exactly as
+     the rules spell it); one jitted `step_with_planes` plays every game's move.
+
+A batch may mix variants, pairings and players (the ladder plays all its matches at once, so
+the model's search always sees a large batch). Every game starts from its variant's start
+position; its first `opening_plies` plies are the opening number `GameSpec.opening` of a
+fixed, seeded suite: uniformly random legal moves drawn by `np.random.default_rng((seed,
+opening, ply))`, so games that share an opening number (the two colours of a pairing, and
+every pairing of a ladder) play the same opening moves.
+
+Results follow the rules engine (mate, stalemate, captured king, extinction, 50-move rule,
+repetition, K vs K, the ply cap). A JAX player's illegal action loses the game (as in
+`play_match`; never happens with the built-in players); an engine failure (crash, timeout,
+illegal or malformed move) aborts that game: result "*", the error in its record, never scored.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import sys
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from mmc_jax import elo as elo_lib
+from mmc_jax import evaluate as E
+from mmc_jax import rules as R
+from mmc_jax import uci
+from mmc_jax.rules import game, notation
+from mmc_jax.rules import tables as T
+
+JAX_KINDS = ("random", "greedy", "model")
+
+
+# ---------------------------------------------------------------------------------------------
+# Players
+
+
+@dataclasses.dataclass(frozen=True)
+class PolicySpec:
+    """The static (hashable) part of a JAX player: one compiled policy per spec and size."""
+
+    kind: str  # random, greedy, model
+    network: Any = None
+    num_simulations: int = 0
+    gumbel_scale: float = 0.0
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class Player:
+    """A named player: `kind` random / greedy / model (a network with `params` and a search
+    budget) / engine (a UCI engine with `limits`, served by the arena's engine pool)."""
+
+    name: str
+    kind: str
+    network: Any = None
+    params: Any = None
+    num_simulations: int = 0
+    gumbel_scale: float = 0.0
+    limits: uci.Limits | None = None
+
+    def __post_init__(self):
+        if self.kind not in (*JAX_KINDS, "engine"):
+            raise ValueError(
+                f"unknown player kind {self.kind!r}; one of {', '.join((*JAX_KINDS, 'engine'))}"
+            )
+        if self.kind == "engine" and self.limits is None:
+            raise ValueError(f"engine player {self.name!r} needs limits")
+
+    @property
+    def spec(self) -> PolicySpec:
+        if self.kind == "model":
+            return PolicySpec("model", self.network, self.num_simulations, self.gumbel_scale)
+        return PolicySpec(self.kind)
+
+
+def random_player(name: str = "random") -> Player:
+    return Player(name, "random")
+
+
+def greedy_player(name: str = "greedy") -> Player:
+    return Player(name, "greedy")
+
+
+def model_player(
+    name: str, network, params, num_simulations: int, gumbel_scale: float = 0.0
+) -> Player:
+    """A network's search (`gumbel_scale` 0: deterministic evaluation search; 1: the sampled
+    self-play search). `network=None` is the uniform-prior search."""
+    if network is None:
+        network, params = E.UniformPriorNetwork(), {}
+    return Player(name, "model", network, params, num_simulations, gumbel_scale)
+
+
+def engine_player(limits: uci.Limits, name: str | None = None) -> Player:
+    return Player(name or f"engine:{limits.label()}", "engine", limits=limits)
+
+
+# ---------------------------------------------------------------------------------------------
+# Records
+
+
+@dataclasses.dataclass
+class GameSpec:
+    """One game: player indices (into the arena's player list), variant, opening number
+    (-1: no opening)."""
+
+    white: int
+    black: int
+    variant: str
+    opening: int = -1
+
+
+@dataclasses.dataclass
+class GameRecord:
+    """A finished (or aborted) game. `result` "1-0" / "0-1" / "1/2-1/2", or "*" when an engine
+    failure aborted it (`error` says why). `termination` follows the PGN tag: "normal",
+    "rules infraction" (an illegal move lost the game) or "abandoned"."""
+
+    variant: str
+    white: str
+    black: str
+    start_fen: str
+    moves: list[str]
+    result: str
+    termination: str = "normal"
+    opening_plies: int = 0
+    error: str | None = None
+    final_fen: str | None = None
+    headers: dict[str, str] = dataclasses.field(default_factory=dict)
+    positions: list[str] | None = None  # with record_positions: `position_key` of each position
+
+    @property
+    def scored(self) -> bool:
+        return self.result in ("1-0", "0-1", "1/2-1/2")
+
+
+def pair_results(records: Sequence[GameRecord]) -> list[elo_lib.PairResult]:
+    """W/D/L per unordered pair of players over the scored games (aborted ones left out)."""
+    results = []
+    for r in records:
+        if not r.scored:
+            continue
+        white_points = {"1-0": 1.0, "0-1": 0.0, "1/2-1/2": 0.5}[r.result]
+        results.append(
+            elo_lib.PairResult(
+                r.white,
+                r.black,
+                int(white_points == 1.0),
+                int(white_points == 0.5),
+                int(white_points == 0.0),
+            )
+        )
+    return elo_lib.aggregate(results)
+
+
+def colour_balanced(a: int, b: int, num_games: int, variant: str) -> list[GameSpec]:
+    """`num_games` (even) games of a vs b: a is White in the first half; game k of either half
+    uses opening k."""
+    if num_games % 2:
+        raise ValueError(f"colour-balanced games must be an even number, got {num_games}")
+    half = num_games // 2
+    return [GameSpec(a, b, variant, k) for k in range(half)] + [
+        GameSpec(b, a, variant, k) for k in range(half)
+    ]
+
+
+# ---------------------------------------------------------------------------------------------
+# Compiled pieces
+
+
+@functools.partial(jax.jit, static_argnames=("spec",))
+def _act(params, rules, state, planes, indices, key, *, spec: PolicySpec):
+    """int32 [S]: the actions of one JAX player in the games `indices` [S] of the batch."""
+    rules, state = jax.tree.map(lambda x: x[indices], (rules, state))
+    planes = planes[indices]
+    if spec.kind == "random":
+        return R.random_legal_action(key, R.planes_to_mask(planes))
+    if spec.kind == "greedy":
+        return E.greedy_policy(key, rules, state, planes)
+    policy = E.make_model_policy(
+        spec.network, params, spec.num_simulations, gumbel_scale=spec.gumbel_scale
+    )
+    return policy(key, rules, state, planes)
+
+
+@jax.jit
+def _advance(rules, state, planes, actions):
+    """Play `actions` [B] in every game: (State [B], legal planes [B, 49])."""
+    return R.step_with_planes(rules, state, actions, planes)
+
+
+def start_batch(variants: Sequence[str], max_plies: int | None = None):
+    """(Rules [B], State [B], legal planes [B, 49]) of the start positions of `variants`.
+
+    Built without compiling a move generator: per variant one eager `from_position` and the
+    cached `evaluate.start_planes`, gathered per game. A start without any legal move
+    (monochromatic) is a finished draw.
+    """
+    unique = list(dict.fromkeys(variants))
+    rules_of = [R.get(v) if max_plies is None else R.get(v, max_plies=max_plies) for v in unique]
+    states = [game.from_position(r.start_pieces, r.start_own, jnp.int32(0)) for r in rules_of]
+    planes = np.stack([E.start_planes(v) for v in unique])
+    index = np.array([unique.index(v) for v in variants])
+    take = lambda *xs: jnp.stack(xs)[index]  # noqa: E731
+    rules = jax.tree.map(take, *rules_of)
+    state = jax.tree.map(take, *states)
+    planes = jnp.asarray(planes[index])
+    state = state.replace(terminated=~jnp.any(planes != 0, axis=-1))
+    return rules, state, planes
+
+
+def position_key(pieces, own, turn: int) -> str:
+    """A position without its clocks: the FEN's board and side-to-move fields."""
+    return notation.to_fen(pieces, own, int(turn), 0, 1).rsplit(" ", 4)[0]
+
+
+def is_legal(planes: np.ndarray, action: int) -> bool:
+    """Is `action` legal, by a bit test on one position's legal planes [49]."""
+    if not 0 <= action < R.NUM_ACTIONS:
+        return False
+    return bool((int(planes[action % T.NUM_PLANES]) >> (action // T.NUM_PLANES)) & 1)
+
+
+def legal_actions(planes: np.ndarray) -> list[int]:
+    """Sorted legal action ids of one position's planes [49]."""
+    squares = np.arange(T.NUM_SQUARES, dtype=np.uint64)[:, None]
+    bits = (np.asarray(planes, np.uint64)[None, :] >> squares) & 1  # [25, 49]: action 49 s + p
+    return [int(a) for a in np.flatnonzero(bits.reshape(-1))]
+
+
+def legal_uci(variant: str, turn: int, pieces, own, planes: np.ndarray) -> dict[str, int]:
+    """{UCI move: action} of one position (mover's-view bitboards, planes [49])."""
+    rifle = variant == "rifle"
+    return {notation.action_to_uci(a, turn, pieces, own, rifle): a for a in legal_actions(planes)}
+
+
+def parse_move(variant: str, text: str, turn: int, pieces, own, planes: np.ndarray) -> int:
+    """The action of a UCI move string in a position, or ValueError naming the problem (a
+    malformed string, or an illegal move with the legal ones listed)."""
+    legal = legal_uci(variant, turn, pieces, own, planes)
+    if text in legal:
+        return legal[text]
+    notation.uci_to_action(text, turn)  # raises for malformed strings
+    raise ValueError(
+        f"illegal move {text!r}; legal moves: {', '.join(sorted(legal)) or 'none (game over)'}"
+    )
+
+
+def _buckets(size: int, bucket_min: int) -> list[int]:
+    sizes = [size]
+    while sizes[-1] // 4 >= bucket_min:
+        sizes.append(sizes[-1] // 4)
+    return sizes
+
+
+# ---------------------------------------------------------------------------------------------
+# The arena
+
+
+def play_games(
+    players: Sequence[Player],
+    games: Sequence[GameSpec],
+    *,
+    seed: int = 0,
+    opening_plies: int = 0,
+    max_plies: int | None = None,
+    engine_pool: uci.EnginePool | None = None,
+    bucket_min: int = 64,
+    progress: Callable[[str], None] | None = None,
+    progress_every: float = 15.0,
+    record_positions: bool = False,
+) -> list[GameRecord]:
+    """Plays `games` between `players`; returns one `GameRecord` per game, in order.
+
+    Args:
+      players: the players; `GameSpec.white` / `.black` index them.
+      games: the games (a batch may mix variants; engine games need one variant, the pool's).
+      seed: of the opening suite and of the JAX players' randomness.
+      opening_plies: random plies of the opening suite played first by both sides.
+      max_plies: the rules' ply cap (default 256), a draw by rule.
+      engine_pool: serves the engine players (required if there are any).
+      bucket_min: smallest reduced buffer of a model player (see the module docstring).
+      progress: called with a status line every `progress_every` seconds (e.g. print).
+      record_positions: keep every position's `position_key` in `GameRecord.positions`
+        (start and final positions included).
+    """
+    if not games:
+        return []
+    for spec in games:
+        R.check_variant(spec.variant)
+        for side in (spec.white, spec.black):
+            if not 0 <= side < len(players):
+                raise ValueError(f"game {spec} names player {side}; there are {len(players)}")
+    engine_variants = {
+        g.variant
+        for g in games
+        if players[g.white].kind == "engine" or players[g.black].kind == "engine"
+    }
+    if engine_variants:
+        if engine_pool is None:
+            raise ValueError("engine players need an engine_pool")
+        if engine_variants != {engine_pool.variant}:
+            raise ValueError(
+                f"engine games in {sorted(engine_variants)} but the engine pool plays "
+                f"{engine_pool.variant}"
+            )
+    num_games = len(games)
+    variants = [g.variant for g in games]
+    white = np.array([g.white for g in games])
+    black = np.array([g.black for g in games])
+    openings = np.array([g.opening for g in games])
+    kinds = [p.kind for p in players]
+    rules, state, planes = start_batch(variants, max_plies)
+    start_fens = [R.START_FENS[v] for v in variants]
+    base_key = jax.random.key(seed)
+
+    # Buffer sizes per JAX player: in lockstep play a player moves at even plies in its White
+    # games and at odd plies in its Black games.
+    buffers: dict[int, list[int]] = {}
+    for p, player in enumerate(players):
+        if player.kind in JAX_KINDS:
+            most = max(int((white == p).sum()), int((black == p).sum()))
+            if most:
+                minimum = bucket_min if player.kind == "model" else most
+                buffers[p] = _buckets(most, max(minimum, 1))
+
+    moves: list[list[str]] = [[] for _ in range(num_games)]
+    positions: list[list[str]] = [[] for _ in range(num_games)]
+    aborted = np.zeros(num_games, bool)
+    illegal_by = np.full(num_games, -1)
+    errors: dict[int, str] = {}
+    white_reward = np.zeros(num_games)
+    ply = 0
+    started = last_report = time.monotonic()
+    while True:
+        host = jax.device_get(
+            (state.turn, state.terminated, state.pieces, state.own, state.rewards, planes)
+        )
+        turn, terminated, pieces, own, rewards, host_planes = host
+        white_reward += rewards[:, 0]
+        done = terminated | aborted
+        if done.all():
+            break
+        active = np.flatnonzero(~done)
+        movers = np.where(turn == 0, white, black)
+        actions = np.zeros(num_games, np.int32)
+        by_engine: dict[int, Any] = {}
+        if ply < opening_plies:
+            for g in active:
+                if openings[g] < 0:
+                    continue
+                choices = legal_actions(host_planes[g])
+                rng = np.random.default_rng((seed, int(openings[g]), ply))
+                actions[g] = choices[rng.integers(len(choices))]
+        forced = openings >= 0 if ply < opening_plies else np.zeros(num_games, bool)
+        to_play = [g for g in active if not forced[g]]
+        engine_games = [g for g in to_play if kinds[movers[g]] == "engine"]
+        if engine_games:
+            requests = [
+                uci.MoveRequest(start_fens[g], tuple(moves[g]), players[movers[g]].limits)
+                for g in engine_games
+            ]
+            by_engine = dict(zip(engine_games, engine_pool.submit(requests), strict=True))
+        key = jax.random.fold_in(base_key, ply)
+        to_play_set = np.zeros(num_games, bool)
+        to_play_set[to_play] = True
+        for p, sizes in buffers.items():
+            mine = np.flatnonzero(to_play_set & (movers == p))
+            if len(mine) == 0:
+                continue
+            # Lockstep play never needs more than the first buffer; split just in case.
+            for start in range(0, len(mine), sizes[0]):
+                chunk = mine[start : start + sizes[0]]
+                size = min(s for s in sizes if s >= len(chunk))
+                indices = np.full(size, chunk[0], np.int32)
+                indices[: len(chunk)] = chunk
+                out = _act(
+                    players[p].params if players[p].kind == "model" else None,
+                    rules,
+                    state,
+                    planes,
+                    jnp.asarray(indices),
+                    jax.random.fold_in(key, p),
+                    spec=players[p].spec,
+                )
+                actions[chunk] = np.asarray(out)[: len(chunk)]
+        for g, future in by_engine.items():
+            reply = future.result()
+            player = players[movers[g]]
+            if reply.error is not None:
+                aborted[g] = True
+                errors[g] = f"{player.name}: {reply.error}"
+                continue
+            move = reply.move
+            legal = legal_uci(variants[g], int(turn[g]), pieces[g], own[g], host_planes[g])
+            if move not in legal:
+                aborted[g] = True
+                fen = notation.to_fen(pieces[g], own[g], int(turn[g]), 0, 1)
+                errors[g] = str(
+                    uci.EngineIllegalMove(
+                        f"{player.name} played {move!r}, not a legal move in {variants[g]} "
+                        f"after {' '.join(moves[g]) or 'no moves'} (board {fen.split()[0]}, "
+                        f"{'White' if turn[g] == 0 else 'Black'} to move); legal moves: "
+                        f"{', '.join(sorted(legal)) or 'none'}"
+                    )
+                )
+                continue
+            actions[g] = legal[move]
+        for g in active:
+            if aborted[g]:
+                continue
+            if record_positions:
+                positions[g].append(position_key(pieces[g], own[g], turn[g]))
+            action = int(actions[g])
+            if not is_legal(host_planes[g], action):
+                illegal_by[g] = movers[g]
+                moves[g].append(f"<illegal action {action}>")
+                continue
+            moves[g].append(
+                notation.action_to_uci(
+                    action, int(turn[g]), pieces[g], own[g], variants[g] == "rifle"
+                )
+            )
+        state, planes = _advance(rules, state, planes, jnp.asarray(actions))
+        ply += 1
+        now = time.monotonic()
+        if progress is not None and now - last_report >= progress_every:
+            last_report = now
+            progress(
+                f"ply {ply}: {len(active)} of {num_games} games running, "
+                f"{now - started:.0f} s elapsed"
+            )
+
+    final = jax.device_get(state)
+    records = []
+    for g, spec in enumerate(games):
+        white_name, black_name = players[spec.white].name, players[spec.black].name
+        record = GameRecord(
+            variant=spec.variant,
+            white=white_name,
+            black=black_name,
+            start_fen=start_fens[g],
+            moves=[m for m in moves[g] if not m.startswith("<")],
+            result="*",
+            opening_plies=min(opening_plies, len(moves[g])) if spec.opening >= 0 else 0,
+        )
+        if aborted[g]:
+            record.termination = "abandoned"
+            record.error = errors[g]
+        else:
+            reward = white_reward[g]
+            record.result = "1-0" if reward > 0 else "0-1" if reward < 0 else "1/2-1/2"
+            if illegal_by[g] >= 0:
+                record.termination = "rules infraction"
+                record.error = f"{players[illegal_by[g]].name} played an illegal action"
+            s = jax.tree.map(lambda x, g=g: x[g], final)
+            record.final_fen = notation.to_fen(
+                s.pieces, s.own, int(s.turn), int(s.halfmove), int(s.fullmove)
+            )
+            if record_positions and illegal_by[g] < 0:
+                positions[g].append(position_key(s.pieces, s.own, s.turn))
+        if record_positions:
+            record.positions = positions[g]
+        records.append(record)
+    return records
+
+
+def print_progress(line: str) -> None:
+    """A `progress` callback: the line on stderr."""
+    print(line, file=sys.stderr, flush=True)
+
+
+# ---------------------------------------------------------------------------------------------
+# One game at a time (the play CLI, PGN replay)
+
+
+def _eager_planes(rules: R.Rules, state: R.State) -> tuple[np.ndarray, bool]:
+    """(legal planes [49], in check) of one position, op by op (no compile; about a second)."""
+    with jax.disable_jit():
+        analysis = game.analyse(rules, state.pieces, state.own)
+        return np.asarray(analysis.planes), bool(analysis.in_check)
+
+
+class SingleGame:
+    """One game stepped by the compiled batch-of-one `_advance`, with its move list.
+
+    Starts from the variant's start position or from `fen` (then the ply cap and the
+    repetition history count from there). `play(move)` takes a UCI string and raises
+    ValueError for a malformed or illegal one, naming the legal moves.
+    """
+
+    def __init__(self, variant: str, fen: str | None = None, max_plies: int | None = None):
+        R.check_variant(variant)
+        self.variant = variant
+        if fen is None or fen == R.START_FENS[variant]:
+            self.rules, self.state, self.planes = start_batch([variant], max_plies)
+            self.start_fen = R.START_FENS[variant]
+            self._start_in_check = False
+        else:
+            single = R.get(variant) if max_plies is None else R.get(variant, max_plies=max_plies)
+            position = R.from_fen(fen)  # ValueError for a malformed FEN
+            planes, in_check = _eager_planes(single, position)
+            self.rules = jax.tree.map(lambda x: jnp.asarray(x)[None], single)
+            self.state = jax.tree.map(lambda x: jnp.asarray(x)[None], position)
+            self.state = self.state.replace(terminated=jnp.asarray([not planes.any()]))
+            self.planes = jnp.asarray(planes[None])
+            self.start_fen = fen
+            self._start_in_check = in_check
+        self.moves: list[str] = []
+        self._white_reward = 0.0
+        self._sync()
+
+    def _sync(self) -> None:
+        s, planes = jax.device_get((self.state, self.planes))
+        self._host = jax.tree.map(lambda x: x[0], s)
+        self._host_planes = planes[0]
+
+    @property
+    def turn(self) -> int:
+        return int(self._host.turn)
+
+    @property
+    def over(self) -> bool:
+        return bool(self._host.terminated)
+
+    @property
+    def fen(self) -> str:
+        s = self._host
+        return notation.to_fen(s.pieces, s.own, int(s.turn), int(s.halfmove), int(s.fullmove))
+
+    def legal_moves(self) -> dict[str, int]:
+        """{UCI move: action} (empty once the game is over)."""
+        if self.over:
+            return {}
+        s = self._host
+        return legal_uci(self.variant, int(s.turn), s.pieces, s.own, self._host_planes)
+
+    def parse(self, move: str) -> int:
+        """Action of a UCI move; ValueError for a malformed or illegal one."""
+        if self.over:
+            raise ValueError(f"the game is over ({self.result()}); no move can be played")
+        s = self._host
+        return parse_move(self.variant, move, int(s.turn), s.pieces, s.own, self._host_planes)
+
+    def play_action(self, action: int) -> str:
+        """Play a legal action; returns its UCI string."""
+        if self.over or not is_legal(self._host_planes, int(action)):
+            raise ValueError(f"action {action} is not legal here ({self.fen})")
+        s = self._host
+        move = notation.action_to_uci(
+            int(action), int(s.turn), s.pieces, s.own, self.variant == "rifle"
+        )
+        self.state, self.planes = _advance(
+            self.rules, self.state, self.planes, jnp.asarray([action], jnp.int32)
+        )
+        self._sync()
+        self._white_reward += float(self._host.rewards[0])
+        self.moves.append(move)
+        return move
+
+    def play(self, move: str) -> str:
+        return self.play_action(self.parse(move))
+
+    def result(self) -> str | None:
+        """ "1-0" / "0-1" / "1/2-1/2" once over, else None."""
+        if not self.over:
+            return None
+        if not self.moves:  # over from the start: mate or stalemate in the given position
+            if not self._start_in_check:
+                return "1/2-1/2"
+            return "0-1" if self.turn == 0 else "1-0"
+        if self._white_reward > 0:
+            return "1-0"
+        return "0-1" if self._white_reward < 0 else "1/2-1/2"

@@ -1,0 +1,231 @@
+"""Play a model in the terminal: `python -m mmc_jax.play --variant atomic --checkpoint runs/atomic`.
+
+The board is drawn in Unicode (White at the bottom), moves are typed in UCI (`e2e3`, `a4a5q`
+to promote). Anything else is answered, never a crash: a malformed or illegal move gets the
+list of legal moves and a new prompt; `moves` lists them, `board` redraws, `help` explains,
+`quit` (or end of input, or Ctrl-C) ends the game. In `dark` you see only your own pieces and
+the squares your legal moves reach, and the model's moves are not shown until the end.
+
+Without `--checkpoint` the opponent is the search with a uniform prior (zero logits, zero
+value: it finds mates and king captures within its simulations, nothing more). The model
+plays its evaluation search (`--simulations`, deterministic); `--pgn FILE` saves the game.
+
+For tests and scripts, `main(argv, stdin, stdout)` reads moves from any text stream.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import TextIO
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from mmc_jax import arena
+from mmc_jax import evaluate as E
+from mmc_jax import rules as R
+from mmc_jax.rules import notation
+
+HELP = (
+    "Type a move in UCI: from-square and to-square, like e2e3, plus the piece for a "
+    "promotion (a4a5q, a4a5n). Commands: moves (list the legal moves), board (draw it "
+    "again), help, quit."
+)
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python -m mmc_jax.play",
+        description="Play a minichess variant against a model (or the uniform-prior search) "
+        "in the terminal, moves in UCI.",
+    )
+    parser.add_argument(
+        "--variant", type=E._variant_arg, required=True, help=f"one of: {', '.join(R.VARIANTS)}"
+    )
+    parser.add_argument(
+        "--checkpoint",
+        default=None,
+        help="run workdir (or <workdir>/checkpoints/<step>); default: the uniform-prior search",
+    )
+    parser.add_argument("--step", type=E._integer_arg("--step", 0), default=None)
+    parser.add_argument(
+        "--as",
+        dest="colour",
+        choices=("white", "black"),
+        default="white",
+        help="your colour (default white)",
+    )
+    parser.add_argument(
+        "--simulations",
+        type=E._integer_arg("--simulations", 0),
+        default=32,
+        help="the model's search simulations per move (0: raw policy; default 32)",
+    )
+    parser.add_argument("--max-plies", type=E._integer_arg("--max-plies", 1), default=None)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--pgn", default=None, help="save the game to this PGN file")
+    return parser
+
+
+def fog_board(fen: str, legal_moves) -> str:
+    """The FEN board the side to move sees in `dark`: its own pieces and the target squares
+    of its legal moves; every other square is `*` (as `mmc_jax.rules.fog_fen`)."""
+    board, side = fen.split()[:2]
+    white = side == "w"
+    visible = {m[2:4] for m in legal_moves}
+    rows = []
+    for i, text in enumerate(board.split("/")):
+        rank = 5 - i
+        cells = []
+        for ch in text:
+            cells += ["."] * int(ch) if ch.isdigit() else [ch]
+        out = []
+        for file, ch in enumerate(cells):
+            square = f"{notation.FILES[file]}{rank}"
+            own = ch != "." and ch.isupper() == white
+            out.append(ch if own or square in visible else "*")
+        row, empty = "", 0
+        for ch in out:
+            if ch == ".":
+                empty += 1
+                continue
+            row += (str(empty) if empty else "") + ch
+            empty = 0
+        rows.append(row + (str(empty) if empty else ""))
+    return "/".join(rows) + " " + " ".join(fen.split()[1:])
+
+
+class _Quit(Exception):
+    pass
+
+
+def _read(stdin: TextIO, stdout: TextIO, prompt: str) -> str:
+    stdout.write(prompt)
+    stdout.flush()
+    line = stdin.readline()
+    if not line:  # end of input
+        raise _Quit
+    return line.strip()
+
+
+def _model_move(single: arena.SingleGame, player: arena.Player, key) -> int:
+    action = arena._act(
+        player.params,
+        single.rules,
+        single.state,
+        single.planes,
+        jnp.zeros(1, jnp.int32),
+        key,
+        spec=player.spec,
+    )
+    return int(np.asarray(action)[0])
+
+
+def main(
+    argv: list[str] | None = None, stdin: TextIO | None = None, stdout: TextIO | None = None
+) -> int:
+    """Command-line entry point; returns the exit status (0 also when you quit)."""
+    stdin = sys.stdin if stdin is None else stdin
+    stdout = sys.stdout if stdout is None else stdout
+    parser = _parser()
+    args = parser.parse_args(argv)
+    if args.checkpoint is None or args.checkpoint.lower() == "none":
+        network, params, name = None, None, "uniform-prior search"
+    else:
+        network, params, _ = E._load_or_fail(parser, args.checkpoint, args.step, "--checkpoint")
+        name = args.checkpoint
+    model = arena.model_player(name, network, params, args.simulations)
+    human = 0 if args.colour == "white" else 1
+    dark = args.variant == "dark"
+
+    def say(text: str = "") -> None:
+        stdout.write(text + "\n")
+        stdout.flush()
+
+    say(
+        f"{args.variant}: you play {args.colour.capitalize()} against {name} "
+        f"({args.simulations} simulations). {HELP}"
+    )
+    say("Preparing the game (the first model move compiles the search: up to a minute)...")
+    single = arena.SingleGame(args.variant, max_plies=args.max_plies)
+    key = jax.random.key(args.seed)
+
+    def draw() -> None:
+        legal = list(single.legal_moves())
+        shown = fog_board(single.fen, legal) if dark and single.turn == human else single.fen
+        say("")
+        say(R.render(shown))
+        say(f"{'White' if single.turn == 0 else 'Black'} to move" + ("   (fog)" if dark else ""))
+
+    quit_reason = None
+    try:
+        while not single.over:
+            if single.turn == human:
+                draw()
+                while True:
+                    text = _read(stdin, stdout, "your move> ").lower()
+                    legal = sorted(single.legal_moves())
+                    if not text:
+                        continue
+                    if text in ("quit", "exit", "resign", "q"):
+                        raise _Quit
+                    if text in ("help", "?", "h"):
+                        say(HELP)
+                        continue
+                    if text in ("moves", "legal", "m"):
+                        say("legal moves: " + " ".join(legal))
+                        continue
+                    if text in ("board", "b"):
+                        draw()
+                        continue
+                    try:
+                        single.play(text)
+                        break
+                    except ValueError as error:
+                        message = str(error)
+                        if "legal moves:" not in message:
+                            message += "; legal moves: " + " ".join(legal)
+                        say(message)
+            else:
+                say("model is thinking...")
+                move = single.play_action(
+                    _model_move(single, model, jax.random.fold_in(key, len(single.moves)))
+                )
+                say("model moved (hidden in dark)" if dark else f"model plays {move}")
+    except _Quit:
+        quit_reason = "quit"
+    except KeyboardInterrupt:
+        quit_reason = "interrupted"
+
+    say("")
+    say(R.render(single.fen))
+    say("moves: " + (" ".join(single.moves) or "none"))
+    if quit_reason:
+        say(f"game ended ({quit_reason}) after {len(single.moves)} plies")
+        result = "*"
+    else:
+        result = single.result()
+        winner = {"1-0": "White wins", "0-1": "Black wins", "1/2-1/2": "draw"}[result]
+        say(f"result: {result} ({winner})")
+    if args.pgn:
+        from mmc_jax import pgn
+
+        white, black = ("you", name) if human == 0 else (name, "you")
+        record = {
+            "variant": args.variant,
+            "white": white,
+            "black": black,
+            "start_fen": single.start_fen,
+            "moves": single.moves,
+            "result": result,
+            "termination": "normal" if result != "*" else "unterminated",
+        }
+        pgn.write_pgn([record], args.pgn, event="mmc_jax play")
+        say(f"saved {args.pgn}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
