@@ -10,8 +10,9 @@ mid-save leaves the previous checkpoint intact). It holds two items:
 
 Restoring checks the sidecar before reading any array: a state template whose leaves have other
 shapes (another network size, another observation width), or a config whose shape-determining
-fields differ (`DEFAULT_SHAPE_KEYS`: network size, observation channels, variant list), raises
-`ValueError` naming every mismatch instead of an orbax error deep in the tree.
+fields differ (`DEFAULT_SHAPE_KEYS`: network size, observation channels, whether the network
+reads the variant planes, variant list), raises `ValueError` naming every mismatch instead of
+an orbax error deep in the tree.
 
 Typical use from a training loop:
 
@@ -52,6 +53,7 @@ DEFAULT_SHAPE_KEYS = (
     "network.value_hidden",
     "network.layer_norm",
     "network.num_actions",
+    "network.variant_planes",
     "obs_channels",
     "variants",
 )

@@ -28,7 +28,12 @@ import jax
 import jax.numpy as jnp
 import ml_collections
 
+from mmc_jax.rules import game as _game
+
 NUM_ACTIONS = 1225
+# Observation channels before the variant one-hot (pieces, hidden, colour, clocks, repetition).
+# A network built with `variant_planes=False` reads only these: it is not told the variant.
+BOARD_CHANNELS = _game.OBS_CHANNELS - _game.NUM_VARIANTS
 
 # Logit given to illegal actions. A large finite negative rather than -inf (or finfo.min):
 # softmax still gives them exactly zero probability, while `0 * log_softmax` stays finite, so a
@@ -96,6 +101,9 @@ class PolicyValueNet(nn.Module):
       value_hidden: hidden units of the value MLP.
       layer_norm: use LayerNorm inside the blocks and before the heads.
       dtype: computation dtype (parameters stay float32; outputs are always float32).
+      input_channels: read only the first `input_channels` observation channels (None: all).
+        `BOARD_CHANNELS` drops the variant one-hot, so the net is not told which variant it
+        plays; the first convolution's kernel then has that many input channels.
     """
 
     num_blocks: int = 4
@@ -107,6 +115,7 @@ class PolicyValueNet(nn.Module):
     value_hidden: int = 64
     layer_norm: bool = False
     dtype: Any = jnp.float32
+    input_channels: int | None = None
 
     @nn.compact
     def __call__(
@@ -122,6 +131,8 @@ class PolicyValueNet(nn.Module):
           logits `[B, A]` float32 and value `[B]` float32 in [-1, 1].
         """
         batch_size, height, width = obs.shape[:3]
+        if self.input_channels is not None:
+            obs = obs[..., : self.input_channels]
         x = obs.astype(self.dtype)
         x = nn.Conv(self.channels, (3, 3), dtype=self.dtype)(x)
         for _ in range(self.num_blocks):
@@ -164,7 +175,9 @@ def make_network(config: ml_collections.ConfigDict) -> PolicyValueNet:
 
     Required fields: `num_blocks`, `channels`. Optional: `num_actions` (1225), `policy_head`
     ("conv" | "dense", default "conv"), `policy_channels` (32), `value_channels` (8),
-    `value_hidden` (64), `layer_norm` (False), `dtype` ("float32" | "bfloat16" | "float16").
+    `value_hidden` (64), `layer_norm` (False), `dtype` ("float32" | "bfloat16" | "float16"),
+    `variant_planes` (True: the observation's variant one-hot is an input; False: the net
+    reads only the `BOARD_CHANNELS` board channels and is not told which variant it plays).
     """
     dtype = config.get("dtype", "float32")
     if dtype not in _DTYPES:
@@ -179,6 +192,7 @@ def make_network(config: ml_collections.ConfigDict) -> PolicyValueNet:
         value_hidden=int(config.get("value_hidden", 64)),
         layer_norm=bool(config.get("layer_norm", False)),
         dtype=_DTYPES[dtype],
+        input_channels=None if config.get("variant_planes", True) else BOARD_CHANNELS,
     )
 
 

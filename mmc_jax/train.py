@@ -3,6 +3,10 @@
     python -m mmc_jax.train --config configs/gardner.py --workdir runs/gardner
     python -m mmc_jax.train --config configs/gardner.py:cpu --workdir runs/gardner_cpu \\
         --config.variant=atomic
+    python -m mmc_jax.train --config configs/joat.py:cpu --workdir runs/joat   # meta-training
+
+A config with a `meta` section (configs/joat.py) is handed to `mmc_jax.meta.train_meta`
+(JOAT / Reptile meta-training over several variants, same workdir conventions).
 
 One training iteration is one jitted function (`make_iteration`): a self-play scan of
 `selfplay.num_plies` plies over `selfplay.batch_size` games, the targets, a write into the replay
@@ -113,11 +117,25 @@ def prepare_config(config: ml_collections.ConfigDict) -> ml_collections.ConfigDi
     return config
 
 
+def _mirror_enabled(config: ml_collections.ConfigDict) -> bool:
+    """Whether the iteration mirrors samples: `selfplay.mirror_augment` and some variant of the
+    run has a file-symmetric start (none today). A compile key carries it as `mirror`."""
+    if "mirror" in config:
+        return bool(config.mirror)
+    return bool(config.selfplay.get("mirror_augment", False)) and any(
+        selfplay.is_file_symmetric(v) for v in config.variants
+    )
+
+
 def _compile_key(config: ml_collections.ConfigDict) -> ml_collections.FrozenConfigDict:
-    """The part of the config that shapes the compiled iteration (a hashable cache key)."""
+    """The part of the config that shapes the compiled iteration (a hashable cache key).
+
+    The variant is data (the `Rules` argument), not part of the key: runs on different variants
+    with the same sizes share one compiled iteration (adaptation runs several in one process).
+    """
     return ml_collections.FrozenConfigDict(
         {
-            "variants": tuple(config.variants),
+            "mirror": _mirror_enabled(config),
             "network": config.network,
             "selfplay": config.selfplay,
             "learner": config.learner,
@@ -232,9 +250,8 @@ def _jitted_init(compile_key: ml_collections.FrozenConfigDict, mesh: Mesh):
 
 
 def _abstract_rules(compile_key: ml_collections.FrozenConfigDict) -> R.Rules:
-    return jax.eval_shape(
-        lambda: R.batch(list(compile_key.variants), int(compile_key.selfplay.batch_size))
-    )
+    # Shapes only: every variant's Rules has the same leaves.
+    return jax.eval_shape(lambda: R.batch(R.VARIANTS[0], int(compile_key.selfplay.batch_size)))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -255,8 +272,7 @@ def iteration_step(
         network, state.params, rules_b, state.game_state, play_key, config
     )
     batch = selfplay.compute_targets(trajectory)
-    symmetric = np.asarray([selfplay.is_file_symmetric(v) for v in config.variants])
-    if config.selfplay.get("mirror_augment", False) and symmetric.any():
+    if _mirror_enabled(config):
         per_game = jnp.asarray(
             [selfplay.is_file_symmetric(R.VARIANTS[i]) for i in range(len(R.VARIANTS))]
         )[rules_b.variant_id]
@@ -319,9 +335,17 @@ def _metric_name(opponent: str) -> str:
 
 
 def evaluate_params(
-    config: ml_collections.ConfigDict, params: Any, key: jax.Array, play_match
+    config: ml_collections.ConfigDict,
+    params: Any,
+    key: jax.Array,
+    play_match,
+    variant: str | None = None,
+    prefix: str = "eval/",
 ) -> dict[str, float]:
     """Plays `eval.num_games` against every `eval.opponents` entry; returns `eval/*` metrics.
+
+    `variant` defaults to `config.variant`; `prefix` starts every metric name (meta-training
+    uses `eval/<variant>/`).
 
     `play_match(network, params, variant, opponent, num_games, num_simulations, key)` (from
     `mmc_jax.evaluate`) returns a dict with `score` (W + D/2 per game), its 95% interval
@@ -334,7 +358,7 @@ def evaluate_params(
         result = play_match(
             network,
             host_params,
-            config.variant,
+            config.variant if variant is None else variant,
             opponent,
             int(config.eval.num_games),
             int(config.eval.num_simulations),
@@ -342,17 +366,17 @@ def evaluate_params(
         )
         name = _metric_name(opponent)
         score = float(result["score"])
-        metrics[f"eval/score_vs_{name}"] = score
+        metrics[f"{prefix}score_vs_{name}"] = score
         interval = result.get("score_ci95", result.get("ci95"))
         if isinstance(interval, list | tuple) and len(interval) == 2:
-            metrics[f"eval/score_low_vs_{name}"] = float(interval[0])
-            metrics[f"eval/score_high_vs_{name}"] = float(interval[1])
+            metrics[f"{prefix}score_low_vs_{name}"] = float(interval[0])
+            metrics[f"{prefix}score_high_vs_{name}"] = float(interval[1])
         elif interval is not None:  # a half-width
-            metrics[f"eval/score_low_vs_{name}"] = max(0.0, score - float(interval))
-            metrics[f"eval/score_high_vs_{name}"] = min(1.0, score + float(interval))
+            metrics[f"{prefix}score_low_vs_{name}"] = max(0.0, score - float(interval))
+            metrics[f"{prefix}score_high_vs_{name}"] = min(1.0, score + float(interval))
         for field in ("wins", "draws", "losses", "elo", "mean_plies"):
             if result.get(field) is not None:
-                metrics[f"eval/{field}_vs_{name}"] = result[field]
+                metrics[f"{prefix}{field}_vs_{name}"] = result[field]
     return metrics
 
 
@@ -418,6 +442,19 @@ def _progress_line(
     return " | ".join(parts)
 
 
+def _start_params(template: Any, params: Any, mesh: Mesh) -> Any:
+    """`params` checked against the shapes of `template` and replicated on `mesh`."""
+    want, got = checkpoint_lib._leaf_shapes(template), checkpoint_lib._leaf_shapes(params)
+    if want != got:
+        differ = sorted(p for p in set(want) | set(got) if want.get(p) != got.get(p))
+        raise ValueError(
+            "init_params do not fit config.network: "
+            + "; ".join(f"{p}: expected {want.get(p)}, got {got.get(p)}" for p in differ[:6])
+        )
+    params = jax.tree.map(lambda t, p: jnp.asarray(p, t.dtype), template, params)
+    return jax.device_put(params, _replicated(params, mesh))
+
+
 def _latest_eval(records: list[dict[str, Any]]) -> dict[str, Any]:
     """The `eval/*` entries of the last record that has them, with its `iteration`."""
     for record in reversed(records):
@@ -433,6 +470,7 @@ def train(
     *,
     devices=None,
     stream=sys.stdout,
+    init_params: Any = None,
 ) -> dict[str, Any]:
     """Trains (or resumes training) until `config.num_iterations` iterations are done.
 
@@ -442,6 +480,9 @@ def train(
         Checkpoints found there are resumed from.
       devices: devices of the data mesh (default: all).
       stream: where the progress lines go (None: silent).
+      init_params: parameters to start from instead of a fresh initialisation when the workdir
+        has no checkpoint yet (adaptation from a pretrained model); the optimizer state starts
+        fresh. They must have the shapes of `config.network`. A resumed run ignores them.
 
     Returns:
       The last iteration's metrics (as written to `metrics.jsonl`) plus `iteration` (completed
@@ -492,6 +533,8 @@ def train(
             )
             state = jax.device_put(state, state_shardings(state, mesh))
             log(f"resumed from {ckpt.directory}/{start}: {start} iterations, {frames} frames")
+        elif init_params is not None:
+            state = state.replace(params=_start_params(state.params, init_params, mesh))
         writer = metrics_lib.MetricsWriter(
             workdir, resume_step=start, enabled=is_chief, stream=None
         )
@@ -595,11 +638,25 @@ def main(argv) -> None:
     if not flags.FLAGS["verbosity"].present:
         logging.set_verbosity(logging.WARNING)  # orbax logs every save at INFO
     config = flags.FLAGS.config
+    if is_meta_config(config):
+        from mmc_jax import meta  # meta-training (configs/joat.py): same workdir conventions
+
+        try:
+            meta.prepare_meta_config(config)
+        except ValueError as error:
+            raise app.UsageError(str(error)) from None
+        meta.train_meta(config, flags.FLAGS.workdir)
+        return
     try:
         prepare_config(config)
     except ValueError as error:
         raise app.UsageError(str(error)) from None
     train(config, flags.FLAGS.workdir)
+
+
+def is_meta_config(config: ml_collections.ConfigDict) -> bool:
+    """A meta-training config (it has a `meta` section, e.g. configs/joat.py)."""
+    return "meta" in config
 
 
 def define_flags(flag_values=None) -> None:

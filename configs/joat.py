@@ -1,0 +1,231 @@
+"""JOAT / Reptile meta-training over the variant distribution: `python -m mmc_jax.train` config.
+
+Presets (the part after the colon):
+
+  full (default)   python -m mmc_jax.train --config configs/joat.py --workdir runs/joat
+      One accelerator (H100 class): 6x128 ResNet, 7 tasks (every variant but monochromatic)
+      x 128 games x 64 plies x 32 simulations per outer iteration (57k positions), k = 16
+      inner steps of 512 per task, eps = 1 (JOAT averaging), 300 outer iterations.
+      Not run yet (no accelerator was lent to this task).
+  cpu              python -m mmc_jax.train --config configs/joat.py:cpu --workdir runs/joat
+      A 2-core CPU: 2x32 net, 4 of the 7 variants x 16 games x 32 plies x 16 simulations
+      per outer iteration (2048 positions), k = 8 inner steps of 128 per task, 60 iterations,
+      evaluation (32 games against random and greedy on every variant, 16 simulations) every
+      20. MEASURED_CPU
+  quick            the meta-training of `experiments/adaptation` --preset quick: as cpu, but
+      4 tasks x 8 games, k = 4, 40 iterations, no evaluation during training. MEASURED_QUICK
+  smoke            python -m mmc_jax.train --config configs/joat.py:smoke --workdir /tmp/j
+      The tests' run: 1x8 net, 2 tasks x 4 games x 4 plies x 4 simulations, k = 2, 2 outer
+      iterations, dark held out. MEASURED_SMOKE
+
+The switches (override any field with `--config.<field>=<value>`; the config is locked, so a
+misspelt field is an error):
+
+  --config.holdout=dark,atomic      leave variants out of meta-training (registry names)
+  --config.task_weights.atomic=2    the task distribution (monochromatic has weight 0: its
+                                    start position has no legal move)
+  --config.meta.inner_steps=1       k = 1: joint multi-task training, the control (see
+                                    mmc_jax/meta.py for exactly what it computes); with
+                                    --config.meta.updates_per_iteration=8 it takes as many
+                                    gradient steps as k = 8
+  --config.meta.outer_lr=0.5 --config.meta.outer_lr_schedule=linear   Reptile's annealed eps
+  --config.network.variant_planes=True   tell the network which variant it plays (variant
+                                    one-hot observation planes become inputs; checkpoints of
+                                    the other setting are refused)
+
+The `adapt` section holds the settings of `python -m mmc_jax.adapt` for checkpoints of this run
+(AlphaZero iterations on one variant: games, plies, simulations, learner, evaluation).
+"""
+
+from __future__ import annotations
+
+import ml_collections
+
+PRESETS = ("full", "default", "cpu", "quick", "smoke")
+
+ALL_WEIGHTS = {
+    "gardner": 1.0,
+    "baby": 1.0,
+    "mallet": 1.0,
+    "rifle": 1.0,
+    "atomic": 1.0,
+    "dark": 1.0,
+    "extinction": 1.0,
+    "monochromatic": 0.0,  # the start position has no legal move (rules.md)
+    "bichromatic": 1.0,
+}
+
+
+def _network() -> ml_collections.ConfigDict:
+    network = ml_collections.ConfigDict()
+    network.num_blocks = 6
+    network.channels = 128
+    network.policy_head = "conv"
+    network.policy_channels = 32
+    network.value_channels = 8
+    network.value_hidden = 128
+    network.layer_norm = False
+    network.dtype = "float32"
+    network.variant_planes = False  # off by default: the net is not told the variant
+    return network
+
+
+def _selfplay() -> ml_collections.ConfigDict:
+    selfplay = ml_collections.ConfigDict()
+    selfplay.num_plies = 64
+    selfplay.num_simulations = 32
+    selfplay.algorithm = "gumbel_muzero"
+    selfplay.gumbel_scale = 1.0
+    selfplay.max_num_considered_actions = 16
+    selfplay.temperature_plies = 8
+    selfplay.temperature = 1.0
+    selfplay.dirichlet_alpha = 0.3
+    selfplay.dirichlet_fraction = 0.25
+    return selfplay
+
+
+def _learner() -> ml_collections.ConfigDict:
+    learner = ml_collections.ConfigDict()
+    learner.optimizer = "adam"
+    learner.learning_rate = 1e-3
+    learner.lr_schedule = "constant"
+    learner.warmup_steps = 0
+    learner.decay_steps = 0
+    learner.end_lr_factor = 0.0
+    learner.weight_decay = 1e-4
+    learner.weight_decay_mode = "decoupled"
+    learner.max_grad_norm = 1.0
+    learner.value_loss_weight = 1.0
+    learner.batch_size = 512
+    return learner
+
+
+def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
+    """The meta-training config of preset `arg` (None, "full", "cpu", "quick", "smoke"), locked."""
+    preset = arg or "full"
+    if preset not in PRESETS:
+        raise ValueError(f"unknown preset {preset!r} for configs/joat.py; one of {PRESETS}")
+
+    config = ml_collections.ConfigDict()
+    config.variants = ()  # derived from task_weights and holdout by mmc_jax.meta
+    config.task_weights = ml_collections.ConfigDict(dict(ALL_WEIGHTS))
+    config.holdout = ""  # comma-separated variant names left out of meta-training
+    config.seed = 0
+    config.num_iterations = 300
+
+    config.network = _network()
+    config.selfplay = _selfplay()
+    config.learner = _learner()
+
+    config.meta = ml_collections.ConfigDict()
+    config.meta.num_tasks = 7  # n, distinct variants per meta-batch
+    config.meta.games_per_task = 128  # G, games per task in the mixed self-play batch
+    config.meta.inner_steps = 16  # k; 1 = joint multi-task training
+    config.meta.updates_per_iteration = 1  # meta-updates per self-play batch
+    config.meta.outer_lr = 1.0  # eps; 1 = JOAT's plain averaging
+    config.meta.outer_lr_schedule = "constant"  # or "linear" (Reptile)
+    config.meta.outer_lr_end = 0.0  # eps after the last iteration with "linear"
+
+    config.replay = ml_collections.ConfigDict()
+    config.replay.iterations = 4  # per variant: the samples of its last N draws
+
+    config.eval = ml_collections.ConfigDict()
+    config.eval.every = 10
+    config.eval.num_games = 128
+    config.eval.num_simulations = 32
+    config.eval.opponents = ("random", "greedy")
+    config.eval.variants = ""  # "": the training variants, then the held-out ones
+
+    config.checkpoint = ml_collections.ConfigDict()
+    config.checkpoint.every = 5
+    config.checkpoint.max_to_keep = 3
+    config.checkpoint.save_replay = True
+
+    # `python -m mmc_jax.adapt` on checkpoints of this run: AlphaZero on one variant.
+    adapt = config.adapt = ml_collections.ConfigDict()
+    adapt.num_iterations = 1
+    adapt.selfplay = _selfplay()
+    adapt.selfplay.batch_size = 512
+    adapt.selfplay.mirror_augment = True
+    adapt.learner = _learner()
+    adapt.learner.steps_per_iteration = 32
+    adapt.replay = ml_collections.ConfigDict()
+    adapt.replay.iterations = 4
+    adapt.eval = ml_collections.ConfigDict()
+    adapt.eval.num_games = 400
+    adapt.eval.num_simulations = 32
+    adapt.eval.opponents = ("random", "greedy")
+    adapt.eval.max_plies = 0  # 0: the rules' ply cap (256)
+    adapt.checkpoint = ml_collections.ConfigDict()
+    adapt.checkpoint.every = 1
+    adapt.checkpoint.max_to_keep = 2
+    adapt.checkpoint.save_replay = True
+
+    if preset in ("cpu", "quick"):
+        config.num_iterations = 60
+        config.network.num_blocks = 2
+        config.network.channels = 32
+        config.network.policy_channels = 16
+        config.network.value_hidden = 64
+        config.selfplay.num_plies = 32
+        config.selfplay.num_simulations = 16
+        config.meta.num_tasks = 4
+        config.meta.games_per_task = 16
+        config.meta.inner_steps = 8
+        config.learner.batch_size = 128
+        config.replay.iterations = 4
+        config.eval.every = 20
+        config.eval.num_games = 32
+        config.eval.num_simulations = 16
+        config.checkpoint.every = 1
+        adapt.selfplay.num_plies = 32
+        adapt.selfplay.num_simulations = 16
+        adapt.selfplay.batch_size = 64
+        adapt.learner.batch_size = 128
+        adapt.learner.steps_per_iteration = 16
+        adapt.replay.iterations = 4
+        adapt.eval.num_games = 64
+        adapt.eval.num_simulations = 16
+    if preset == "quick":
+        config.num_iterations = 40
+        config.meta.games_per_task = 8
+        config.meta.inner_steps = 4
+        config.eval.every = 0
+        adapt.selfplay.batch_size = 32
+        adapt.learner.steps_per_iteration = 8
+        adapt.eval.num_games = 32
+        adapt.eval.num_simulations = 8
+        adapt.eval.max_plies = 100
+    elif preset == "smoke":
+        config.num_iterations = 2
+        config.holdout = "dark"
+        config.network.num_blocks = 1
+        config.network.channels = 8
+        config.network.policy_channels = 4
+        config.network.value_channels = 2
+        config.network.value_hidden = 8
+        config.selfplay.num_plies = 4
+        config.selfplay.num_simulations = 4
+        config.selfplay.max_num_considered_actions = 4
+        config.selfplay.temperature_plies = 2
+        config.meta.num_tasks = 2
+        config.meta.games_per_task = 4
+        config.meta.inner_steps = 2
+        config.learner.batch_size = 8
+        config.replay.iterations = 2
+        config.eval.every = 0
+        config.eval.num_games = 4
+        config.eval.num_simulations = 2
+        config.checkpoint.every = 1
+        adapt.selfplay = config.selfplay.copy_and_resolve_references()
+        adapt.selfplay.batch_size = 4
+        adapt.selfplay.mirror_augment = True
+        adapt.learner.batch_size = 8
+        adapt.learner.steps_per_iteration = 2
+        adapt.replay.iterations = 2
+        adapt.eval.num_games = 4
+        adapt.eval.num_simulations = 0  # raw policy: a small arena to compile in the tests
+        adapt.eval.max_plies = 16
+
+    config.lock()
+    return config

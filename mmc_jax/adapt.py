@@ -1,0 +1,558 @@
+"""Adaptation: AlphaZero iterations on one variant from a pretrained checkpoint, evaluated.
+
+    python -m mmc_jax.adapt --variant dark --init_from runs/joat --workdir runs/adapt_dark
+    python -m mmc_jax.adapt --variant dark --init_from runs/joat --iterations 5 \\
+        --eval_at 0,1,2,5 --reference runs/dark_ref --workdir runs/adapt_dark_5
+    python -m mmc_jax.adapt --variant dark --init_from scratch --config configs/joat.py:cpu \\
+        --workdir runs/adapt_dark_scratch
+
+`--init_from` is a run's workdir (or `<workdir>/checkpoints/<step>`): a meta-training run
+(configs/joat.py), a single-variant run (configs/gardner.py), or `scratch` for a fresh
+network. The network is rebuilt from the checkpoint's saved config. The adaptation runs
+`mmc_jax.train.train` on `--variant` from those parameters (fresh optimizer state), with the
+AlphaZero settings (games, plies, simulations, learner, replay) of, in this order: the `adapt`
+section of `--config`, a single-variant `--config` itself, the `adapt` section saved with the
+checkpoint, or the checkpoint's own single-variant settings.
+
+After 0 (the unadapted start) and every iteration of `--eval_at` (default: every iteration),
+the model plays colour-balanced matches against random and greedy, the adapted model also
+against the unadapted one, and optionally against a frozen `--reference` checkpoint. The
+workdir gets the training run (checkpoints, metrics, plots), `adaptation.json` (every match
+with W/D/L and 95% CIs, frames, settings), `adaptation.md` (the table) and
+`plots/adaptation.png` (score against each opponent over adaptation iterations). Re-running
+the command resumes: finished evaluations are kept, training continues from its checkpoint.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from typing import Any
+
+import jax
+import ml_collections
+
+from mmc_jax import checkpoint as checkpoint_lib
+from mmc_jax import metrics as metrics_lib
+from mmc_jax import network as network_lib
+from mmc_jax import rules as R
+from mmc_jax import train as train_lib
+
+SCRATCH = ("scratch", "none")
+RESULTS_FILE = "adaptation.json"
+TABLE_FILE = "adaptation.md"
+PLOT_FILE = "adaptation.png"
+_MATCH_FIELDS = ("num_games", "wins", "draws", "losses", "score", "score_ci95", "mean_plies")
+
+
+# ---------------------------------------------------------------------------------------------
+# Start point and config
+
+
+def on_device(params: Any) -> Any:
+    """Parameters committed to the first device, as `evaluate.load_model` returns them (so
+    that every start point and iteration reuses one compiled arena)."""
+    sharding = jax.sharding.SingleDeviceSharding(jax.devices()[0])
+    return jax.device_put(params, sharding)
+
+
+def _config_dict(value: Any) -> ml_collections.ConfigDict:
+    if isinstance(value, ml_collections.ConfigDict):
+        return ml_collections.ConfigDict(value.to_dict())
+    return ml_collections.ConfigDict(value)
+
+
+def _is_single_variant(config: ml_collections.ConfigDict) -> bool:
+    return "selfplay" in config and "batch_size" in config.selfplay and "meta" not in config
+
+
+def load_start(init_from: str, config: ml_collections.ConfigDict | None, seed: int = 0):
+    """(network config, params, saved run config or None, label) of the starting point.
+
+    `init_from` "scratch" (or "none") needs `config` with a `network` section; the parameters
+    are a fresh initialisation from `seed`.
+
+    Raises:
+      FileNotFoundError: no such directory or no checkpoint in it.
+      ValueError: the checkpoint cannot be rebuilt (no network config, shapes that do not fit
+        it), or scratch without a config.
+    """
+    if str(init_from).lower() in SCRATCH:
+        if config is None or "network" not in config:
+            raise ValueError("--init_from scratch needs --config (its network section)")
+        network_config = _config_dict(config.network)
+        network = network_lib.make_network(network_config)
+        params = jax.jit(lambda key: network_lib.init_params(network, key, R.OBS_SHAPE))(
+            jax.random.fold_in(jax.random.key(seed), 7)
+        )
+        return network_config, on_device(params), None, "scratch"
+    from mmc_jax import evaluate
+
+    _, params, saved = evaluate.load_model(init_from)
+    label = os.path.abspath(os.fspath(init_from))
+    return _config_dict(saved.network), on_device(params), saved, label
+
+
+def _adapt_source(
+    config: ml_collections.ConfigDict | None, saved: ml_collections.ConfigDict | None
+) -> ml_collections.ConfigDict:
+    for candidate in (config, saved):
+        if candidate is None:
+            continue
+        if "adapt" in candidate:
+            return _config_dict(candidate.adapt)
+        if _is_single_variant(candidate):
+            return _config_dict(candidate)
+    raise ValueError(
+        "no adaptation settings: pass --config (configs/joat.py[:preset], whose `adapt` section "
+        "is used, or a single-variant config such as configs/gardner.py:cpu)"
+    )
+
+
+def adaptation_config(
+    variant: str,
+    iterations: int,
+    network: ml_collections.ConfigDict,
+    *,
+    config: ml_collections.ConfigDict | None = None,
+    saved: ml_collections.ConfigDict | None = None,
+    init_label: str = "scratch",
+    seed: int = 0,
+) -> ml_collections.ConfigDict:
+    """The single-variant `mmc_jax.train` config of an adaptation run (see the module doc).
+
+    Its `eval` section holds the adaptation's own evaluation settings (`every` is 0: the
+    training loop does not evaluate; `run_adaptation` does).
+    """
+    source = _adapt_source(config, saved)
+    out = ml_collections.ConfigDict()
+    out.variant = R.check_variant(variant)
+    out.variants = ()
+    out.seed = int(seed)
+    out.num_iterations = max(int(iterations), 1)
+    out.network = _config_dict(network)
+    out.selfplay = _config_dict(source.selfplay)
+    out.learner = _config_dict(source.learner)
+    out.replay = _config_dict(source.replay)
+    out.eval = ml_collections.ConfigDict()
+    out.eval.every = 0
+    out.eval.num_games = int(source.eval.get("num_games", 64))
+    out.eval.num_simulations = int(source.eval.get("num_simulations", 16))
+    out.eval.opponents = tuple(source.eval.get("opponents", ("random", "greedy")))
+    out.eval.max_plies = int(source.eval.get("max_plies", 0) or 0)
+    checkpoint = source.get("checkpoint", {})
+    out.checkpoint = ml_collections.ConfigDict()
+    out.checkpoint.every = 1  # every evaluated iteration must be restorable
+    out.checkpoint.max_to_keep = max(int(checkpoint.get("max_to_keep", 2)), 2)
+    out.checkpoint.save_replay = bool(checkpoint.get("save_replay", True))
+    out.init_from = init_label
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# Evaluation
+
+
+def _summary(result: dict[str, Any]) -> dict[str, Any]:
+    return {k: result[k] for k in _MATCH_FIELDS if k in result}
+
+
+def evaluate_point(
+    network,
+    params: Any,
+    variant: str,
+    settings: ml_collections.ConfigDict,
+    key: jax.Array,
+    *,
+    unadapted: Any = None,
+    reference: tuple[Any, Any] | None = None,
+) -> dict[str, dict[str, Any]]:
+    """Matches of `params` on `variant`: {opponent: summary} for every `settings.opponents`,
+    plus "unadapted" (against those params) and "reference" ((network, params)) when given.
+
+    The key of a match depends only on the opponent, so every start point and iteration plays
+    the same random openings / tie-breaks (paired comparisons).
+    """
+    from mmc_jax import evaluate
+
+    games, sims = int(settings.num_games), int(settings.num_simulations)
+    max_plies = int(settings.get("max_plies", 0) or 0) or None
+    out = {}
+    for index, opponent in enumerate(settings.opponents):
+        out[opponent] = _summary(
+            evaluate.play_match(
+                network,
+                params,
+                variant,
+                opponent,
+                games,
+                sims,
+                jax.random.fold_in(key, index),
+                max_plies=max_plies,
+            )
+        )
+    if unadapted is not None:
+        out["unadapted"] = _summary(
+            evaluate.play_match(
+                network,
+                params,
+                variant,
+                "checkpoint",
+                games,
+                sims,
+                jax.random.fold_in(key, 100),
+                opponent_network=network,
+                opponent_params=unadapted,
+                max_plies=max_plies,
+            )
+        )
+    if reference is not None:
+        reference_network, reference_params = reference
+        out["reference"] = _summary(
+            evaluate.play_match(
+                network,
+                params,
+                variant,
+                "checkpoint",
+                games,
+                sims,
+                jax.random.fold_in(key, 101),
+                opponent_network=reference_network,
+                opponent_params=reference_params,
+                max_plies=max_plies,
+            )
+        )
+    return out
+
+
+def _frames_at(workdir: str, iteration: int) -> int:
+    if iteration == 0:
+        return 0
+    for record in metrics_lib.read_metrics(workdir):
+        if record.get("step") == iteration:
+            return int(record["frames"])
+    raise RuntimeError(f"no metrics record for iteration {iteration} in {workdir}")
+
+
+def _format_score(match: dict[str, Any] | None) -> str:
+    if not match:
+        return "-"
+    low, high = match["score_ci95"]
+    return f"{match['score']:.2f} [{low:.2f}, {high:.2f}]"
+
+
+def markdown_table(results: dict[str, Any]) -> str:
+    """The results as a markdown table: one row per evaluated iteration."""
+    opponents = list(results["settings"]["opponents"]) + ["unadapted", "reference"]
+    points = results["points"]
+    used = [o for o in opponents if any(o in p["matches"] for p in points)]
+    settings = results["settings"]
+    lines = [
+        f"Adaptation to `{results['variant']}` from `{results['init_from']}`: "
+        f"{settings['num_games']} colour-balanced games per match, "
+        f"{settings['num_simulations']} simulations, ply cap "
+        f"{settings['max_plies'] or 256}, seed {results['seed']}; score = (W + D/2) / games "
+        "with 95% CI.",
+        "",
+        "| iteration | frames | " + " | ".join(f"vs {o}" for o in used) + " |",
+        "|---:|---:|" + "---:|" * len(used),
+    ]
+    for point in points:
+        cells = [_format_score(point["matches"].get(o)) for o in used]
+        lines.append(f"| {point['iteration']} | {point['frames']} | " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def plot_curve(results: dict[str, Any], path: str) -> None:
+    """Score against each opponent over adaptation iterations, with 95% CI bars."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    figure = Figure(figsize=(7, 4.5), dpi=100)
+    FigureCanvasAgg(figure)
+    axes = figure.add_subplot()
+    points = results["points"]
+    names = sorted({o for p in points for o in p["matches"]})
+    for name in names:
+        xs, ys, lows, highs = [], [], [], []
+        for point in points:
+            match = point["matches"].get(name)
+            if match:
+                xs.append(point["iteration"])
+                ys.append(match["score"])
+                lows.append(match["score"] - match["score_ci95"][0])
+                highs.append(match["score_ci95"][1] - match["score"])
+        axes.errorbar(xs, ys, yerr=[lows, highs], marker="o", capsize=3, label=f"vs {name}")
+    axes.set_ylim(-0.02, 1.02)
+    axes.axhline(0.5, color="grey", linewidth=0.5, linestyle="--")
+    axes.set_xlabel("adaptation iterations")
+    axes.set_ylabel("score (W + D/2)")
+    axes.set_title(f"{results['variant']} from {os.path.basename(results['init_from'])}")
+    axes.grid(alpha=0.3)
+    axes.legend(fontsize="small")
+    figure.tight_layout()
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    figure.savefig(path)
+
+
+# ---------------------------------------------------------------------------------------------
+# The run
+
+
+def _check_workdir(workdir: str, config: ml_collections.ConfigDict) -> None:
+    """Refuses a workdir that holds an adaptation of another variant or from another start."""
+    if checkpoint_lib.latest_step(workdir) is None:
+        return
+    saved = checkpoint_lib.load_metadata(workdir).get("config") or {}
+    problems = []
+    if saved.get("variant") != config.variant:
+        problems.append(f"variant {saved.get('variant')!r} (now {config.variant!r})")
+    if saved.get("init_from") != config.init_from:
+        problems.append(f"init_from {saved.get('init_from')!r} (now {config.init_from!r})")
+    if problems:
+        raise ValueError(
+            f"{workdir} holds an adaptation run with another "
+            + " and ".join(problems)
+            + "; use another --workdir"
+        )
+
+
+def run_adaptation(
+    variant: str,
+    init_from: str,
+    workdir: str | os.PathLike,
+    *,
+    iterations: int = 1,
+    config: ml_collections.ConfigDict | None = None,
+    eval_at: list[int] | None = None,
+    num_games: int | None = None,
+    num_simulations: int | None = None,
+    max_plies: int | None = None,
+    reference: str | None = None,
+    head_to_head: bool = True,
+    seed: int = 0,
+    stream=sys.stdout,
+) -> dict[str, Any]:
+    """Adapts a checkpoint to `variant` for `iterations` AlphaZero iterations and evaluates it
+    at the iterations `eval_at` (default 0..iterations); writes the results into `workdir`.
+
+    Returns the results dict written to `adaptation.json`: variant, init_from, seed, settings,
+    `points` [{iteration, frames, seconds, matches: {opponent: {score, score_ci95, wins, draws,
+    losses, num_games, mean_plies}}}].
+
+    Raises:
+      ValueError: unknown variant (the message lists them), a checkpoint that does not fit,
+        no adaptation settings, or a workdir holding another adaptation.
+      FileNotFoundError: a missing checkpoint (`init_from` or `reference`).
+    """
+    R.check_variant(variant)
+    workdir = os.fspath(workdir)
+    if isinstance(iterations, bool) or not isinstance(iterations, int) or iterations < 0:
+        raise ValueError(f"iterations must be a non-negative integer, got {iterations!r}")
+    points_wanted = sorted(set(range(iterations + 1) if eval_at is None else eval_at))
+    bad = [p for p in points_wanted if not 0 <= p <= iterations]
+    if bad:
+        raise ValueError(f"eval_at {bad} outside 0..{iterations} (the adaptation iterations)")
+
+    def log(line: str) -> None:
+        if stream is not None:
+            print(line, file=stream, flush=True)
+
+    network_config, params0, saved, label = load_start(init_from, config, seed)
+    run_config = adaptation_config(
+        variant,
+        iterations,
+        network_config,
+        config=config,
+        saved=saved,
+        init_label=label,
+        seed=seed,
+    )
+    settings = ml_collections.ConfigDict(run_config.eval.to_dict())
+    if num_games is not None:
+        settings.num_games = int(num_games)
+    if num_simulations is not None:
+        settings.num_simulations = int(num_simulations)
+    if max_plies is not None:
+        settings.max_plies = int(max_plies)
+    if settings.num_games <= 0 or settings.num_games % 2:
+        raise ValueError(f"the number of games must be positive and even, got {settings.num_games}")
+    train_lib.prepare_config(run_config)  # validates before any work
+    _check_workdir(workdir, run_config)
+    network = network_lib.make_network(network_config)
+    reference_model = None
+    if reference:
+        from mmc_jax import evaluate
+
+        reference_network, reference_params, _ = evaluate.load_model(reference)
+        reference_model = (reference_network, reference_params)
+
+    settings_dict = {k: settings[k] for k in ("num_games", "num_simulations", "max_plies")}
+    settings_dict["opponents"] = list(settings.opponents)
+    results_path = os.path.join(workdir, RESULTS_FILE)
+    results = {
+        "variant": variant,
+        "init_from": label,
+        "seed": seed,
+        "settings": settings_dict,
+        "reference": os.path.abspath(reference) if reference else None,
+        "frames_per_iteration": train_lib.samples_per_iteration(run_config),
+        "points": [],
+    }
+    if os.path.exists(results_path):
+        with open(results_path, encoding="utf-8") as f:
+            previous = json.load(f)
+        same = all(previous.get(k) == results[k] for k in ("variant", "init_from", "settings"))
+        if same and previous.get("reference") == results["reference"]:
+            results["points"] = [p for p in previous["points"] if p["iteration"] in points_wanted]
+    done = {p["iteration"] for p in results["points"]}
+    key = jax.random.key(seed + 1_000_003)
+    template = jax.tree.map(
+        lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=x.sharding), params0
+    )
+    os.makedirs(workdir, exist_ok=True)
+    for point in points_wanted:
+        if point in done:
+            continue
+        started = time.time()
+        params = params0
+        if point > 0:
+            step_config = ml_collections.ConfigDict(run_config.to_dict())
+            step_config.num_iterations = point
+            train_lib.train(step_config, workdir, init_params=params0, stream=stream)
+            restored = checkpoint_lib.restore_subtree(workdir, "params", template, step=point)
+            params = on_device(restored)
+        trained = time.time() - started
+        matches = evaluate_point(
+            network,
+            params,
+            variant,
+            settings,
+            key,
+            unadapted=params0 if head_to_head and point > 0 else None,
+            reference=reference_model,
+        )
+        entry = {
+            "iteration": point,
+            "frames": _frames_at(workdir, point),
+            "train_seconds": trained,
+            "eval_seconds": time.time() - started - trained,
+            "matches": matches,
+        }
+        results["points"] = sorted(results["points"] + [entry], key=lambda p: p["iteration"])
+        _write_json(results_path, results)
+        scores = ", ".join(f"{o} {_format_score(m)}" for o, m in matches.items())
+        log(f"{variant} after {point} adaptation iterations ({entry['frames']} frames): {scores}")
+    with open(os.path.join(workdir, TABLE_FILE), "w", encoding="utf-8") as f:
+        f.write(markdown_table(results))
+    plot_curve(results, os.path.join(workdir, metrics_lib.PLOTS_SUBDIR, PLOT_FILE))
+    return results
+
+
+def _write_json(path: str, data: Any) -> None:
+    tmp = path + ".tmp"
+    with open(tmp, "w", encoding="utf-8") as f:
+        json.dump(data, f, indent=1)
+    os.replace(tmp, path)
+
+
+# ---------------------------------------------------------------------------------------------
+# CLI
+
+
+def define_flags(flag_values=None) -> None:
+    """The adapt flags (absl; `--config` is an optional ml_collections config file)."""
+    from absl import flags
+    from ml_collections import config_flags
+
+    fv = flags.FLAGS if flag_values is None else flag_values
+    flags.DEFINE_string(
+        "variant", None, f"variant to adapt to: {', '.join(R.VARIANTS)}", flag_values=fv
+    )
+    flags.DEFINE_string(
+        "init_from",
+        None,
+        "checkpoint to start from: a run workdir, <workdir>/checkpoints/<step>, or 'scratch'",
+        flag_values=fv,
+    )
+    flags.DEFINE_string(
+        "workdir", None, "adaptation run directory; re-running resumes", flag_values=fv
+    )
+    flags.DEFINE_integer("iterations", 1, "AlphaZero iterations on the variant", flag_values=fv)
+    flags.DEFINE_string(
+        "eval_at",
+        None,
+        "comma-separated iterations to evaluate (default: 0..iterations)",
+        flag_values=fv,
+    )
+    flags.DEFINE_integer(
+        "games", None, "games per match (even; default: the config's)", flag_values=fv
+    )
+    flags.DEFINE_integer("simulations", None, "search simulations in evaluation", flag_values=fv)
+    flags.DEFINE_integer("max_plies", None, "ply cap of evaluation games (0: 256)", flag_values=fv)
+    flags.DEFINE_string("reference", None, "a frozen checkpoint to play against", flag_values=fv)
+    flags.DEFINE_bool(
+        "head_to_head", True, "play the adapted model against the unadapted one", flag_values=fv
+    )
+    flags.DEFINE_integer("seed", 0, "seed of the adaptation run and the evaluation", flag_values=fv)
+    config_flags.DEFINE_config_file(
+        "config",
+        None,
+        "adaptation settings: configs/joat.py[:preset] (its `adapt` section) or a single-variant "
+        "config (default: those saved with the checkpoint)",
+        flag_values=fv,
+        lock_config=True,
+    )
+    flags.mark_flags_as_required(["variant", "init_from", "workdir"], flag_values=fv)
+
+
+def main(argv) -> None:
+    """absl entry point."""
+    from absl import app, flags, logging
+
+    if len(argv) > 1:
+        raise app.UsageError(f"unexpected arguments: {argv[1:]}")
+    if not flags.FLAGS["verbosity"].present:
+        logging.set_verbosity(logging.WARNING)
+    FLAGS = flags.FLAGS
+    try:
+        R.check_variant(FLAGS.variant)
+    except ValueError as error:
+        raise app.UsageError(f"--variant: {error}") from None
+    eval_at = None
+    if FLAGS.eval_at:
+        try:
+            eval_at = [int(x) for x in FLAGS.eval_at.split(",") if x.strip()]
+        except ValueError:
+            raise app.UsageError(f"--eval_at must be integers, got {FLAGS.eval_at!r}") from None
+    for flag, path in (("--init_from", FLAGS.init_from), ("--reference", FLAGS.reference)):
+        if path and str(path).lower() not in SCRATCH and not os.path.isdir(path):
+            raise app.UsageError(f"{flag} {path}: no such checkpoint directory")
+    try:
+        results = run_adaptation(
+            FLAGS.variant,
+            FLAGS.init_from,
+            FLAGS.workdir,
+            iterations=FLAGS.iterations,
+            config=FLAGS.config,
+            eval_at=eval_at,
+            num_games=FLAGS.games,
+            num_simulations=FLAGS.simulations,
+            max_plies=FLAGS.max_plies,
+            reference=FLAGS.reference,
+            head_to_head=FLAGS.head_to_head,
+            seed=FLAGS.seed,
+        )
+    except (FileNotFoundError, ValueError) as error:
+        raise app.UsageError(str(error)) from None
+    print(markdown_table(results), end="")
+    print(f"written: {os.path.join(FLAGS.workdir, RESULTS_FILE)}, {TABLE_FILE}, plots/{PLOT_FILE}")
+
+
+if __name__ == "__main__":
+    from absl import app
+
+    define_flags()
+    app.run(main)

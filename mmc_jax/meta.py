@@ -1,0 +1,849 @@
+"""JOAT / Reptile meta-training across minichess variants: one jitted outer iteration.
+
+    python -m mmc_jax.train --config configs/joat.py:cpu --workdir runs/joat
+    python -m mmc_jax.train --config configs/joat.py:cpu --workdir runs/joint \\
+        --config.meta.inner_steps=1 --config.meta.updates_per_iteration=8   # the k = 1 control
+
+A task is a variant. The training variants are those with a positive `task_weights` entry
+(monochromatic has weight 0 by default: its start position has no legal move) minus
+`holdout` (one or several comma-separated names, for leave-out studies). One outer iteration
+(`meta_step`, a single jitted function) does:
+
+1. Sample a meta-batch of n = `meta.num_tasks` distinct training variants, with probabilities
+   proportional to their weights (`jax.random.choice` without replacement).
+2. Self-play ONE `selfplay.selfplay` call over a mixed-variant batch of n x G games
+   (G = `meta.games_per_task`, `selfplay.num_plies` plies, search with the shared parameters
+   phi). Every training variant keeps its own G games in progress in a pool [V * G]; a game cut
+   off by the end of the scan continues the next time its variant is drawn.
+3. Per-task targets (`selfplay.compute_targets` vmapped over the task axis), written into the
+   variant's own replay ring (its last `replay.iterations` draws).
+4. Inner loop, `jax.vmap`ped over the n tasks (no Python loop): from phi and the shared
+   optimizer state S, k = `meta.inner_steps` optimizer steps (`learner.train_step`) on
+   minibatches of `learner.batch_size` drawn from that task's ring -> theta_i, S_i.
+5. Outer update: phi <- phi + eps * (mean_i theta_i - phi); S <- mean_i S_i (integer leaves,
+   the step count, are the same in every task). eps comes from `meta.outer_lr` with
+   `meta.outer_lr_schedule`: "constant", or "linear" from `outer_lr` to `outer_lr_end` over
+   the run (Reptile's anneal). eps = 1 is the plain parameter averaging of JOAT.
+
+Steps 4-5 run `meta.updates_per_iteration` times per self-play call (fresh minibatches each
+time), so one self-play batch can feed several meta-updates.
+
+What k = 1 means here, precisely: with `inner_steps == 1` each task's gradient is taken at phi
+on one minibatch of its own data, the n gradients are averaged, and the optimizer takes ONE
+step on that average from (phi, S): exactly one step of joint multi-task training on the mean
+of the task losses (every drawn task weighted equally), then phi <- phi + eps * step. For an
+optimizer that is linear in the gradient (SGD, with or without momentum, no clipping) this is
+identical to the JOAT/Reptile recipe above with k = 1, the average of n one-step-adapted
+parameter sets (a test checks it); with Adam or gradient clipping it is the joint step, not
+the average of n per-task steps.
+To give the control the same number of gradient evaluations as a k-step JOAT run, run it with
+`updates_per_iteration = k` (k joint steps per self-play batch).
+
+The network is told which variant it plays only with `network.variant_planes = True` (the
+observation's variant one-hot becomes an input; off by default, so a held-out variant is not an
+unseen input). The switch changes the first convolution's input channels; resuming a run with
+the other setting is refused with a message naming `network.variant_planes`.
+
+Data parallelism follows `mmc_jax.train`: a one-axis `data` mesh; the game pool and the
+self-play batch are sharded along it, each replay ring along its sample axis, parameters and
+optimizer state replicated; the tasks themselves are vmapped on every device. G must be
+divisible by the number of devices.
+
+The Python loop around `meta_step` (`train_meta`) has the conventions of `mmc_jax.train`: a
+progress line per iteration, `metrics.jsonl` (aggregates `train/*`, per task
+`train/<variant>/*` and `selfplay/<variant>/*`), TensorBoard, PNG plots (per-task losses and
+per-variant scores), evaluation against `eval.opponents` on `eval.variants` every `eval.every`
+iterations, orbax checkpoints, resume from the latest, and a stop on a non-finite loss.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import sys
+import time
+from typing import Any
+
+import flax.struct
+import jax
+import jax.numpy as jnp
+import ml_collections
+import numpy as np
+import optax
+from jax.sharding import Mesh, NamedSharding
+from jax.sharding import PartitionSpec as P
+
+from mmc_jax import checkpoint as checkpoint_lib
+from mmc_jax import learner, selfplay
+from mmc_jax import metrics as metrics_lib
+from mmc_jax import network as network_lib
+from mmc_jax import rules as R
+from mmc_jax import train as train_lib
+
+DATA_AXIS = train_lib.DATA_AXIS
+OUTER_LR_SCHEDULES = ("constant", "linear")
+# Per-task learner metrics reported by the inner loop (means over the inner steps).
+TASK_METRICS = ("policy_loss", "value_loss", "total", "policy_entropy", "grad_norm")
+STAT_KEYS = ("frames", "games", "white_wins", "black_wins", "draws")
+
+
+# ---------------------------------------------------------------------------------------------
+# Config
+
+
+def parse_variants(value: Any, field: str) -> tuple[str, ...]:
+    """Variant names from "dark", "dark,atomic", a list or ""; registry order, no duplicates.
+
+    Raises:
+      ValueError: an unknown name (the message lists the registry).
+    """
+    if value is None:
+        return ()
+    if isinstance(value, str):
+        names = [v.strip() for v in value.split(",")]
+    else:
+        names = [str(v).strip() for v in value]
+    names = [n for n in names if n]
+    for name in names:
+        try:
+            R.check_variant(name)
+        except ValueError as error:
+            raise ValueError(f"config.{field}: {error}") from None
+    return tuple(v for v in R.VARIANTS if v in names)
+
+
+def task_weights(config: ml_collections.ConfigDict) -> dict[str, float]:
+    """{variant: weight} of every registered variant (0 where `task_weights` omits it)."""
+    given = dict(config.task_weights.to_dict()) if "task_weights" in config else {}
+    for name, weight in given.items():
+        try:
+            R.check_variant(name)
+        except ValueError as error:
+            raise ValueError(f"config.task_weights: {error}") from None
+        if not isinstance(weight, int | float) or isinstance(weight, bool) or weight < 0:
+            raise ValueError(f"config.task_weights.{name} must be >= 0, got {weight!r}")
+    return {v: float(given.get(v, 0.0)) for v in R.VARIANTS}
+
+
+def training_variants(config: ml_collections.ConfigDict) -> tuple[str, ...]:
+    """The variants meta-training draws from: positive weight, not held out (registry order)."""
+    weights = task_weights(config)
+    holdout = set(parse_variants(config.get("holdout", ""), "holdout"))
+    return tuple(v for v in R.VARIANTS if weights[v] > 0 and v not in holdout)
+
+
+def prepare_meta_config(config: ml_collections.ConfigDict) -> ml_collections.ConfigDict:
+    """A validated, locked copy of a meta-training config.
+
+    `variants` is derived (the training variants, registry order) and `holdout` normalised to
+    a comma-separated string in registry order; checkpoints are checked against `variants`.
+
+    Raises:
+      ValueError: unknown variants, no training variant left, more tasks per meta-batch than
+        training variants, non-positive sizes, an unknown schedule or search algorithm.
+    """
+    config = ml_collections.ConfigDict(config.to_dict())
+    variants = training_variants(config)
+    holdout = parse_variants(config.get("holdout", ""), "holdout")
+    if not variants:
+        raise ValueError(
+            f"no training variant left: task_weights {task_weights(config)} minus holdout "
+            f"{list(holdout)}"
+        )
+    given = tuple(config.get("variants") or ())
+    if given and given != variants:
+        raise ValueError(
+            f"config.variants={list(given)} disagrees with task_weights and holdout, which give "
+            f"{list(variants)}; leave variants empty (it is derived)"
+        )
+    config.variants = variants
+    config.holdout = ",".join(holdout)
+    train_lib._positive(
+        config,
+        "num_iterations meta.num_tasks meta.games_per_task meta.inner_steps "
+        "meta.updates_per_iteration selfplay.num_plies selfplay.num_simulations "
+        "selfplay.max_num_considered_actions network.channels learner.batch_size "
+        "learner.learning_rate replay.iterations checkpoint.every checkpoint.max_to_keep",
+    )
+    train_lib._positive(
+        config,
+        "network.num_blocks selfplay.temperature_plies selfplay.temperature eval.every "
+        "meta.outer_lr meta.outer_lr_end",
+        allow_zero=True,
+    )
+    if config.meta.num_tasks > len(variants):
+        raise ValueError(
+            f"config.meta.num_tasks={config.meta.num_tasks} exceeds the {len(variants)} training "
+            f"variants {list(variants)} (tasks in a meta-batch are distinct variants)"
+        )
+    if config.meta.outer_lr_schedule not in OUTER_LR_SCHEDULES:
+        raise ValueError(
+            f"config.meta.outer_lr_schedule must be one of {OUTER_LR_SCHEDULES}, "
+            f"got {config.meta.outer_lr_schedule!r}"
+        )
+    if config.selfplay.algorithm not in train_lib.search.ALGORITHMS:
+        raise ValueError(
+            f"config.selfplay.algorithm must be one of {train_lib.search.ALGORITHMS}, "
+            f"got {config.selfplay.algorithm!r}"
+        )
+    parse_variants(config.eval.get("variants", ""), "eval.variants")
+    if config.eval.every:
+        train_lib._positive(config, "eval.num_games eval.num_simulations")
+        if config.eval.num_games % 2:
+            raise ValueError(
+                f"config.eval.num_games must be even (half the games per colour), "
+                f"got {config.eval.num_games}"
+            )
+    config.lock()
+    return config
+
+
+def eval_variants(config: ml_collections.ConfigDict) -> tuple[str, ...]:
+    """`eval.variants`, or by default the training variants followed by the held-out ones."""
+    chosen = parse_variants(config.eval.get("variants", ""), "eval.variants")
+    if chosen:
+        return chosen
+    return tuple(config.variants) + parse_variants(config.get("holdout", ""), "holdout")
+
+
+def outer_lr(config: ml_collections.ConfigDict, iteration: int) -> float:
+    """eps of outer iteration `iteration` (0-based): constant, or linear from `meta.outer_lr`
+    at the first iteration to `meta.outer_lr_end` after the last (Reptile)."""
+    start = float(config.meta.outer_lr)
+    if config.meta.outer_lr_schedule == "constant":
+        return start
+    fraction = iteration / max(int(config.num_iterations), 1)
+    return start + (float(config.meta.outer_lr_end) - start) * fraction
+
+
+def _compile_key(config: ml_collections.ConfigDict) -> ml_collections.FrozenConfigDict:
+    """The part of the config that shapes the compiled outer iteration (variants are data)."""
+    return ml_collections.FrozenConfigDict(
+        {
+            "num_variants": len(config.variants),
+            "network": config.network,
+            "selfplay": config.selfplay,
+            "learner": config.learner,
+            "replay": config.replay,
+            "meta": {
+                "num_tasks": int(config.meta.num_tasks),
+                "games_per_task": int(config.meta.games_per_task),
+                "inner_steps": int(config.meta.inner_steps),
+                "updates_per_iteration": int(config.meta.updates_per_iteration),
+            },
+        }
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# State
+
+
+@flax.struct.dataclass(kw_only=True)
+class MetaState:
+    """What the outer iteration carries.
+
+    params, opt_state: phi and the shared inner-optimizer state S (replicated).
+    game_state: `R.State` [V * G]; block v holds the G games in progress of training variant v.
+    replay: `learner.ReplayBuffer` with a leading variant axis on every leaf ([V, capacity, ...]
+      data, [V] counters): one ring per training variant.
+    """
+
+    params: Any
+    opt_state: Any
+    game_state: R.State
+    replay: learner.ReplayBuffer
+
+
+def rules_table(variants: tuple[str, ...]) -> R.Rules:
+    """`Rules` [V] of the training variants, in order."""
+    return R.stack([R.get(v) for v in variants])
+
+
+def _capacity(config) -> int:
+    return (
+        int(config.replay.iterations)
+        * int(config.selfplay.num_plies)
+        * int(config.meta.games_per_task)
+    )
+
+
+def _init_fn(config):
+    """`(key, table) -> MetaState`: fresh phi, optimizer state, start positions, empty rings."""
+    network = network_lib.make_network(config.network)
+    optimizer = learner.make_optimizer(config.learner)
+    games = int(config.meta.games_per_task)
+    capacity = _capacity(config)
+
+    def init(key, table):
+        num_variants = table.variant_id.shape[0]
+        params = network_lib.init_params(network, key, R.OBS_SHAPE)
+        pool_rules = jax.tree.map(
+            lambda x: jnp.repeat(x, games, axis=0, total_repeat_length=num_variants * games), table
+        )
+        ring = learner.replay_init(train_lib._example_batch(), capacity)
+        return MetaState(
+            params=params,
+            opt_state=optimizer.init(params),
+            game_state=R.init(pool_rules),
+            replay=jax.tree.map(lambda x: jnp.zeros((num_variants, *x.shape), x.dtype), ring),
+        )
+
+    return init
+
+
+def state_shardings(state: MetaState, mesh: Mesh) -> MetaState:
+    """Shardings of a `MetaState`: games along `data`, rings along their sample axis."""
+
+    def ring_sharding(x):
+        return NamedSharding(mesh, P(None, DATA_AXIS) if np.ndim(x) >= 2 else P())
+
+    return MetaState(
+        params=train_lib._replicated(state.params, mesh),
+        opt_state=train_lib._replicated(state.opt_state, mesh),
+        game_state=train_lib._sharded_leaves(state.game_state, mesh),
+        replay=jax.tree.map(ring_sharding, state.replay),
+    )
+
+
+def _abstract_table(num_variants: int) -> R.Rules:
+    return jax.eval_shape(lambda: R.batch(R.VARIANTS[0], num_variants))
+
+
+@functools.lru_cache(maxsize=8)
+def _jitted_init(compile_key: ml_collections.FrozenConfigDict, mesh: Mesh):
+    init = _init_fn(compile_key)
+    table = _abstract_table(compile_key.num_variants)
+    shardings = state_shardings(jax.eval_shape(init, jax.random.key(0), table), mesh)
+    return jax.jit(init, out_shardings=shardings)
+
+
+def init_meta_state(config, table: R.Rules, key: jax.Array, mesh: Mesh) -> MetaState:
+    """A fresh `MetaState` (phi from `key`) placed on `mesh`."""
+    return _jitted_init(_compile_key(config), mesh)(key, table)
+
+
+# ---------------------------------------------------------------------------------------------
+# The pure pieces: task sampling, inner loop, outer update
+
+
+def sample_tasks(key: jax.Array, weights: jax.Array, num_tasks: int) -> jax.Array:
+    """int32 [n]: n distinct indices into the V training variants, drawn ∝ `weights` [V]."""
+    probabilities = weights / jnp.sum(weights)
+    return jax.random.choice(
+        key, weights.shape[0], (num_tasks,), replace=False, p=probabilities
+    ).astype(jnp.int32)
+
+
+def task_minibatches(ring: learner.ReplayBuffer, key: jax.Array, config) -> learner.Batch:
+    """[k, b] minibatches for one task's inner loop, drawn from its ring without replacement
+    (k = `meta.inner_steps`, b = `learner.batch_size`; wraps around if the ring is smaller)."""
+    steps, batch_size = int(config.meta.inner_steps), int(config.learner.batch_size)
+    samples = learner.replay_sample(ring, key, steps * batch_size)
+    return jax.tree.map(lambda x: x.reshape(steps, batch_size, *x.shape[1:]), samples)
+
+
+def inner_loop(
+    params: Any, opt_state: Any, ring: learner.ReplayBuffer, key: jax.Array, config
+) -> tuple[Any, Any, dict[str, jax.Array]]:
+    """One task's adaptation: k optimizer steps from (params, opt_state) on its own data.
+
+    Args:
+      params, opt_state: phi and the shared optimizer state S.
+      ring: the task's replay ring (unbatched `ReplayBuffer`).
+      key: consumed for the minibatch draw.
+      config: the run config (`network`, `learner`, `meta.inner_steps`).
+
+    Returns:
+      (theta_i, S_i, metrics of every step, each [k]).
+    """
+    network = network_lib.make_network(config.network)
+    optimizer = learner.make_optimizer(config.learner)
+    minibatches = task_minibatches(ring, key, config)
+    step = functools.partial(
+        learner.train_step, network=network, optimizer=optimizer, config=config.learner
+    )
+
+    def body(carry, minibatch):
+        params, opt_state, metrics = step(*carry, minibatch)
+        return (params, opt_state), metrics
+
+    (params, opt_state), metrics = jax.lax.scan(body, (params, opt_state), minibatches)
+    return params, opt_state, metrics
+
+
+def adapt_tasks(
+    params: Any, opt_state: Any, rings: learner.ReplayBuffer, keys: jax.Array, config
+) -> tuple[Any, Any, dict[str, jax.Array]]:
+    """`inner_loop` vmapped over n tasks: rings [n] and keys [n] -> thetas [n], states [n],
+    metrics [n, k]. phi and S are shared (not mapped)."""
+    return jax.vmap(functools.partial(inner_loop, config=config), in_axes=(None, None, 0, 0))(
+        params, opt_state, rings, keys
+    )
+
+
+def outer_update(params: Any, thetas: Any, eps: jax.Array | float) -> Any:
+    """phi + eps (mean_i theta_i - phi), written `(1 - eps) phi + eps mean` so that eps = 1
+    gives exactly the mean of the adapted parameters and eps = 0 exactly phi.
+
+    `thetas` has the structure of `params` with a leading task axis [n].
+    """
+    eps = jnp.asarray(eps, jnp.float32)
+
+    def lerp(phi, theta):
+        mean = jnp.mean(theta, axis=0)
+        return ((1.0 - eps) * phi + eps * mean).astype(phi.dtype)
+
+    return jax.tree.map(lerp, params, thetas)
+
+
+def average_opt_states(opt_states: Any) -> Any:
+    """The mean over the task axis of floating leaves; integer leaves (step counts, equal in
+    every task) are taken from the first task."""
+
+    def average(x):
+        if jnp.issubdtype(x.dtype, jnp.floating):
+            return jnp.mean(x, axis=0).astype(x.dtype)
+        return x[0]
+
+    return jax.tree.map(average, opt_states)
+
+
+def _global_norm(tree: Any) -> jax.Array:
+    return jnp.sqrt(sum(jnp.sum(jnp.square(x)) for x in jax.tree.leaves(tree)))
+
+
+def meta_update(
+    params: Any, opt_state: Any, rings: learner.ReplayBuffer, keys: jax.Array, eps, config
+) -> tuple[Any, Any, dict[str, jax.Array]]:
+    """One meta-update from the task rings [n] (see the module docstring for k = 1).
+
+    Returns (phi', S', metrics): per task [n] `first_total`, `last_total` (loss of the first and
+    last inner step), the `TASK_METRICS` averaged over the inner steps, and scalars
+    `update_norm` (|phi' - phi|) and `adapt_norm` (mean_i |theta_i - phi|).
+    """
+    network = network_lib.make_network(config.network)
+    optimizer = learner.make_optimizer(config.learner)
+    if int(config.meta.inner_steps) == 1:
+        minibatches = jax.vmap(functools.partial(task_minibatches, config=config))(rings, keys)
+        grad_fn = jax.grad(learner.loss_fn, has_aux=True)
+        grads, metrics = jax.vmap(lambda batch: grad_fn(params, network, batch, config.learner))(
+            jax.tree.map(lambda x: x[:, 0], minibatches)
+        )
+        metrics = dict(metrics, grad_norm=jax.vmap(_global_norm)(grads))
+        mean_grads = jax.tree.map(lambda g: jnp.mean(g, axis=0), grads)
+        updates, new_opt_state = optimizer.update(mean_grads, opt_state, params)
+        theta = optax.apply_updates(params, updates)
+        new_params = outer_update(params, jax.tree.map(lambda x: x[None], theta), eps)
+        metrics = {k: v[:, None] for k, v in metrics.items()}  # [n, 1]: one inner step
+        adapt_norm = _global_norm(updates)
+    else:
+        thetas, opt_states, metrics = adapt_tasks(params, opt_state, rings, keys, config)
+        new_params = outer_update(params, thetas, eps)
+        new_opt_state = average_opt_states(opt_states)
+        deltas = jax.tree.map(lambda t, p: t - p[None], thetas, params)
+        adapt_norm = jnp.mean(jax.vmap(_global_norm)(deltas))
+    out = {name: jnp.mean(metrics[name], axis=1) for name in TASK_METRICS}
+    out["first_total"] = metrics["total"][:, 0]
+    out["last_total"] = metrics["total"][:, -1]
+    out["update_norm"] = _global_norm(jax.tree.map(jnp.subtract, new_params, params))
+    out["adapt_norm"] = adapt_norm
+    return new_params, new_opt_state, out
+
+
+def _constrain(tree: Any, mesh: Mesh | None, spec: P) -> Any:
+    if mesh is None:
+        return tree
+    return jax.lax.with_sharding_constraint(tree, NamedSharding(mesh, spec))
+
+
+def meta_step(
+    state: MetaState,
+    table: R.Rules,
+    weights: jax.Array,
+    key: jax.Array,
+    eps: jax.Array,
+    config,
+    mesh: Mesh | None = None,
+) -> tuple[MetaState, dict[str, jax.Array]]:
+    """One outer iteration (pure; see the module docstring).
+
+    Args:
+      state: the `MetaState`.
+      table: `Rules` [V] of the training variants.
+      weights: float32 [V] task weights.
+      key: consumed.
+      eps: the outer step size of this iteration.
+      config: the run config (static).
+      mesh: when given, the self-play batch is constrained to the `data` axis.
+
+    Returns:
+      (new state, metrics): `tasks` int32 [n] (indices into `config.variants`), per task [n]
+      the `meta_update` metrics and the self-play statistics, and scalars `update_norm`,
+      `adapt_norm`.
+    """
+    network = network_lib.make_network(config.network)
+    num_tasks, games = int(config.meta.num_tasks), int(config.meta.games_per_task)
+    task_key, play_key, update_key = jax.random.split(key, 3)
+
+    tasks = sample_tasks(task_key, weights, num_tasks)
+    slots = (tasks[:, None] * games + jnp.arange(games)[None, :]).reshape(-1)  # [n * G]
+    game_variant = jnp.repeat(tasks, games, total_repeat_length=num_tasks * games)
+    rules_b = _constrain(jax.tree.map(lambda x: x[game_variant], table), mesh, P(DATA_AXIS))
+    games_in = _constrain(jax.tree.map(lambda x: x[slots], state.game_state), mesh, P(DATA_AXIS))
+    games_out, trajectory = selfplay.selfplay(
+        network, state.params, rules_b, games_in, play_key, config
+    )
+    game_state = jax.tree.map(lambda pool, g: pool.at[slots].set(g), state.game_state, games_out)
+
+    # [T, n * G] -> per task [T, n, G]; targets and statistics vmapped over the task axis.
+    per_task = jax.tree.map(
+        lambda x: x.reshape(x.shape[0], num_tasks, games, *x.shape[2:]), trajectory
+    )
+    batches = jax.vmap(selfplay.compute_targets, in_axes=1)(per_task)  # Batch [n, T * G]
+    stats = jax.vmap(selfplay.trajectory_stats, in_axes=1)(per_task)  # [n] each
+    rings = jax.vmap(learner.replay_add)(jax.tree.map(lambda x: x[tasks], state.replay), batches)
+    replay = jax.tree.map(lambda all_, ring: all_.at[tasks].set(ring), state.replay, rings)
+
+    def round_(carry, round_key):
+        params, opt_state = carry
+        task_keys = jax.random.split(round_key, num_tasks)
+        params, opt_state, metrics = meta_update(params, opt_state, rings, task_keys, eps, config)
+        return (params, opt_state), metrics
+
+    rounds = jax.random.split(update_key, int(config.meta.updates_per_iteration))
+    (params, opt_state), metrics = jax.lax.scan(round_, (state.params, state.opt_state), rounds)
+    out = {k: jnp.mean(v, axis=0) for k, v in metrics.items() if k != "first_total"}
+    out["first_total"] = metrics["first_total"][0]  # the loss at phi, before any update
+    out["last_total"] = metrics["last_total"][-1]
+    out["tasks"] = tasks
+    out.update({f"selfplay_{k}": v for k, v in stats.items()})
+    out["replay_size"] = rings.size
+    new_state = MetaState(params=params, opt_state=opt_state, game_state=game_state, replay=replay)
+    return new_state, out
+
+
+@functools.lru_cache(maxsize=8)
+def _jitted_meta_step(compile_key: ml_collections.FrozenConfigDict, mesh: Mesh):
+    """`meta_step` jitted with its shardings on `mesh`, once per config and mesh."""
+    table = _abstract_table(compile_key.num_variants)
+    state = jax.eval_shape(_init_fn(compile_key), jax.random.key(0), table)
+    replicated = NamedSharding(mesh, P())
+    state_sh = state_shardings(state, mesh)
+    return jax.jit(
+        functools.partial(meta_step, config=compile_key, mesh=mesh),
+        in_shardings=(
+            state_sh,
+            train_lib._replicated(table, mesh),
+            replicated,
+            replicated,
+            replicated,
+        ),
+        out_shardings=(state_sh, replicated),
+    )
+
+
+def make_meta_step(config, mesh: Mesh):
+    """The jitted `(state, table, weights, key, eps) -> (state, metrics)` on `mesh`."""
+    return _jitted_meta_step(_compile_key(config), mesh)
+
+
+# ---------------------------------------------------------------------------------------------
+# The loop
+
+
+def _checkpoint_state(state: MetaState, iteration, frames, games, save_replay) -> dict:
+    saved = {
+        "params": state.params,
+        "opt_state": state.opt_state,
+        "game_state": state.game_state,
+        "iteration": np.asarray(iteration, np.int64),
+        "frames": np.asarray(frames, np.int64),
+        "games": np.asarray(games, np.int64),
+    }
+    if save_replay:
+        saved["replay"] = state.replay
+    return saved
+
+
+def _record(raw: dict[str, np.ndarray], variants: tuple[str, ...], eps: float) -> dict:
+    """Flat metrics of one outer iteration: aggregates and `<group>/<variant>/<name>`."""
+    tasks = [variants[int(i)] for i in raw["tasks"]]
+    record: dict[str, Any] = {}
+    for name in TASK_METRICS:
+        record[f"train/{name}"] = float(np.mean(raw[name]))
+        for task, value in zip(tasks, raw[name], strict=True):
+            record[f"train/{task}/{name}"] = float(value)
+    for task, first, last in zip(tasks, raw["first_total"], raw["last_total"], strict=True):
+        record[f"meta/{task}/loss_before"] = float(first)
+        record[f"meta/{task}/loss_after"] = float(last)
+    record["meta/loss_before"] = float(np.mean(raw["first_total"]))
+    record["meta/loss_after"] = float(np.mean(raw["last_total"]))
+    for key in STAT_KEYS:
+        values = raw[f"selfplay_{key}"]
+        record[f"selfplay/{key}"] = int(np.sum(values))
+        for task, value in zip(tasks, values, strict=True):
+            record[f"selfplay/{task}/{key}"] = int(value)
+    lengths, finished = raw["selfplay_mean_game_length"], raw["selfplay_games"]
+    record["selfplay/mean_game_length"] = float(
+        np.sum(lengths * finished) / max(int(np.sum(finished)), 1)
+    )
+    for task, value in zip(tasks, lengths, strict=True):
+        record[f"selfplay/{task}/mean_game_length"] = float(value)
+    record["meta/eps"] = eps
+    record["meta/update_norm"] = float(raw["update_norm"])
+    record["meta/adapt_norm"] = float(raw["adapt_norm"])
+    record["meta/tasks"] = ",".join(tasks)
+    return record
+
+
+def _progress_line(done, total, record, seconds, latest_eval) -> str:
+    parts = [
+        f"it {done}/{total}",
+        f"frames {metrics_lib._compact_number(record['frames'])}",
+        f"games {record['games']}",
+        f"tasks {record['meta/tasks']}",
+        f"{record['selfplay/frames'] / seconds:.0f} frames/s ({seconds:.1f} s)",
+        f"loss pi {record['train/policy_loss']:.3f} v {record['train/value_loss']:.3f}",
+        f"inner {record['meta/loss_before']:.3f}->{record['meta/loss_after']:.3f}",
+        f"eps {record['meta/eps']:.2f}",
+    ]
+    if latest_eval:
+        scores = []
+        for key, score in latest_eval.items():
+            if "/score_vs_" in key and key.count("/") == 2:
+                _, variant, name = key.split("/")
+                scores.append(f"{variant}:{name[len('score_vs_') :]} {score:.2f}")
+        parts.append(f"eval@{latest_eval['iteration']} " + " ".join(scores))
+    return " | ".join(parts)
+
+
+def evaluate_meta(config, params, key, play_match) -> dict[str, float]:
+    """`eval/<variant>/score_vs_<opponent>` (and CI bounds, W/D/L) for every eval variant."""
+    metrics: dict[str, float] = {}
+    for index, variant in enumerate(eval_variants(config)):
+        metrics.update(
+            train_lib.evaluate_params(
+                config,
+                params,
+                jax.random.fold_in(key, index),
+                play_match,
+                variant=variant,
+                prefix=f"eval/{variant}/",
+            )
+        )
+    return metrics
+
+
+def _restore_error(error: ValueError, config) -> ValueError:
+    text = str(error)
+    if "Conv_0" in text and "variant_planes" not in text:
+        text += (
+            "\n  (the first convolution's input channels differ: was the run started with "
+            "another network.variant_planes? this config has "
+            f"{config.network.get('variant_planes', True)})"
+        )
+    return ValueError(text)
+
+
+def train_meta(
+    config: ml_collections.ConfigDict,
+    workdir: str | os.PathLike,
+    *,
+    devices=None,
+    stream=sys.stdout,
+) -> dict[str, Any]:
+    """Meta-trains (or resumes) until `config.num_iterations` outer iterations are done.
+
+    Args:
+      config: a meta config (configs/joat.py); validated by `prepare_meta_config`.
+      workdir: run directory (`checkpoints/`, `metrics.jsonl`, `tensorboard/`, `plots/`);
+        checkpoints found there are resumed from.
+      devices: devices of the data mesh (default: all).
+      stream: where the progress lines go (None: silent).
+
+    Returns:
+      The last record (as in `metrics.jsonl`) plus `iteration`, `start_iteration` and
+      `compile_seconds`.
+
+    Raises:
+      ValueError: invalid config, games per task not divisible by the devices, a variant whose
+        start has no legal move, or a checkpoint that does not match the config.
+      FloatingPointError: a non-finite loss (the last checkpoint stays the last good one).
+    """
+    config = prepare_meta_config(config)
+    variants = tuple(config.variants)
+    mesh = train_lib.make_mesh(devices)
+    train_lib.check_batch_divisible(int(config.meta.games_per_task), mesh.size)
+    is_chief = jax.process_index() == 0
+
+    def log(line: str) -> None:
+        if is_chief and stream is not None:
+            print(line, file=stream, flush=True)
+
+    replicated = NamedSharding(mesh, P())
+    weights_by_name = task_weights(config)
+    table = jax.device_put(rules_table(variants), replicated)
+    weights = jax.device_put(jnp.asarray([weights_by_name[v] for v in variants]), replicated)
+    init_key, run_key, eval_key = jax.random.split(jax.random.key(int(config.seed)), 3)
+    save_replay = bool(config.checkpoint.save_replay)
+    ckpt = None
+    if checkpoint_lib.latest_step(workdir) is not None:
+        ckpt = checkpoint_lib.Checkpointer(workdir, max_to_keep=int(config.checkpoint.max_to_keep))
+    writer = None
+    try:
+        start, frames, games = 0, 0, 0
+        restored = None
+        if ckpt is not None:
+            # The restore template is abstract: resuming (or refusing a mismatch) compiles
+            # nothing.
+            template = _abstract_state(config, mesh)
+            try:
+                restored = ckpt.restore_or_none(
+                    _checkpoint_state(template, 0, 0, 0, save_replay), config=config
+                )
+            except ValueError as error:
+                raise _restore_error(error, config) from None
+        if restored is None:
+            state = init_meta_state(config, table, init_key, mesh)
+            _check_playable(state, variants)
+        if ckpt is None:
+            ckpt = checkpoint_lib.Checkpointer(
+                workdir, max_to_keep=int(config.checkpoint.max_to_keep)
+            )
+        if restored is not None:
+            start = int(restored["iteration"])
+            frames, games = int(restored["frames"]), int(restored["games"])
+            state = MetaState(
+                params=restored["params"],
+                opt_state=restored["opt_state"],
+                game_state=restored["game_state"],
+                replay=restored["replay"] if save_replay else _empty_replay(config, mesh),
+            )
+            state = jax.device_put(state, state_shardings(state, mesh))
+            log(f"resumed from {ckpt.directory}/{start}: {start} iterations, {frames} frames")
+        writer = metrics_lib.MetricsWriter(
+            workdir, resume_step=start, enabled=is_chief, stream=None
+        )
+
+        num_iterations = int(config.num_iterations)
+        compile_seconds = 0.0
+        record: dict[str, Any] = {}
+        step_fn = None
+        if start < num_iterations:
+            num_params = network_lib.num_params(state.params)
+            meta = config.meta
+            log(
+                f"meta-training on {', '.join(variants)}"
+                + (f" (held out: {config.holdout})" if config.holdout else "")
+                + f": {meta.num_tasks} tasks x {meta.games_per_task} games x "
+                f"{config.selfplay.num_plies} plies x {config.selfplay.num_simulations} "
+                f"simulations per iteration, k={meta.inner_steps} inner steps x "
+                f"{meta.updates_per_iteration} updates, eps {meta.outer_lr} "
+                f"({meta.outer_lr_schedule}); net {config.network.num_blocks}x"
+                f"{config.network.channels} ({num_params:,} params, variant planes "
+                f"{'on' if config.network.get('variant_planes', True) else 'off'}); "
+                f"{mesh.size} device(s)"
+            )
+            started = time.time()
+            example_key = jax.device_put(jax.random.fold_in(run_key, start), replicated)
+            example_eps = jax.device_put(jnp.float32(outer_lr(config, start)), replicated)
+            step_fn = make_meta_step(config, mesh).lower(
+                state, table, weights, example_key, example_eps
+            )
+            step_fn = step_fn.compile()
+            compile_seconds = time.time() - started
+            log(f"compiled the outer iteration in {compile_seconds:.1f} s")
+
+        play_match = train_lib._play_match_fn() if config.eval.every else None
+        latest_eval = train_lib._latest_eval(metrics_lib.read_metrics(workdir)) if is_chief else {}
+        for iteration in range(start, num_iterations):
+            started = time.time()
+            eps = outer_lr(config, iteration)
+            key = jax.device_put(jax.random.fold_in(run_key, iteration), replicated)
+            state, raw = step_fn(state, table, weights, key, jnp.float32(eps))
+            raw = jax.device_get(raw)
+            seconds = time.time() - started
+            done = iteration + 1
+            record = _record(raw, variants, eps)
+            train_lib._check_finite(
+                record,
+                iteration,
+                f"last good checkpoint: step {ckpt.latest_step()} in {ckpt.directory}",
+            )
+            frames += record["selfplay/frames"]
+            games += record["selfplay/games"]
+            record.update(
+                frames=frames,
+                games=games,
+                iteration=done,
+                **{
+                    "perf/iteration_seconds": seconds,
+                    "perf/frames_per_s": record["selfplay/frames"] / seconds,
+                    "perf/games_per_s": record["selfplay/games"] / seconds,
+                },
+            )
+            if play_match is not None and (done % config.eval.every == 0 or done == num_iterations):
+                eval_started = time.time()
+                latest_eval = evaluate_meta(
+                    config, state.params, jax.random.fold_in(eval_key, iteration), play_match
+                )
+                latest_eval["perf/eval_seconds"] = time.time() - eval_started
+                record.update(latest_eval)
+                latest_eval["iteration"] = done
+            record = writer.write(done, record)
+            log(_progress_line(done, num_iterations, record, seconds, latest_eval))
+            if is_chief:
+                try:
+                    metrics_lib.plot_metrics(workdir)
+                except Exception as error:  # a plot must never stop a training run
+                    log(f"plotting failed: {error!r}")
+            if done % int(config.checkpoint.every) == 0 or done == num_iterations:
+                ckpt.save(
+                    done,
+                    _checkpoint_state(state, done, frames, games, save_replay),
+                    config=config,
+                    extra={"frames": frames, "games": games},
+                )
+        if not record:
+            records = metrics_lib.read_metrics(workdir)
+            record = dict(records[-1]) if records else {}
+        record.update(
+            iteration=max(start, num_iterations),
+            start_iteration=start,
+            compile_seconds=compile_seconds,
+        )
+        return record
+    finally:
+        if ckpt is not None:
+            ckpt.close()
+        if writer is not None:
+            writer.close()
+
+
+def _abstract_state(config, mesh: Mesh) -> MetaState:
+    """The `MetaState` as `jax.ShapeDtypeStruct`s with their shardings (a restore template)."""
+    compile_key = _compile_key(config)
+    abstract = jax.eval_shape(
+        _init_fn(compile_key), jax.random.key(0), _abstract_table(compile_key.num_variants)
+    )
+    return jax.tree.map(
+        lambda x, sharding: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=sharding),
+        abstract,
+        state_shardings(abstract, mesh),
+    )
+
+
+def _empty_replay(config, mesh: Mesh) -> learner.ReplayBuffer:
+    abstract = _abstract_state(config, mesh).replay
+    return jax.tree.map(lambda x: jax.device_put(jnp.zeros(x.shape, x.dtype), x.sharding), abstract)
+
+
+def _check_playable(state: MetaState, variants: tuple[str, ...]) -> None:
+    over = np.asarray(jax.device_get(state.game_state.terminated)).reshape(len(variants), -1)
+    dead = [v for v, done in zip(variants, over.all(axis=1), strict=True) if done]
+    if dead:
+        raise ValueError(
+            f"the start position of {dead} is already over (no legal move): give it task "
+            "weight 0 or hold it out"
+        )

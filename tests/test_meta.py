@@ -1,0 +1,405 @@
+"""Tests for mmc_jax.meta (JOAT / Reptile), mmc_jax.adapt and configs/joat.py (tiny configs).
+
+Compile time dominates on a 2-core CPU, so this module compiles few programs and overlaps the
+two big ones: the smoke config's outer iteration (in this process, shared by the first run and
+the resume) and, in a subprocess started by the first fixture, the adaptation's training
+iteration and evaluation arena (warmed up before the meta checkpoint it adapts exists). The
+pure pieces (inner loop, outer update, the k = 1 path) are tested on a tiny net with synthetic
+task data, each with one small compile.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib.util
+import io
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import chex
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from mmc_jax import checkpoint, learner, meta, metrics, network, train
+from mmc_jax import rules as R
+
+ROOT = Path(__file__).resolve().parents[1]
+CONFIG_PATH = ROOT / "configs" / "joat.py"
+HELD_OUT = "dark"  # the smoke preset's holdout
+
+
+def load_config(preset: str | None = None):
+    spec = importlib.util.spec_from_file_location("joat_config", CONFIG_PATH)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.get_config(preset)
+
+
+# ---------------------------------------------------------------------------------------------
+# The adaptation, in a subprocess that compiles while this process compiles the meta step
+
+
+ADAPT_SCRIPT = """
+import importlib.util, json, os, sys, time
+import jax
+from mmc_jax import adapt, checkpoint, evaluate, network, rules as R, train
+
+spec = importlib.util.spec_from_file_location("joat_config", sys.argv[1])
+module = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(module)
+config = module.get_config("smoke")
+meta_workdir, adapt_workdir, variant = sys.argv[2], sys.argv[3], sys.argv[4]
+
+# Warm up with the smoke network (what the meta checkpoint will hold): the adaptation's
+# training iteration (one iteration from scratch in a scratch workdir: the same code path, so
+# the same compiled program) and the baseline arena, before the checkpoint exists.
+warm = adapt.adaptation_config(variant, 1, config.network, config=config)
+train.train(warm, adapt_workdir + "-warm-up", stream=None)
+net = network.make_network(warm.network)
+params = adapt.on_device(network.init_params(net, jax.random.key(0), R.OBS_SHAPE))
+evaluate.play_match(net, params, variant, "random", 4, 0, jax.random.key(0), max_plies=16)
+
+deadline = time.time() + 900
+while checkpoint.latest_step(meta_workdir) is None or checkpoint.latest_step(meta_workdir) < 2:
+    if time.time() > deadline:
+        sys.exit("no meta checkpoint")
+    time.sleep(1)
+results = adapt.run_adaptation(
+    variant,
+    os.path.join(meta_workdir, "checkpoints", "2"),
+    adapt_workdir,
+    iterations=1,
+    head_to_head=False,
+    stream=sys.stderr,
+)
+print("RESULT " + json.dumps(results))
+"""
+
+
+@pytest.fixture(scope="module")
+def workdirs(tmp_path_factory):
+    base = tmp_path_factory.mktemp("meta")
+    return base / "joat", base / "adapt"
+
+
+@pytest.fixture(scope="module")
+def adapt_process(workdirs):
+    meta_workdir, adapt_workdir = workdirs
+    env = dict(os.environ, JAX_PLATFORMS="cpu")
+    process = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            ADAPT_SCRIPT,
+            str(CONFIG_PATH),
+            str(meta_workdir),
+            str(adapt_workdir),
+            HELD_OUT,
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+        cwd=ROOT,
+    )
+    yield process
+    if process.poll() is None:
+        process.kill()
+        process.communicate()
+
+
+@pytest.fixture(scope="module")
+def meta_run(workdirs, adapt_process):
+    """configs/joat.py:smoke meta-trained for its two outer iterations."""
+    del adapt_process  # started first: its compiles overlap ours
+    meta_workdir, _ = workdirs
+    stream = io.StringIO()
+    result = meta.train_meta(load_config("smoke"), meta_workdir, stream=stream)
+    return meta_workdir, result, stream.getvalue()
+
+
+# ---------------------------------------------------------------------------------------------
+# Pure pieces on a tiny net with synthetic task data
+
+
+def tiny_config(inner_steps: int = 3, optimizer: str = "adam"):
+    config = load_config("smoke")
+    config.meta.inner_steps = inner_steps
+    config.meta.num_tasks = 3
+    config.learner.batch_size = 4
+    config.learner.optimizer = optimizer
+    if optimizer == "sgd":  # linear in the gradient: no clipping
+        config.learner.max_grad_norm = 0.0
+        config.learner.learning_rate = 0.1
+    return config
+
+
+def synthetic_rings(num_tasks: int, capacity: int = 16) -> learner.ReplayBuffer:
+    """[n] replay rings of random but valid samples, a different distribution per task."""
+
+    def one(key, bias):
+        obs_key, policy_key, value_key = jax.random.split(key, 3)
+        obs = (jax.random.uniform(obs_key, (capacity, *R.OBS_SHAPE)) < 0.2).astype(jnp.float32)
+        legal = jax.random.uniform(policy_key, (capacity, R.NUM_ACTIONS)) < 0.02
+        legal = legal.at[:, 0].set(True)
+        logits = jax.random.normal(policy_key, (capacity, R.NUM_ACTIONS)) + bias
+        policy = jax.nn.softmax(jnp.where(legal, logits, -jnp.inf))
+        value = jnp.tanh(jax.random.normal(value_key, (capacity,)) + bias)
+        batch = learner.Batch(obs, legal, policy, value, jnp.ones(capacity, bool))
+        ring = learner.replay_init(batch, capacity)
+        return learner.replay_add(ring, batch)
+
+    keys = jax.random.split(jax.random.key(3), num_tasks)
+    return jax.jit(jax.vmap(one))(keys, jnp.linspace(-1.0, 1.0, num_tasks))
+
+
+@pytest.fixture(scope="module")
+def tiny():
+    config = tiny_config()
+    net = network.make_network(config.network)
+    params = jax.jit(lambda key: network.init_params(net, key, R.OBS_SHAPE))(jax.random.key(0))
+    opt_state = jax.jit(learner.make_optimizer(config.learner).init)(params)
+    rings = synthetic_rings(3)
+    keys = jax.random.split(jax.random.key(5), 3)
+    return config, params, opt_state, rings, keys
+
+
+def test_vmapped_inner_loop_equals_a_python_loop(tiny):
+    config, params, opt_state, rings, keys = tiny
+    vmapped = jax.jit(functools.partial(meta.adapt_tasks, config=config))
+    thetas, states, task_metrics = vmapped(params, opt_state, rings, keys)
+    single = jax.jit(functools.partial(meta.inner_loop, config=config))
+    chex.assert_shape(task_metrics["total"], (3, config.meta.inner_steps))
+    for task in range(3):
+        ring = jax.tree.map(lambda x, t=task: x[t], rings)
+        theta, state, task_metric = single(params, opt_state, ring, keys[task])
+        chex.assert_trees_all_close(
+            jax.tree.map(lambda x, t=task: x[t], thetas), theta, rtol=1e-5, atol=1e-6
+        )
+        chex.assert_trees_all_close(
+            jax.tree.map(lambda x, t=task: x[t], states), state, rtol=1e-5, atol=1e-6
+        )
+        np.testing.assert_allclose(task_metrics["total"][task], task_metric["total"], rtol=1e-5)
+    # The tasks adapted differently (distinct data), and away from phi.
+    first = jax.tree.leaves(thetas)[0]
+    assert not np.allclose(first[0], first[1])
+    assert not np.allclose(first[0], jax.tree.leaves(params)[0])
+
+
+def test_outer_update_endpoints_are_exact(tiny):
+    _, params, _, _, _ = tiny
+
+    rng = np.random.default_rng(0)
+    params = jax.device_get(params)
+    thetas = jax.tree.map(lambda p: p + rng.normal(size=(4, *p.shape)).astype(p.dtype), params)
+    mean = jax.device_get(jax.jit(lambda t: jax.tree.map(lambda x: jnp.mean(x, axis=0), t))(thetas))
+    update = jax.jit(meta.outer_update)
+    jax.tree.map(np.testing.assert_array_equal, update(params, thetas, 1.0), mean)
+    jax.tree.map(np.testing.assert_array_equal, update(params, thetas, 0.0), params)
+    half = update(params, thetas, 0.5)
+    expected = jax.tree.map(lambda p, m: 0.5 * (np.asarray(p) + m), params, mean)
+    chex.assert_trees_all_close(half, expected, rtol=1e-5, atol=1e-6)
+    # The optimizer state average keeps integer step counts.
+    states = {"count": jnp.full((4,), 7, jnp.int32), "mu": jnp.arange(4.0)}
+    averaged = meta.average_opt_states(states)
+    assert averaged["count"] == 7 and averaged["mu"] == 1.5
+
+
+def test_k1_is_joint_training_and_equals_averaged_one_step_adaptation(tiny):
+    # With SGD (linear in the gradient) the k = 1 joint step equals averaging n one-step
+    # adapted parameter sets; both equal one SGD step on the mean of the task losses.
+    _, params, _, rings, keys = tiny
+    config = tiny_config(inner_steps=1, optimizer="sgd")
+    opt_state = learner.make_optimizer(config.learner).init(params)
+    joint, _, joint_metrics = jax.jit(functools.partial(meta.meta_update, eps=1.0, config=config))(
+        params, opt_state, rings, keys
+    )
+    thetas, _, _ = jax.jit(functools.partial(meta.adapt_tasks, config=config))(
+        params, opt_state, rings, keys
+    )
+    averaged = meta.outer_update(params, thetas, 1.0)
+    chex.assert_trees_all_close(joint, averaged, rtol=1e-4, atol=1e-6)
+    chex.assert_shape(joint_metrics["policy_loss"], (3,))
+    assert float(joint_metrics["update_norm"]) > 0
+
+
+def test_sample_tasks_distinct_and_weighted():
+    weights = jnp.asarray([1.0, 0.0, 1.0, 1.0])
+    tasks = jax.vmap(lambda k: meta.sample_tasks(k, weights, 3))(
+        jax.random.split(jax.random.key(0), 50)
+    )
+    tasks = np.asarray(tasks)
+    assert (np.sort(tasks, axis=1) == [0, 2, 3]).all()  # distinct, never the zero weight
+
+
+def test_outer_lr_schedules():
+    config = load_config("smoke")
+    config.num_iterations = 10
+    config.meta.outer_lr = 1.0
+    assert meta.outer_lr(config, 7) == 1.0
+    config.meta.outer_lr_schedule = "linear"
+    config.meta.outer_lr_end = 0.0
+    assert meta.outer_lr(config, 0) == 1.0
+    assert meta.outer_lr(config, 5) == pytest.approx(0.5)
+
+
+# ---------------------------------------------------------------------------------------------
+# Config
+
+
+def test_config_presets_holdout_and_validation():
+    for preset in (None, "full", "cpu", "quick", "smoke"):
+        config = meta.prepare_meta_config(load_config(preset))
+        assert "monochromatic" not in config.variants
+        assert train.is_meta_config(config)
+    config = load_config("smoke")
+    assert meta.prepare_meta_config(config).variants == (
+        "gardner", "baby", "mallet", "rifle", "atomic", "extinction", "bichromatic"
+    )  # fmt: skip
+    config.holdout = "extinction, dark,atomic"
+    prepared = meta.prepare_meta_config(config)
+    assert prepared.holdout == "atomic,dark,extinction"
+    assert "dark" not in prepared.variants and "atomic" not in prepared.variants
+    assert meta.eval_variants(prepared)[-3:] == ("atomic", "dark", "extinction")
+    config.holdout = "chess960"
+    with pytest.raises(ValueError, match="holdout: unknown variant 'chess960'; valid variants"):
+        meta.prepare_meta_config(config)
+    config = load_config("smoke")
+    config.meta.num_tasks = 8
+    with pytest.raises(ValueError, match="exceeds the 7 training variants"):
+        meta.prepare_meta_config(config)
+    config = load_config("smoke")
+    config.meta.outer_lr_schedule = "cosine"
+    with pytest.raises(ValueError, match="outer_lr_schedule"):
+        meta.prepare_meta_config(config)
+    config = load_config("smoke")
+    config.task_weights.monochromatic = 1.0
+    config.meta.num_tasks = 1
+    config.holdout = "gardner,baby,mallet,rifle,atomic,dark,extinction,bichromatic"
+    assert meta.prepare_meta_config(config).variants == ("monochromatic",)
+
+
+def test_cli_errors_list_the_variants(tmp_path):
+    train_cli = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "mmc_jax.train",
+            f"--config={CONFIG_PATH}:smoke",
+            "--config.holdout=chess960",
+            f"--workdir={tmp_path / 'w'}",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=ROOT,
+    )
+    adapt_cli = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "mmc_jax.adapt",
+            "--variant=chess960",
+            f"--init_from={tmp_path}",
+            f"--workdir={tmp_path / 'a'}",
+        ],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=300,
+    )
+    assert adapt_cli.returncode != 0
+    assert "unknown variant 'chess960'; valid variants: gardner, baby" in adapt_cli.stderr
+    _, stderr = train_cli.communicate(timeout=300)
+    assert train_cli.returncode != 0
+    assert "holdout: unknown variant 'chess960'" in stderr
+
+
+# ---------------------------------------------------------------------------------------------
+# Meta-training: smoke run, resume, refusals, adaptation
+
+
+def test_smoke_meta_training_writes_metrics_checkpoints_and_plots(meta_run):
+    workdir, result, log = meta_run
+    assert result["iteration"] == 2 and result["start_iteration"] == 0
+    records = metrics.read_metrics(workdir)
+    assert [r["step"] for r in records] == [1, 2]
+    config = load_config("smoke")
+    per_iteration = config.meta.num_tasks * config.meta.games_per_task
+    assert records[-1]["frames"] == 2 * per_iteration * config.selfplay.num_plies
+    for record in records:
+        tasks = record["meta/tasks"].split(",")
+        assert len(set(tasks)) == 2 and HELD_OUT not in tasks
+        for task in tasks:
+            assert np.isfinite(record[f"train/{task}/policy_loss"])
+            assert f"selfplay/{task}/frames" in record
+        assert np.isfinite(record["train/policy_loss"]) and record["meta/eps"] == 1.0
+    assert sorted(os.listdir(workdir / "checkpoints")) == ["1", "2"]
+    assert (workdir / "plots" / "policy_loss.png").stat().st_size > 0
+    assert os.listdir(workdir / "tensorboard")
+    assert "compiled the outer iteration" in log and "it 2/2" in log
+    saved = checkpoint.load_metadata(workdir)["config"]
+    assert saved["holdout"] == HELD_OUT and HELD_OUT not in saved["variants"]
+    assert saved["network"]["variant_planes"] is False
+
+
+def test_resume_continues_and_refuses_a_mismatch(meta_run):
+    workdir, _, _ = meta_run
+    config = load_config("smoke")
+    config.num_iterations = 3
+    stream = io.StringIO()
+    resumed = meta.train_meta(config, workdir, stream=stream)
+    assert resumed["start_iteration"] == 2 and resumed["iteration"] == 3
+    assert "resumed from" in stream.getvalue()
+    assert [r["step"] for r in metrics.read_metrics(workdir)] == [1, 2, 3]
+
+    planes = load_config("smoke")
+    planes.network.variant_planes = True
+    with pytest.raises(ValueError, match="network.variant_planes"):
+        meta.train_meta(planes, workdir, stream=None)
+    other = load_config("smoke")
+    other.holdout = "atomic"
+    with pytest.raises(ValueError, match="'variants'"):
+        meta.train_meta(other, workdir, stream=None)
+
+
+def test_adapts_to_a_held_out_variant(meta_run, adapt_process, workdirs):
+    del meta_run  # wrote the checkpoint the subprocess waits for
+    _, adapt_workdir = workdirs
+    stdout, stderr = adapt_process.communicate(timeout=900)
+    assert adapt_process.returncode == 0, stderr[-4000:]
+    (line,) = [x for x in stdout.splitlines() if x.startswith("RESULT ")]
+    results = json.loads(line[len("RESULT ") :])
+    assert results["variant"] == HELD_OUT
+    assert [p["iteration"] for p in results["points"]] == [0, 1]
+    config = load_config("smoke")
+    assert results["points"][1]["frames"] == (
+        config.adapt.selfplay.batch_size * config.adapt.selfplay.num_plies
+    )
+    for point in results["points"]:
+        for opponent in ("random", "greedy"):
+            match = point["matches"][opponent]
+            assert match["num_games"] == 4 and 0.0 <= match["score"] <= 1.0
+            assert match["score_ci95"][0] <= match["score"] <= match["score_ci95"][1]
+    table = (adapt_workdir / "adaptation.md").read_text()
+    assert "| 1 | 16 |" in table and "vs greedy" in table
+    assert (adapt_workdir / "plots" / "adaptation.png").stat().st_size > 0
+    saved = checkpoint.load_metadata(adapt_workdir)["config"]
+    assert saved["variant"] == HELD_OUT and saved["network"]["variant_planes"] is False
+
+    from mmc_jax import adapt
+
+    # Another variant in the same workdir, and missing checkpoints, are refused clearly.
+    with pytest.raises(ValueError, match="another variant 'dark'"):
+        adapt.run_adaptation(
+            "atomic", str(workdirs[0] / "checkpoints" / "2"), adapt_workdir, stream=None
+        )
+    with pytest.raises(FileNotFoundError, match="no such checkpoint directory"):
+        adapt.run_adaptation("atomic", str(adapt_workdir / "nothing"), adapt_workdir, stream=None)
+    with pytest.raises(ValueError, match="unknown variant 'darkish'; valid variants"):
+        adapt.run_adaptation("darkish", "scratch", adapt_workdir, stream=None)
