@@ -414,9 +414,9 @@ def play_games(
             if move not in legal:
                 aborted[g] = True
                 fen = notation.to_fen(pieces[g], own[g], int(turn[g]), 0, 1)
-                errors[g] = str(
+                errors[g] = f"{player.name}: " + str(
                     uci.EngineIllegalMove(
-                        f"{player.name} played {move!r}, not a legal move in {variants[g]} "
+                        f"engine played {move!r}, not a legal move in {variants[g]} "
                         f"after {' '.join(moves[g]) or 'no moves'} (board {fen.split()[0]}, "
                         f"{'White' if turn[g] == 0 else 'Black'} to move); legal moves: "
                         f"{', '.join(sorted(legal)) or 'none'}"
