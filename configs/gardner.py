@@ -103,21 +103,22 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
     config.checkpoint.save_replay = True
 
     if preset == "cpu":
-        config.num_iterations = 100
+        config.num_iterations = 400  # a cap: the 30-minute run stops on the wall clock
         config.network.num_blocks = 2
         config.network.channels = 32
         config.network.policy_channels = 16
         config.network.value_hidden = 64
-        config.selfplay.batch_size = 64
+        config.selfplay.batch_size = 128
         config.selfplay.num_plies = 32
-        config.selfplay.num_simulations = 16
+        config.selfplay.num_simulations = 32
         config.learner.batch_size = 256
-        config.learner.steps_per_iteration = 16
+        config.learner.steps_per_iteration = 32
         config.replay.iterations = 8
-        config.eval.every = 20
+        config.eval.every = 15
         config.eval.num_games = 64
-        config.eval.num_simulations = 16
-        config.checkpoint.every = 1  # ~8 MB each: a SIGKILL loses at most one iteration
+        config.eval.num_simulations = 32
+        config.checkpoint.every = 1  # a SIGKILL or a timeout loses at most one iteration
+        config.checkpoint.max_to_keep = 2
     elif preset == "smoke":
         config.num_iterations = 2
         config.network.num_blocks = 1

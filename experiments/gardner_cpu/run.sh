@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# The 30-minute Gardner run on a CPU (issue 3's target), reproducible with one command:
+#
+#   bash experiments/gardner_cpu/run.sh [WORKDIR]        # default runs/gardner_cpu
+#
+# 1. trains `configs/gardner.py:cpu` for MINUTES (default 30) of wall time, compilation and the
+#    periodic 64-game evaluations included; the trainer is then stopped (SIGTERM, like a
+#    crash: the checkpoint of the last finished iteration is kept);
+# 2. evaluates that checkpoint with 400 colour-balanced games against random and against
+#    greedy, 32 simulations per move (deterministic Gumbel search), JSON in the workdir;
+# 3. draws the curve (score vs minutes and vs frames) into WORKDIR/curve.png and prints a
+#    markdown table (experiments/gardner_cpu/curve.py).
+# The machine's load average is logged every 30 s to WORKDIR/loadavg.log.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+WORKDIR=${1:-runs/gardner_cpu}
+MINUTES=${MINUTES:-30}
+GAMES=${GAMES:-400}
+if [ -e "$WORKDIR/metrics.jsonl" ]; then
+  echo "error: $WORKDIR already holds a run; the 30-minute protocol needs a fresh workdir" >&2
+  exit 2
+fi
+mkdir -p "$WORKDIR"
+date +%s > "$WORKDIR/started_at"
+(while true; do echo "$(date +%s) $(cut -d' ' -f1-3 /proc/loadavg)"; sleep 30; done) \
+  > "$WORKDIR/loadavg.log" &
+LOADLOG=$!
+trap 'kill $LOADLOG 2>/dev/null || true' EXIT
+status=0
+timeout -s TERM -k 30 "${MINUTES}m" python -m mmc_jax.train --config configs/gardner.py:cpu \
+  --workdir "$WORKDIR" 2>&1 | tee "$WORKDIR/train.log" || status=$?
+echo "training stopped after ${MINUTES} minutes (exit status $status)"
+for opponent in random greedy; do
+  python -m mmc_jax.evaluate --checkpoint "$WORKDIR" --variant gardner --opponent "$opponent" \
+    --games "$GAMES" --simulations 32 --json > "$WORKDIR/final_vs_$opponent.json"
+  cat "$WORKDIR/final_vs_$opponent.json"
+done
+python experiments/gardner_cpu/curve.py "$WORKDIR"
