@@ -421,13 +421,26 @@ def bench_selfplay(args) -> dict:
                 "batch": args.memory_batch,
                 "peak_bytes_one_ply": int(peak),
                 "temp_bytes": int(analysis.temp_size_in_bytes),
-                "tree_state_bytes": R.state_bytes() * args.memory_batch * (sims + 1),
+                # A tree node's embedding: the engine State and its 49 legal-move plane words.
+                "node_embedding_bytes": R.state_bytes() + 4 * 49,
+                "tree_state_bytes": (R.state_bytes() + 4 * 49) * args.memory_batch * (sims + 1),
             }
+            from mmc_jax.search import MAX_LEGAL_MOVES
+
+            for name, width in (("slots", MAX_LEGAL_MOVES), ("all_actions", R.NUM_ACTIONS)):
+                run, embedding = _bookkeeping_runner(args.memory_batch, sims, width)
+                tree = run.lower(embedding, jax.random.key(0)).compile().memory_analysis()
+                result["memory"][f"search_alone_temp_bytes_{name}"] = int(tree.temp_size_in_bytes)
             if not args.json:
                 print(
                     f"memory at B={args.memory_batch}: peak {peak / 2**20:.1f} MiB for one "
                     f"searched ply (compiler's estimate); tree states "
-                    f"{result['memory']['tree_state_bytes'] / 2**20:.1f} MiB",
+                    f"{result['memory']['tree_state_bytes'] / 2**20:.1f} MiB "
+                    f"({result['memory']['node_embedding_bytes']} bytes per node); mctx alone "
+                    f"over 160 slots "
+                    f"{result['memory']['search_alone_temp_bytes_slots'] / 2**20:.1f} MiB, "
+                    f"over 1225 actions "
+                    f"{result['memory']['search_alone_temp_bytes_all_actions'] / 2**20:.1f} MiB",
                     flush=True,
                 )
     return result
