@@ -186,11 +186,16 @@ def colour_balanced(a: int, b: int, num_games: int, variant: str) -> list[GameSp
 # Compiled pieces
 
 
+@jax.jit
+def _gather(rules, state, planes, indices):
+    """Rows `indices` [S] of a batch: (Rules [S], State [S], planes [S, 49])."""
+    return jax.tree.map(lambda x: x[indices], (rules, state, planes))
+
+
 @functools.partial(jax.jit, static_argnames=("spec",))
-def _act(params, rules, state, planes, indices, key, *, spec: PolicySpec):
-    """int32 [S]: the actions of one JAX player in the games `indices` [S] of the batch."""
-    rules, state = jax.tree.map(lambda x: x[indices], (rules, state))
-    planes = planes[indices]
+def _policy(params, rules, state, planes, key, *, spec: PolicySpec):
+    """int32 [S]: a JAX player's actions in S positions. Compiled per spec and S only (the
+    rows are gathered beforehand), so a model's search is shared by batches of any size."""
     if spec.kind == "random":
         return R.random_legal_action(key, R.planes_to_mask(planes))
     if spec.kind == "greedy":
@@ -201,14 +206,47 @@ def _act(params, rules, state, planes, indices, key, *, spec: PolicySpec):
     return policy(key, rules, state, planes)
 
 
+def act(player: Player, rules, state, planes, indices, key) -> np.ndarray:
+    """int32 [S]: `player`'s actions in the games `indices` [S] of a batch (numpy)."""
+    gathered = _gather(rules, state, planes, jnp.asarray(indices, jnp.int32))
+    params = player.params if player.kind == "model" else None
+    return np.asarray(_policy(params, *gathered, key, spec=player.spec))
+
+
 @jax.jit
 def _advance(rules, state, planes, actions):
     """Play `actions` [B] in every game: (State [B], legal planes [B, 49])."""
     return R.step_with_planes(rules, state, actions, planes)
 
 
-def start_batch(variants: Sequence[str], max_plies: int | None = None):
-    """(Rules [B], State [B], legal planes [B, 49]) of the start positions of `variants`.
+def padded_size(num_games: int) -> int:
+    """Batch size for `num_games`: the next power of two from 16 up to 256, then a multiple of
+    256. Batches are padded with finished games so that runs of different sizes (a ladder, a
+    tournament, the tests) share compiled steps."""
+    if num_games <= 256:
+        return max(16, 1 << (num_games - 1).bit_length())
+    return -(-num_games // 256) * 256
+
+
+def _pad(tree, size: int):
+    """Pad every leaf's batch axis to `size` by repeating row 0."""
+    return jax.tree.map(
+        lambda x: jnp.concatenate([x, jnp.repeat(x[:1], size - x.shape[0], axis=0)]), tree
+    )
+
+
+def pad_batch(rules, state, planes, size: int):
+    """(rules, state, planes) padded to `size` games; the padding games are finished."""
+    real = state.terminated.shape[0]
+    rules, state, planes = _pad((rules, state, planes), size)
+    padding = jnp.arange(size) >= real
+    state = state.replace(terminated=state.terminated | padding)
+    return rules, state, jnp.where(padding[:, None], jnp.uint32(0), planes)
+
+
+def start_batch(variants: Sequence[str], max_plies: int | None = None, pad: bool = True):
+    """(Rules [B], State [B], legal planes [B, 49]) of the start positions of `variants`,
+    padded to `padded_size(len(variants))` games with finished ones unless `pad` is False.
 
     Built without compiling a move generator: per variant one eager `from_position` and the
     cached `evaluate.start_planes`, gathered per game. A start without any legal move
@@ -224,6 +262,8 @@ def start_batch(variants: Sequence[str], max_plies: int | None = None):
     state = jax.tree.map(take, *states)
     planes = jnp.asarray(planes[index])
     state = state.replace(terminated=~jnp.any(planes != 0, axis=-1))
+    if pad:
+        return pad_batch(rules, state, planes, padded_size(len(variants)))
     return rules, state, planes
 
 
@@ -329,6 +369,7 @@ def play_games(
     openings = np.array([g.opening for g in games])
     kinds = [p.kind for p in players]
     rules, state, planes = start_batch(variants, max_plies)
+    batch_size = state.terminated.shape[0]
     start_fens = [R.START_FENS[v] for v in variants]
     base_key = jax.random.key(seed)
 
@@ -354,14 +395,15 @@ def play_games(
         host = jax.device_get(
             (state.turn, state.terminated, state.pieces, state.own, state.rewards, planes)
         )
-        turn, terminated, pieces, own, rewards, host_planes = host
+        # The batch is padded with finished games: only the first `num_games` rows matter.
+        turn, terminated, pieces, own, rewards, host_planes = (x[:num_games] for x in host)
         white_reward += rewards[:, 0]
         done = terminated | aborted
         if done.all():
             break
         active = np.flatnonzero(~done)
         movers = np.where(turn == 0, white, black)
-        actions = np.zeros(num_games, np.int32)
+        actions = np.zeros(batch_size, np.int32)
         by_engine: dict[int, Any] = {}
         if ply < opening_plies:
             for g in active:
@@ -392,16 +434,8 @@ def play_games(
                 size = min(s for s in sizes if s >= len(chunk))
                 indices = np.full(size, chunk[0], np.int32)
                 indices[: len(chunk)] = chunk
-                out = _act(
-                    players[p].params if players[p].kind == "model" else None,
-                    rules,
-                    state,
-                    planes,
-                    jnp.asarray(indices),
-                    jax.random.fold_in(key, p),
-                    spec=players[p].spec,
-                )
-                actions[chunk] = np.asarray(out)[: len(chunk)]
+                out = act(players[p], rules, state, planes, indices, jax.random.fold_in(key, p))
+                actions[chunk] = out[: len(chunk)]
         for g, future in by_engine.items():
             reply = future.result()
             player = players[movers[g]]
@@ -500,7 +534,7 @@ def _eager_planes(rules: R.Rules, state: R.State) -> tuple[np.ndarray, bool]:
 
 
 class SingleGame:
-    """One game stepped by the compiled batch-of-one `_advance`, with its move list.
+    """One game stepped by the compiled `_advance` (row 0 of a padded batch), with its moves.
 
     Starts from the variant's start position or from `fen` (then the ply cap and the
     repetition history count from there). `play(move)` takes a UCI string and raises
@@ -518,10 +552,12 @@ class SingleGame:
             single = R.get(variant) if max_plies is None else R.get(variant, max_plies=max_plies)
             position = R.from_fen(fen)  # ValueError for a malformed FEN
             planes, in_check = _eager_planes(single, position)
-            self.rules = jax.tree.map(lambda x: jnp.asarray(x)[None], single)
-            self.state = jax.tree.map(lambda x: jnp.asarray(x)[None], position)
-            self.state = self.state.replace(terminated=jnp.asarray([not planes.any()]))
-            self.planes = jnp.asarray(planes[None])
+            rules = jax.tree.map(lambda x: jnp.asarray(x)[None], single)
+            state = jax.tree.map(lambda x: jnp.asarray(x)[None], position)
+            state = state.replace(terminated=jnp.asarray([not planes.any()]))
+            self.rules, self.state, self.planes = pad_batch(
+                rules, state, jnp.asarray(planes[None]), padded_size(1)
+            )
             self.start_fen = fen
             self._start_in_check = in_check
         self.moves: list[str] = []
@@ -568,9 +604,8 @@ class SingleGame:
         move = notation.action_to_uci(
             int(action), int(s.turn), s.pieces, s.own, self.variant == "rifle"
         )
-        self.state, self.planes = _advance(
-            self.rules, self.state, self.planes, jnp.asarray([action], jnp.int32)
-        )
+        actions = jnp.zeros(self.planes.shape[0], jnp.int32).at[0].set(action)
+        self.state, self.planes = _advance(self.rules, self.state, self.planes, actions)
         self._sync()
         self._white_reward += float(self._host.rewards[0])
         self.moves.append(move)

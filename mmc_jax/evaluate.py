@@ -526,7 +526,8 @@ def play_match(
       opening_plies: uniformly random plies played by both sides first, paired across colours.
       games_out: a list to which the games are appended as dicts (variant, white, black,
         start_fen, moves in UCI, result, termination, opening_plies) for `mmc_jax.pgn`. The
-        recording arena is compiled separately but plays exactly the same games.
+        arena records every match anyway (a `GameLog` of max(256, ply cap) plies), so this
+        costs no other compile and changes nothing in the games.
 
     Returns:
       A JSON-able dict: `num_games`, `wins`, `draws`, `losses`, `score`, `score_ci95`,
@@ -583,7 +584,8 @@ def play_match(
             jnp.int32(opening_plies),
             model=model,
             opponent=opponent_player,
-            record_plies=int(single.max_plies) if games_out is not None else 0,
+            # Always recorded (a few MB at most), so that `games_out` needs no other compile.
+            record_plies=max(R.variants.DEFAULT_MAX_PLIES, int(single.max_plies)),
         )
     )
     if not np.all(output.finished):  # unreachable while the rules enforce their ply cap

@@ -20,8 +20,6 @@ import sys
 from typing import TextIO
 
 import jax
-import jax.numpy as jnp
-import numpy as np
 
 from mmc_jax import arena
 from mmc_jax import evaluate as E
@@ -111,16 +109,7 @@ def _read(stdin: TextIO, stdout: TextIO, prompt: str) -> str:
 
 
 def _model_move(single: arena.SingleGame, player: arena.Player, key) -> int:
-    action = arena._act(
-        player.params,
-        single.rules,
-        single.state,
-        single.planes,
-        jnp.zeros(1, jnp.int32),
-        key,
-        spec=player.spec,
-    )
-    return int(np.asarray(action)[0])
+    return int(arena.act(player, single.rules, single.state, single.planes, [0], key)[0])
 
 
 def main(

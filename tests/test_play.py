@@ -1,0 +1,100 @@
+"""Tests for `python -m mmc_jax.play`: scripted games through stdin, bad input answered with
+the legal moves, clean exits on end of input and Ctrl-C, the dark fog view.
+
+In process, with the uniform-prior model and 0 simulations (the first legal move: no search
+to compile); the game steps through the same compiled batch as the other arena tests.
+"""
+
+import io
+import os
+import subprocess
+import sys
+
+import pyffish as sf
+import pytest
+
+from mmc_jax import pgn, play, uci
+from mmc_jax import rules as R
+
+
+def run(argv, lines):
+    out = io.StringIO()
+    status = play.main(argv, stdin=io.StringIO("".join(f"{line}\n" for line in lines)), stdout=out)
+    return status, out.getvalue()
+
+
+def test_scripted_game_with_bad_input(tmp_path):
+    path = tmp_path / "game.pgn"
+    lines = ["e2e4", "hello", "", "a2a3q", "moves", "board", "help", "E2E3", "b1c3", "c3b5"]
+    status, out = run(
+        ["--variant", "gardner", "--simulations", "0", "--max-plies", "6", "--pgn", str(path)],
+        lines,
+    )
+    assert status == 0
+    legal = "a2a3, b1a3, b1c3, b2b3, c2c3, d2d3, e2e3"
+    assert f"illegal move 'e2e4'; legal moves: {legal}" in out
+    assert "malformed move 'hello'" in out and "legal moves: a2a3 b1a3" in out
+    assert "illegal move 'a2a3q'" in out
+    assert "legal moves: a2a3 b1a3 b1c3 b2b3 c2c3 d2d3 e2e3" in out  # the `moves` command
+    assert "Type a move in UCI" in out and "♔" in out
+    assert out.count("model plays") == 3
+    assert "result: 1/2-1/2 (draw)" in out  # the ply cap of 6 ends the game
+    (game,) = pgn.read_pgn(path)
+    assert game.headers["White"] == "you" and game.result == "1/2-1/2"
+    assert game.moves[0::2] == ["e2e3", "b1c3", "c3b5"] and len(game.moves) == 6
+    assert len(pgn.replay(game, check_result=False)) == 7
+
+
+def test_as_black_and_end_of_input():
+    status, out = run(["--variant", "baby", "--as", "black", "--simulations", "0"], [])
+    assert status == 0
+    assert out.index("model plays") < out.index("your move>")
+    assert "game ended (quit) after 1 plies" in out
+
+
+def test_quit_and_ctrl_c():
+    status, out = run(["--variant", "atomic", "--simulations", "0"], ["quit"])
+    assert status == 0 and "game ended (quit) after 0 plies" in out
+
+    class Interrupting(io.StringIO):
+        def readline(self, *args):
+            raise KeyboardInterrupt
+
+    out = io.StringIO()
+    status = play.main(["--variant", "atomic", "--simulations", "0"], Interrupting(), out)
+    assert status == 0 and "game ended (interrupted)" in out.getvalue()
+
+
+def test_dark_shows_fog_and_hides_the_model_move():
+    status, out = run(["--variant", "dark", "--as", "black", "--simulations", "0"], ["moves"])
+    assert status == 0
+    assert "model moved (hidden in dark)" in out and "⊙" in out
+
+
+def test_fog_board_matches_pyffish():
+    sf.load_variant_config(open(uci.variants_file()).read())
+    fens = [fen for fen, _ in uci.PROBES["dark"]] + [R.START_FENS["dark"]]
+    for fen in fens:
+        legal = sf.legal_moves("dark-gardner", fen, [])
+        assert play.fog_board(fen, legal) == sf.get_fog_fen(fen, "dark-gardner"), fen
+
+
+def test_cli_errors_in_a_subprocess():
+    env = dict(os.environ, JAX_PLATFORMS="cpu")
+    process = subprocess.run(
+        [sys.executable, "-m", "mmc_jax.play", "--variant", "chess"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
+    assert process.returncode == 2 and "valid variants: gardner" in process.stderr
+    assert "Traceback" not in process.stderr
+
+
+@pytest.mark.parametrize("argv", [["--help"]])
+def test_help(argv, capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        play.main(argv)
+    assert exit_info.value.code == 0
+    assert "--checkpoint" in capsys.readouterr().out
