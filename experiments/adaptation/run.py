@@ -72,24 +72,24 @@ PRESETS = {
         meta_iterations=40,
         adapt_iterations=5,
         eval_at=(0, 1, 2, 5),
-        seeds=(0,),
-        num_games=32,
+        seeds=(0, 1),
+        num_games=128,
         num_simulations=8,
         max_plies=100,
-        opponents=("greedy",),
-        reference_iterations=0,
+        opponents=("greedy", "random"),
+        reference_iterations=20,
     ),
     "full": Preset(
         joat_preset="cpu",
         meta_iterations=150,
         adapt_iterations=5,
         eval_at=(0, 1, 2, 5),
-        seeds=(0, 1),
-        num_games=64,
+        seeds=(0, 1, 2),
+        num_games=256,
         num_simulations=16,
         max_plies=0,
         opponents=("greedy", "random"),
-        reference_iterations=20,
+        reference_iterations=50,
     ),
     "smoke": Preset(
         joat_preset="smoke",
@@ -271,8 +271,22 @@ def run_adapt(
 
     stage = workdir / "adapt" / variant / start / f"seed{seed}"
     info = _done(stage)
-    if info:
+    wanted = {
+        "num_games": preset.num_games,
+        "num_simulations": preset.num_simulations,
+        "max_plies": preset.max_plies,
+        "opponents": list(preset.opponents),
+    }
+    if (
+        info
+        and info["results"]["settings"] == wanted
+        and info.get("eval_at") == list(preset.eval_at)
+    ):
         return info
+    if stage.exists():  # another preset's settings: keep the old run aside, start afresh
+        stale = stage.with_name(f"{stage.name}.stale-{int(time.time())}")
+        os.replace(stage, stale)
+        log(f"adapt/{variant}/{start}/{stage.name}: settings changed, old run moved to {stale}")
     joat = load_joat_config(preset.joat_preset)
     log(f"stage adapt/{variant}/{start}/seed{seed}: from {init}")
     started = time.time()
@@ -292,7 +306,12 @@ def run_adapt(
         seed=seed,
         stream=log,
     )
-    info = {"path": str(stage), "seconds": time.time() - started, "results": results}
+    info = {
+        "path": str(stage),
+        "seconds": time.time() - started,
+        "eval_at": list(preset.eval_at),
+        "results": results,
+    }
     _mark_done(stage, info)
     log(f"stage adapt/{variant}/{start}/seed{seed} done in {info['seconds']:.0f} s")
     return info
