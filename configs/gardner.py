@@ -6,16 +6,15 @@ Presets (the part after the colon):
       One accelerator (H100 class): 6x128 ResNet, 1024 games x 64 plies x 32 simulations per
       iteration, 400 iterations (26M positions). Not yet run: expect a few hours and
       near-perfect scores against random and greedy within the first few dozen iterations.
-  cpu              python -m mmc_jax.train --config configs/gardner.py:cpu --workdir runs/cpu
-      A 2-core CPU in about 30 minutes: 2x32 net (63k parameters), 64 games x 32 plies x 16
-      simulations per iteration, 100 iterations, evaluation (64 games each against random and
-      greedy, 16 simulations) every 20. Measured on a 2-core CPU shared with another job:
-      compile 60-110 s; 8-24 s per iteration (130-250 positions/s, 2-5 finished games/s);
-      an evaluation 80 s (plus about 2 minutes to compile the first). Games last ~25 plies
-      at first, ~55 after 20 iterations. Policy loss 2.23 -> 1.45 and value loss 0.95 ->
-      0.42 in 20 iterations (41k positions, 9 minutes); score (W + D/2) against random 0.94
-      after 10 iterations, 0.95 after 20; against greedy 0.49 after 10 and 0.63 [0.57, 0.69]
-      after 20. Checkpoints every iteration (with the replay, about 8 MB compressed).
+  cpu              bash experiments/gardner_cpu/run.sh runs/gardner_cpu   (30 minutes + eval)
+      A 2-core CPU: 2x32 net (63k parameters), 128 games x 32 plies x 32 simulations per
+      iteration, 32 minibatches of 256 from the last 8 iterations, evaluation (64 games each
+      against random and greedy, 32 simulations) every 15 iterations, a checkpoint (with the
+      replay, ~8 MB) every iteration. `num_iterations` = 400 is only a cap: the 30-minute
+      protocol stops the run on the wall clock. Measured on a shared 2-core CPU (2026-11-22):
+      compile 102 s, ~30 s per iteration (135 positions/s); after 30 minutes (47 iterations,
+      193k positions) 0.995 [0.990, 1.000] against random and 0.958 [0.944, 0.971] against
+      greedy over 400 games each (experiments/gardner_cpu/README.md).
   smoke            python -m mmc_jax.train --config configs/gardner.py:smoke --workdir /tmp/s
       The tests' run: a 1x8 net, 8 games x 4 plies x 4 simulations, 2 iterations. About two
       minutes on 2 CPU cores, nearly all of it compilation. Learns nothing.
