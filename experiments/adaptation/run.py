@@ -264,24 +264,27 @@ def run_reference(workdir: Path, preset: Preset, variant: str, log) -> dict | No
     return info
 
 
-def run_adapt(
-    workdir: Path, preset: Preset, variant: str, start: str, init: str, seed: int, reference, log
-) -> dict:
-    from mmc_jax import adapt
-
-    stage = workdir / "adapt" / variant / start / f"seed{seed}"
-    info = _done(stage)
+def _current(info: dict | None, preset: Preset) -> dict | None:
+    """An adaptation stage's record if it was run with this preset's evaluation settings."""
     wanted = {
         "num_games": preset.num_games,
         "num_simulations": preset.num_simulations,
         "max_plies": preset.max_plies,
         "opponents": list(preset.opponents),
     }
-    if (
-        info
-        and info["results"]["settings"] == wanted
-        and info.get("eval_at") == list(preset.eval_at)
-    ):
+    if not info or info["results"]["settings"] != wanted:
+        return None
+    return info if info.get("eval_at") == list(preset.eval_at) else None
+
+
+def run_adapt(
+    workdir: Path, preset: Preset, variant: str, start: str, init: str, seed: int, reference, log
+) -> dict:
+    from mmc_jax import adapt
+
+    stage = workdir / "adapt" / variant / start / f"seed{seed}"
+    info = _current(_done(stage), preset)
+    if info:
         return info
     if stage.exists():  # another preset's settings: keep the old run aside, start afresh
         stale = stage.with_name(f"{stage.name}.stale-{int(time.time())}")
@@ -356,7 +359,8 @@ def summarise(workdir: Path, preset: Preset, variants, starts, pretrain: dict) -
         for start in starts:
             runs = []
             for seed in preset.seeds:
-                info = _done(workdir / "adapt" / variant / start / f"seed{seed}")
+                stage = workdir / "adapt" / variant / start / f"seed{seed}"
+                info = _current(_done(stage), preset)
                 if info:
                     runs.append(info["results"])
             if not runs:
