@@ -103,8 +103,8 @@ def _read(stdin: TextIO, stdout: TextIO, prompt: str) -> str:
     stdout.write(prompt)
     stdout.flush()
     line = stdin.readline()
-    if not line:  # end of input
-        raise _Quit
+    if not line:
+        raise _Quit("end of input")
     return line.strip()
 
 
@@ -159,7 +159,7 @@ def main(
                     if not text:
                         continue
                     if text in ("quit", "exit", "resign", "q"):
-                        raise _Quit
+                        raise _Quit("quit")
                     if text in ("help", "?", "h"):
                         say(HELP)
                         continue
@@ -183,8 +183,8 @@ def main(
                     _model_move(single, model, jax.random.fold_in(key, len(single.moves)))
                 )
                 say("model moved (hidden in dark)" if dark else f"model plays {move}")
-    except _Quit:
-        quit_reason = "quit"
+    except _Quit as reason:
+        quit_reason = str(reason)
     except KeyboardInterrupt:
         quit_reason = "interrupted"
 

@@ -49,7 +49,7 @@ def test_as_black_and_end_of_input():
     status, out = run(["--variant", "baby", "--as", "black", "--simulations", "0"], [])
     assert status == 0
     assert out.index("model plays") < out.index("your move>")
-    assert "game ended (quit) after 1 plies" in out
+    assert "game ended (end of input) after 1 plies" in out
 
 
 def test_quit_and_ctrl_c():
