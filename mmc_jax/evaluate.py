@@ -40,6 +40,11 @@ its parameters. CLI (see `main`):
     python -m mmc_jax.evaluate --checkpoint runs/gardner --variant gardner --opponent greedy \\
         --games 400 [--simulations 32] [--seed 0] [--json]
 
+`--pgn FILE` saves the games (`mmc_jax.pgn`; every match is recorded in the arena anyway).
+Subcommands: `python -m mmc_jax.evaluate ladder ...` rates a checkpoint in Elo against random,
+greedy and Fairy-Stockfish at increasing node limits, `... tournament ...` every checkpoint of
+a run (`mmc_jax.ladder`; those games run in the stepwise `mmc_jax.arena`).
+
 `--checkpoint none` (or omitting it) evaluates the uniform-prior search: a stand-in network
 with zero logits and zero value, so the search sees only the game's terminal rewards (a
 shallow mate-and-king-capture finder). `--opponent` is `random`, `greedy` or another run's

@@ -358,7 +358,7 @@ def plot_ladder(report: dict[str, Any], path: str) -> None:
         right.set_xticks(x, [row["opponent"] for row in rows], rotation=30, ha="right")
         right.set_ylim(0, 1)
         right.axhline(0.5, color="black", lw=0.5)
-        right.legend()
+        right.legend(loc="upper right")
         right.set_title(f"{model['name']} against each rung ({rows[0]['games']} games)")
     fig.tight_layout()
     fig.savefig(path, dpi=100)
@@ -574,12 +574,12 @@ def _checkpoint_steps(parser, workdir: str) -> list[int]:
         return ckpt.all_steps()
 
 
-def _finish(parser, args, report, records, kind: str) -> int:
+def _finish(args, argv, report, records, kind: str) -> int:
     out = args.out
     os.makedirs(out, exist_ok=True)
     json_path = os.path.join(out, f"{kind}.json")
     png_path = os.path.join(out, f"{kind}.png")
-    report["command"] = "python -m mmc_jax.evaluate " + " ".join(sys.argv[1:])
+    report["command"] = f"python -m mmc_jax.evaluate {kind} " + " ".join(argv)
     with open(json_path, "w") as handle:
         json.dump(report, handle, indent=1)
     (plot_ladder if kind == "ladder" else plot_tournament)(report, png_path)
@@ -637,7 +637,7 @@ def ladder_main(argv: Sequence[str]) -> int:
     args.out = args.out or default_out
     report, records = _run_or_fail(parser, models, settings)
     report["checkpoint"] = args.checkpoint
-    return _finish(parser, args, report, records, "ladder")
+    return _finish(args, argv, report, records, "ladder")
 
 
 def tournament_main(argv: Sequence[str]) -> int:
@@ -671,4 +671,4 @@ def tournament_main(argv: Sequence[str]) -> int:
     args.out = args.out or os.path.join(args.run, "tournament")
     report, records = _run_or_fail(parser, models, settings)
     report["run"] = args.run
-    return _finish(parser, args, report, records, "tournament")
+    return _finish(args, argv, report, records, "tournament")
