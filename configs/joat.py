@@ -161,6 +161,10 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
     adapt.eval.num_simulations = 32
     adapt.eval.opponents = ("random", "greedy")
     adapt.eval.max_plies = 0  # 0: the rules' ply cap (256)
+    # Random plies (paired across colours) opening games between two networks (the adapted
+    # model against the unadapted one or a reference): deterministic searches would otherwise
+    # replay a single game per colour.
+    adapt.eval.opening_plies = 4
     adapt.checkpoint = ml_collections.ConfigDict()
     adapt.checkpoint.every = 1
     adapt.checkpoint.max_to_keep = 2

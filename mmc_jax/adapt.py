@@ -44,6 +44,9 @@ SCRATCH = ("scratch", "none")
 RESULTS_FILE = "adaptation.json"
 TABLE_FILE = "adaptation.md"
 PLOT_FILE = "adaptation.png"
+# Network-vs-network matches start from this many uniformly random plies, paired across
+# colours: two deterministic searches would otherwise replay one game per colour.
+DEFAULT_OPENING_PLIES = 4
 _MATCH_FIELDS = ("num_games", "wins", "draws", "losses", "score", "score_ci95", "mean_plies")
 
 
@@ -142,6 +145,7 @@ def adaptation_config(
     out.eval.num_simulations = int(source.eval.get("num_simulations", 16))
     out.eval.opponents = tuple(source.eval.get("opponents", ("random", "greedy")))
     out.eval.max_plies = int(source.eval.get("max_plies", 0) or 0)
+    out.eval.opening_plies = int(source.eval.get("opening_plies", DEFAULT_OPENING_PLIES))
     checkpoint = source.get("checkpoint", {})
     out.checkpoint = ml_collections.ConfigDict()
     out.checkpoint.every = 1  # every evaluated iteration must be restorable
@@ -173,12 +177,14 @@ def evaluate_point(
     plus "unadapted" (against those params) and "reference" ((network, params)) when given.
 
     The key of a match depends only on the opponent, so every start point and iteration plays
-    the same random openings / tie-breaks (paired comparisons).
+    the same random openings / tie-breaks (paired comparisons). Matches between two networks
+    begin with `settings.opening_plies` random plies (the same in game i and game i + N/2).
     """
     from mmc_jax import evaluate
 
     games, sims = int(settings.num_games), int(settings.num_simulations)
     max_plies = int(settings.get("max_plies", 0) or 0) or None
+    openings = int(settings.get("opening_plies", DEFAULT_OPENING_PLIES))
     out = {}
     for index, opponent in enumerate(settings.opponents):
         out[opponent] = _summary(
@@ -206,6 +212,7 @@ def evaluate_point(
                 opponent_network=network,
                 opponent_params=unadapted,
                 max_plies=max_plies,
+                opening_plies=openings,
             )
         )
     if reference is not None:
@@ -222,6 +229,7 @@ def evaluate_point(
                 opponent_network=reference_network,
                 opponent_params=reference_params,
                 max_plies=max_plies,
+                opening_plies=openings,
             )
         )
     return out
@@ -254,7 +262,8 @@ def markdown_table(results: dict[str, Any]) -> str:
         f"{settings['num_games']} colour-balanced games per match, "
         f"{settings['num_simulations']} simulations, ply cap "
         f"{settings['max_plies'] or 256}, seed {results['seed']}; score = (W + D/2) / games "
-        "with 95% CI.",
+        f"with 95% CI; games between two networks open with {settings.get('opening_plies', 0)} "
+        "random plies.",
         "",
         "| iteration | frames | " + " | ".join(f"vs {o}" for o in used) + " |",
         "|---:|---:|" + "---:|" * len(used),
@@ -389,7 +398,9 @@ def run_adaptation(
         reference_network, reference_params, _ = evaluate.load_model(reference)
         reference_model = (reference_network, reference_params)
 
-    settings_dict = {k: settings[k] for k in ("num_games", "num_simulations", "max_plies")}
+    settings_dict = {
+        k: settings[k] for k in ("num_games", "num_simulations", "max_plies", "opening_plies")
+    }
     settings_dict["opponents"] = list(settings.opponents)
     results_path = os.path.join(workdir, RESULTS_FILE)
     results = {
