@@ -47,7 +47,9 @@ the other setting is refused with a message naming `network.variant_planes`.
 Data parallelism follows `mmc_jax.train`: a one-axis `data` mesh; the game pool and the
 self-play batch are sharded along it, each replay ring along its sample axis, parameters and
 optimizer state replicated; the tasks themselves are vmapped on every device. G must be
-divisible by the number of devices.
+divisible by the number of devices. The inner loop's minibatches are replicated (see
+`adapt_tasks`: XLA cannot partition the grouped convolutions of per-task parameters), so only
+self-play, the dominant cost, is data-parallel.
 
 The Python loop around `meta_step` (`train_meta`) has the conventions of `mmc_jax.train`: a
 progress line per iteration, `metrics.jsonl` (aggregates `train/*`, per task
@@ -357,9 +359,15 @@ def inner_loop(
     Returns:
       (theta_i, S_i, metrics of every step, each [k]).
     """
+    return inner_updates(params, opt_state, task_minibatches(ring, key, config), config)
+
+
+def inner_updates(
+    params: Any, opt_state: Any, minibatches: learner.Batch, config
+) -> tuple[Any, Any, dict[str, jax.Array]]:
+    """`learner.train_step` over minibatches [k, b] in a scan: (params, opt_state, metrics [k])."""
     network = network_lib.make_network(config.network)
     optimizer = learner.make_optimizer(config.learner)
-    minibatches = task_minibatches(ring, key, config)
     step = functools.partial(
         learner.train_step, network=network, optimizer=optimizer, config=config.learner
     )
@@ -373,12 +381,26 @@ def inner_loop(
 
 
 def adapt_tasks(
-    params: Any, opt_state: Any, rings: learner.ReplayBuffer, keys: jax.Array, config
+    params: Any,
+    opt_state: Any,
+    rings: learner.ReplayBuffer,
+    keys: jax.Array,
+    config,
+    mesh: Mesh | None = None,
 ) -> tuple[Any, Any, dict[str, jax.Array]]:
     """`inner_loop` vmapped over n tasks: rings [n] and keys [n] -> thetas [n], states [n],
-    metrics [n, k]. phi and S are shared (not mapped)."""
-    return jax.vmap(functools.partial(inner_loop, config=config), in_axes=(None, None, 0, 0))(
-        params, opt_state, rings, keys
+    metrics [n, k]. phi and S are shared (not mapped).
+
+    With a `mesh` the minibatches are replicated before the updates: vmapping over per-task
+    parameters turns every convolution into a grouped one, which XLA's SPMD partitioner
+    rejects when its batch is sharded (jax 0.10: "output feature dimension ... not divisible
+    by feature_group_count"). So the inner loop runs replicated on every device; self-play,
+    by far the larger cost, stays sharded.
+    """
+    minibatches = jax.vmap(functools.partial(task_minibatches, config=config))(rings, keys)
+    minibatches = _constrain(minibatches, mesh, P())
+    return jax.vmap(functools.partial(inner_updates, config=config), in_axes=(None, None, 0))(
+        params, opt_state, minibatches
     )
 
 
@@ -414,7 +436,13 @@ def _global_norm(tree: Any) -> jax.Array:
 
 
 def meta_update(
-    params: Any, opt_state: Any, rings: learner.ReplayBuffer, keys: jax.Array, eps, config
+    params: Any,
+    opt_state: Any,
+    rings: learner.ReplayBuffer,
+    keys: jax.Array,
+    eps,
+    config,
+    mesh: Mesh | None = None,
 ) -> tuple[Any, Any, dict[str, jax.Array]]:
     """One meta-update from the task rings [n] (see the module docstring for k = 1).
 
@@ -426,6 +454,7 @@ def meta_update(
     optimizer = learner.make_optimizer(config.learner)
     if int(config.meta.inner_steps) == 1:
         minibatches = jax.vmap(functools.partial(task_minibatches, config=config))(rings, keys)
+        minibatches = _constrain(minibatches, mesh, P())  # see adapt_tasks
         grad_fn = jax.grad(learner.loss_fn, has_aux=True)
         grads, metrics = jax.vmap(lambda batch: grad_fn(params, network, batch, config.learner))(
             jax.tree.map(lambda x: x[:, 0], minibatches)
@@ -438,7 +467,7 @@ def meta_update(
         metrics = {k: v[:, None] for k, v in metrics.items()}  # [n, 1]: one inner step
         adapt_norm = _global_norm(updates)
     else:
-        thetas, opt_states, metrics = adapt_tasks(params, opt_state, rings, keys, config)
+        thetas, opt_states, metrics = adapt_tasks(params, opt_state, rings, keys, config, mesh)
         new_params = outer_update(params, thetas, eps)
         new_opt_state = average_opt_states(opt_states)
         deltas = jax.tree.map(lambda t, p: t - p[None], thetas, params)
@@ -508,7 +537,9 @@ def meta_step(
     def round_(carry, round_key):
         params, opt_state = carry
         task_keys = jax.random.split(round_key, num_tasks)
-        params, opt_state, metrics = meta_update(params, opt_state, rings, task_keys, eps, config)
+        params, opt_state, metrics = meta_update(
+            params, opt_state, rings, task_keys, eps, config, mesh
+        )
         return (params, opt_state), metrics
 
     rounds = jax.random.split(update_key, int(config.meta.updates_per_iteration))

@@ -81,6 +81,48 @@ print("RESULT " + json.dumps(results))
 """
 
 
+FOUR_DEVICES_SCRIPT = """
+import importlib.util, json, sys
+import jax
+from mmc_jax import meta
+
+assert jax.device_count() == 4, jax.devices()
+spec = importlib.util.spec_from_file_location("joat_config", sys.argv[1])
+module = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(module)
+config = module.get_config("smoke")
+config.num_iterations = 1
+print("RESULT " + json.dumps(meta.train_meta(config, sys.argv[2], stream=None)))
+"""
+
+
+@pytest.fixture(scope="module")
+def four_device_process(tmp_path_factory):
+    """The smoke meta-training's first iteration on 4 fake CPU devices (a subprocess)."""
+    env = dict(os.environ, JAX_PLATFORMS="cpu")
+    env["XLA_FLAGS"] = (
+        env.get("XLA_FLAGS", "") + " --xla_force_host_platform_device_count=4"
+    ).strip()
+    process = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            FOUR_DEVICES_SCRIPT,
+            str(CONFIG_PATH),
+            str(tmp_path_factory.mktemp("four_devices")),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+        cwd=ROOT,
+    )
+    yield process
+    if process.poll() is None:
+        process.kill()
+        process.communicate()
+
+
 @pytest.fixture(scope="module")
 def workdirs(tmp_path_factory):
     base = tmp_path_factory.mktemp("meta")
@@ -114,9 +156,9 @@ def adapt_process(workdirs):
 
 
 @pytest.fixture(scope="module")
-def meta_run(workdirs, adapt_process):
+def meta_run(workdirs, adapt_process, four_device_process):
     """configs/joat.py:smoke meta-trained for its two outer iterations."""
-    del adapt_process  # started first: its compiles overlap ours
+    del adapt_process, four_device_process  # started first: their compiles overlap ours
     meta_workdir, _ = workdirs
     stream = io.StringIO()
     result = meta.train_meta(load_config("smoke"), meta_workdir, stream=stream)
@@ -403,3 +445,17 @@ def test_adapts_to_a_held_out_variant(meta_run, adapt_process, workdirs):
         adapt.run_adaptation("atomic", str(adapt_workdir / "nothing"), adapt_workdir, stream=None)
     with pytest.raises(ValueError, match="unknown variant 'darkish'; valid variants"):
         adapt.run_adaptation("darkish", "scratch", adapt_workdir, stream=None)
+
+
+def test_four_devices_match_one_device(meta_run, four_device_process):
+    workdir, _, _ = meta_run
+    stdout, stderr = four_device_process.communicate(timeout=900)
+    assert four_device_process.returncode == 0, stderr[-4000:]
+    (line,) = [x for x in stdout.splitlines() if x.startswith("RESULT ")]
+    four = json.loads(line[len("RESULT ") :])
+    one = metrics.read_metrics(workdir)[0]
+    assert four["meta/tasks"] == one["meta/tasks"]
+    for key in ("selfplay/frames", "selfplay/games"):
+        assert four[key] == one[key], key
+    for key in ("train/policy_loss", "meta/loss_before", "meta/loss_after", "meta/update_norm"):
+        np.testing.assert_allclose(four[key], one[key], rtol=2e-3, atol=1e-5, err_msg=key)
