@@ -2,7 +2,7 @@
 
 Presets (the part after the colon):
 
-  full (default)   python -m mmc_jax.train --config configs/gardner.py --workdir runs/gardner
+  full             python -m mmc_jax.train --config configs/gardner.py:full --workdir runs/gardner
       One accelerator (H100 class): 6x128 ResNet, 1024 games x 64 plies x 32 simulations per
       iteration, 400 iterations (26M positions). Not yet run: expect a few hours and
       near-perfect scores against random and greedy within the first few dozen iterations.
@@ -19,6 +19,7 @@ Presets (the part after the colon):
       The tests' run: a 1x8 net, 8 games x 4 plies x 4 simulations, 2 iterations. About two
       minutes on 2 CPU cores, nearly all of it compilation. Learns nothing.
 
+Without a preset: `full` on an accelerator, `cpu` (with a note on stderr) on a CPU-only machine.
 Any field can be overridden, e.g. `--config.variant=atomic` (one of mmc_jax.rules.VARIANTS) or
 `--config.selfplay.batch_size=256`; the config is locked, so a misspelt field is an error.
 `variants` is derived from `variant` by the trainer (it is the variant list checkpoints are
@@ -29,12 +30,24 @@ from __future__ import annotations
 
 import ml_collections
 
+try:
+    from configs import common
+except ImportError:  # loaded by file path from outside the repository root
+    import importlib.util
+    import os
+
+    _spec = importlib.util.spec_from_file_location(
+        "configs.common", os.path.join(os.path.dirname(os.path.abspath(__file__)), "common.py")
+    )
+    common = importlib.util.module_from_spec(_spec)
+    _spec.loader.exec_module(common)
+
 PRESETS = ("full", "default", "cpu", "smoke")
 
 
 def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
     """The run config of preset `arg` (None, "full" or "default", "cpu", "smoke"), locked."""
-    preset = arg or "full"
+    preset = common.default_preset(arg, "configs/gardner.py")
     if preset not in PRESETS:
         raise ValueError(f"unknown preset {preset!r} for configs/gardner.py; one of {PRESETS}")
 
@@ -44,69 +57,32 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
     config.seed = 0
     config.num_iterations = 400
 
-    config.network = ml_collections.ConfigDict()
-    config.network.num_blocks = 6
-    config.network.channels = 128
-    config.network.policy_head = "conv"
-    config.network.policy_channels = 32
-    config.network.value_channels = 8
-    config.network.value_hidden = 128
-    config.network.layer_norm = False
-    config.network.dtype = "float32"
+    size = "smoke" if preset == "smoke" else "cpu" if preset == "cpu" else "full"
+    # The variant planes are read (the default before the configs package): one variant.
+    config.network = common.network(size, variant_planes=True)
 
-    config.selfplay = ml_collections.ConfigDict()
+    config.selfplay = common.selfplay()
     config.selfplay.batch_size = 1024  # games played in parallel (divisible by the devices)
-    config.selfplay.num_plies = 64  # plies per iteration; unfinished games continue next time
-    config.selfplay.num_simulations = 32
-    config.selfplay.algorithm = "gumbel_muzero"  # or "muzero"
-    config.selfplay.gumbel_scale = 1.0
-    config.selfplay.max_num_considered_actions = 16
-    config.selfplay.temperature_plies = 8  # sample the first plies of every game
-    config.selfplay.temperature = 1.0
-    config.selfplay.dirichlet_alpha = 0.3  # "muzero" only
-    config.selfplay.dirichlet_fraction = 0.25  # "muzero" only
     # Left-right mirroring where valid: no current variant has a file-symmetric start
     # position (kings and queens on d/e), so this is a no-op for all of them.
     config.selfplay.mirror_augment = True
 
-    config.learner = ml_collections.ConfigDict()
-    config.learner.optimizer = "adam"
-    config.learner.learning_rate = 1e-3
-    config.learner.lr_schedule = "constant"
-    config.learner.warmup_steps = 0
-    config.learner.decay_steps = 0
-    config.learner.end_lr_factor = 0.0
-    config.learner.weight_decay = 1e-4
-    config.learner.weight_decay_mode = "decoupled"
-    config.learner.max_grad_norm = 1.0
-    config.learner.value_loss_weight = 1.0
-    config.learner.batch_size = 1024
+    config.learner = common.learner(batch_size=1024)
     # Minibatch updates per iteration; samples drawn from the replay without replacement.
     config.learner.steps_per_iteration = 64
 
     config.replay = ml_collections.ConfigDict()
     config.replay.iterations = 4  # window: the samples of the last N iterations
 
-    config.eval = ml_collections.ConfigDict()
-    config.eval.every = 10  # iterations; 0 disables
-    config.eval.num_games = 128
-    config.eval.num_simulations = 32
-    config.eval.opponents = ("random", "greedy")
+    config.eval = common.evaluation(every=10, num_games=128, num_simulations=32)
 
-    config.checkpoint = ml_collections.ConfigDict()
-    config.checkpoint.every = 5
-    config.checkpoint.max_to_keep = 3
-    # Save the replay ring with the checkpoints, so a resumed run is bit-identical to an
+    # The replay ring is saved with the checkpoints, so a resumed run is bit-identical to an
     # unbroken one. Here 4 x 65k samples of 8.7 kB = 2.3 GB in memory; mostly zeros, so zstd
-    # stores it in about 5% of that. False: a resumed run starts with an empty ring.
-    config.checkpoint.save_replay = True
+    # stores it in about 5% of that. save_replay=False: a resumed run starts with an empty ring.
+    config.checkpoint = common.checkpointing(every=5, max_to_keep=3)
 
     if preset == "cpu":
         config.num_iterations = 400  # a cap: the 30-minute run stops on the wall clock
-        config.network.num_blocks = 2
-        config.network.channels = 32
-        config.network.policy_channels = 16
-        config.network.value_hidden = 64
         config.selfplay.batch_size = 128
         config.selfplay.num_plies = 32
         config.selfplay.num_simulations = 32
@@ -120,11 +96,6 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
         config.checkpoint.max_to_keep = 2
     elif preset == "smoke":
         config.num_iterations = 2
-        config.network.num_blocks = 1
-        config.network.channels = 8
-        config.network.policy_channels = 4
-        config.network.value_channels = 2
-        config.network.value_hidden = 8
         config.selfplay.batch_size = 8
         config.selfplay.num_plies = 4
         config.selfplay.num_simulations = 4

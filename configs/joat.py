@@ -2,7 +2,7 @@
 
 Presets (the part after the colon):
 
-  full (default)   python -m mmc_jax.train --config configs/joat.py --workdir runs/joat
+  full             python -m mmc_jax.train --config configs/joat.py:full --workdir runs/joat
       One accelerator (H100 class): 6x128 ResNet, 7 tasks (every variant but monochromatic)
       x 128 games x 64 plies x 32 simulations per outer iteration (57k positions), k = 16
       inner steps of 512 per task, eps = 1 (JOAT averaging), 300 outer iterations.
@@ -46,6 +46,18 @@ from __future__ import annotations
 
 import ml_collections
 
+try:
+    from configs import common
+except ImportError:  # loaded by file path from outside the repository root
+    import importlib.util
+    import os
+
+    _spec = importlib.util.spec_from_file_location(
+        "configs.common", os.path.join(os.path.dirname(os.path.abspath(__file__)), "common.py")
+    )
+    common = importlib.util.module_from_spec(_spec)
+    _spec.loader.exec_module(common)
+
 PRESETS = ("full", "default", "cpu", "quick", "smoke")
 
 ALL_WEIGHTS = {
@@ -61,53 +73,19 @@ ALL_WEIGHTS = {
 }
 
 
-def _network() -> ml_collections.ConfigDict:
-    network = ml_collections.ConfigDict()
-    network.num_blocks = 6
-    network.channels = 128
-    network.policy_head = "conv"
-    network.policy_channels = 32
-    network.value_channels = 8
-    network.value_hidden = 128
-    network.layer_norm = False
-    network.dtype = "float32"
-    network.variant_planes = False  # off by default: the net is not told the variant
-    return network
-
-
 def _selfplay() -> ml_collections.ConfigDict:
-    selfplay = ml_collections.ConfigDict()
-    selfplay.num_plies = 64
-    selfplay.num_simulations = 32
-    selfplay.algorithm = "gumbel_muzero"
-    selfplay.gumbel_scale = 1.0
-    selfplay.max_num_considered_actions = 16
-    selfplay.temperature_plies = 8
-    selfplay.temperature = 1.0
-    selfplay.dirichlet_alpha = 0.3
-    selfplay.dirichlet_fraction = 0.25
-    return selfplay
+    return common.selfplay()
 
 
 def _learner() -> ml_collections.ConfigDict:
-    learner = ml_collections.ConfigDict()
-    learner.optimizer = "adam"
-    learner.learning_rate = 1e-3
-    learner.lr_schedule = "constant"
-    learner.warmup_steps = 0
-    learner.decay_steps = 0
-    learner.end_lr_factor = 0.0
-    learner.weight_decay = 1e-4
-    learner.weight_decay_mode = "decoupled"
-    learner.max_grad_norm = 1.0
-    learner.value_loss_weight = 1.0
-    learner.batch_size = 512
-    return learner
+    return common.learner(batch_size=512)
 
 
 def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
     """The meta-training config of preset `arg` (None, "full", "cpu", "quick", "smoke"), locked."""
-    preset = arg or "full"
+    preset = common.default_preset(arg, "configs/joat.py")
+    if preset in ("default",):
+        preset = "full"
     if preset not in PRESETS:
         raise ValueError(f"unknown preset {preset!r} for configs/joat.py; one of {PRESETS}")
 
@@ -118,7 +96,9 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
     config.seed = 0
     config.num_iterations = 300
 
-    config.network = _network()
+    size = "smoke" if preset == "smoke" else "full" if preset == "full" else "cpu"
+    # Off by default: the net is not told the variant (a held-out one is no unseen input).
+    config.network = common.network(size, variant_planes=False)
     config.selfplay = _selfplay()
     config.learner = _learner()
 
@@ -172,10 +152,6 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
 
     if preset in ("cpu", "quick"):
         config.num_iterations = 60
-        config.network.num_blocks = 2
-        config.network.channels = 32
-        config.network.policy_channels = 16
-        config.network.value_hidden = 64
         config.selfplay.num_plies = 32
         config.selfplay.num_simulations = 16
         config.meta.num_tasks = 4
@@ -208,11 +184,6 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
     elif preset == "smoke":
         config.num_iterations = 2
         config.holdout = "dark"
-        config.network.num_blocks = 1
-        config.network.channels = 8
-        config.network.policy_channels = 4
-        config.network.value_channels = 2
-        config.network.value_hidden = 8
         config.selfplay.num_plies = 4
         config.selfplay.num_simulations = 4
         config.selfplay.max_num_considered_actions = 4

@@ -8,8 +8,9 @@
 
 `--init_from` is a run's workdir (or `<workdir>/checkpoints/<step>`): a meta-training run
 (configs/joat.py), a single-variant run (configs/gardner.py), or `scratch` for a fresh
-network. The network is rebuilt from the checkpoint's saved config. The adaptation runs
-`mmc_jax.train.train` on `--variant` from those parameters (fresh optimizer state), with the
+network. The network is rebuilt from the checkpoint's saved config. The adaptation is one
+`mmc_jax.runloop.run` of AlphaZero on `--variant` from those parameters (fresh optimizer
+state), its evaluations a hook called after the iterations of `--eval_at`, with the
 AlphaZero settings (games, plies, simulations, learner, replay) of, in this order: the `adapt`
 section of `--config`, a single-variant `--config` itself, the `adapt` section saved with the
 checkpoint, or the checkpoint's own single-variant settings.
@@ -34,11 +35,11 @@ from typing import Any
 import jax
 import ml_collections
 
+from mmc_jax import alphazero, match, runloop
 from mmc_jax import checkpoint as checkpoint_lib
 from mmc_jax import metrics as metrics_lib
 from mmc_jax import network as network_lib
 from mmc_jax import rules as R
-from mmc_jax import train as train_lib
 
 SCRATCH = ("scratch", "none")
 RESULTS_FILE = "adaptation.json"
@@ -91,9 +92,7 @@ def load_start(init_from: str, config: ml_collections.ConfigDict | None, seed: i
             jax.random.fold_in(jax.random.key(seed), 7)
         )
         return network_config, on_device(params), None, "scratch"
-    from mmc_jax import evaluate
-
-    _, params, saved = evaluate.load_model(init_from)
+    _, params, saved = checkpoint_lib.load_model(init_from)
     label = os.path.abspath(os.fspath(init_from))
     return _config_dict(saved.network), on_device(params), saved, label
 
@@ -180,58 +179,38 @@ def evaluate_point(
     the same random openings / tie-breaks (paired comparisons). Matches between two networks
     begin with `settings.opening_plies` random plies (the same in game i and game i + N/2).
     """
-    from mmc_jax import evaluate
-
     games, sims = int(settings.num_games), int(settings.num_simulations)
     max_plies = int(settings.get("max_plies", 0) or 0) or None
     openings = int(settings.get("opening_plies", DEFAULT_OPENING_PLIES))
-    out = {}
-    for index, opponent in enumerate(settings.opponents):
-        out[opponent] = _summary(
-            evaluate.play_match(
-                network,
-                params,
-                variant,
-                opponent,
-                games,
-                sims,
-                jax.random.fold_in(key, index),
-                max_plies=max_plies,
-            )
-        )
+    # (name, key index, opponent keyword arguments)
+    matches = [
+        (opponent, i, {"opponent": opponent}) for i, opponent in enumerate(settings.opponents)
+    ]
     if unadapted is not None:
-        out["unadapted"] = _summary(
-            evaluate.play_match(
-                network,
-                params,
-                variant,
-                "checkpoint",
-                games,
-                sims,
-                jax.random.fold_in(key, 100),
-                opponent_network=network,
-                opponent_params=unadapted,
-                max_plies=max_plies,
-                opening_plies=openings,
-            )
+        matches.append(
+            ("unadapted", 100, {"opponent_network": network, "opponent_params": unadapted})
         )
     if reference is not None:
-        reference_network, reference_params = reference
-        out["reference"] = _summary(
-            evaluate.play_match(
-                network,
-                params,
-                variant,
-                "checkpoint",
-                games,
-                sims,
-                jax.random.fold_in(key, 101),
-                opponent_network=reference_network,
-                opponent_params=reference_params,
-                max_plies=max_plies,
-                opening_plies=openings,
-            )
+        ref_network, ref_params = reference
+        matches.append(
+            ("reference", 101, {"opponent_network": ref_network, "opponent_params": ref_params})
         )
+    out = {}
+    for name, index, opponent in matches:
+        networks = "opponent_network" in opponent
+        result = match.play_match(
+            network,
+            params,
+            variant,
+            opponent.pop("opponent", "checkpoint"),
+            games,
+            sims,
+            jax.random.fold_in(key, index),
+            max_plies=max_plies,
+            opening_plies=openings if networks else 0,
+            **opponent,
+        )
+        out[name] = _summary(result)
     return out
 
 
@@ -388,14 +367,12 @@ def run_adaptation(
         settings.max_plies = int(max_plies)
     if settings.num_games <= 0 or settings.num_games % 2:
         raise ValueError(f"the number of games must be positive and even, got {settings.num_games}")
-    train_lib.prepare_config(run_config)  # validates before any work
+    alphazero.prepare_config(run_config)  # validates before any work
     _check_workdir(workdir, run_config)
     network = network_lib.make_network(network_config)
     reference_model = None
     if reference:
-        from mmc_jax import evaluate
-
-        reference_network, reference_params, _ = evaluate.load_model(reference)
+        reference_network, reference_params, _ = checkpoint_lib.load_model(reference)
         reference_model = (reference_network, reference_params)
 
     settings_dict = {
@@ -409,7 +386,7 @@ def run_adaptation(
         "seed": seed,
         "settings": settings_dict,
         "reference": os.path.abspath(reference) if reference else None,
-        "frames_per_iteration": train_lib.samples_per_iteration(run_config),
+        "frames_per_iteration": alphazero.samples_per_iteration(run_config),
         "points": [],
     }
     if os.path.exists(results_path):
@@ -424,18 +401,9 @@ def run_adaptation(
         lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=x.sharding), params0
     )
     os.makedirs(workdir, exist_ok=True)
-    for point in points_wanted:
-        if point in done:
-            continue
+
+    def evaluate_at(point: int, params: Any, frames: int, trained: float) -> None:
         started = time.time()
-        params = params0
-        if point > 0:
-            step_config = ml_collections.ConfigDict(run_config.to_dict())
-            step_config.num_iterations = point
-            train_lib.train(step_config, workdir, init_params=params0, stream=stream)
-            restored = checkpoint_lib.restore_subtree(workdir, "params", template, step=point)
-            params = on_device(restored)
-        trained = time.time() - started
         matches = evaluate_point(
             network,
             params,
@@ -447,15 +415,49 @@ def run_adaptation(
         )
         entry = {
             "iteration": point,
-            "frames": _frames_at(workdir, point),
+            "frames": frames,
             "train_seconds": trained,
-            "eval_seconds": time.time() - started - trained,
+            "eval_seconds": time.time() - started,
             "matches": matches,
         }
         results["points"] = sorted(results["points"] + [entry], key=lambda p: p["iteration"])
         _write_json(results_path, results)
         scores = ", ".join(f"{o} {_format_score(m)}" for o, m in matches.items())
-        log(f"{variant} after {point} adaptation iterations ({entry['frames']} frames): {scores}")
+        log(f"{variant} after {point} adaptation iterations ({frames} frames): {scores}")
+
+    if 0 in points_wanted and 0 not in done:
+        evaluate_at(0, params0, 0, 0.0)
+    # Points behind a resumed run's checkpoint (an earlier call evaluated fewer of them).
+    reached = checkpoint_lib.latest_step(workdir) or 0
+    for point in points_wanted:
+        if 0 < point <= reached and point not in done:
+            restored = checkpoint_lib.restore_subtree(workdir, "params", template, step=point)
+            evaluate_at(point, on_device(restored), _frames_at(workdir, point), 0.0)
+    last = max(
+        [p for p in points_wanted if p not in {q["iteration"] for q in results["points"]}] or [0]
+    )
+    if last > 0:
+        train_started = time.time()
+
+        def on_eval(iteration: int, state: Any, record: dict[str, Any]) -> None:
+            if iteration in points_wanted and iteration > reached:
+                evaluate_at(
+                    iteration,
+                    on_device(jax.device_get(state.params)),
+                    int(record["frames"]),
+                    time.time() - train_started,
+                )
+
+        run_config.unlock()
+        run_config.num_iterations = last
+        runloop.run(
+            alphazero.ALGORITHM,
+            run_config,
+            workdir,
+            init_params=params0,
+            on_eval=on_eval,
+            stream=stream,
+        )
     with open(os.path.join(workdir, TABLE_FILE), "w", encoding="utf-8") as f:
         f.write(markdown_table(results))
     plot_curve(results, os.path.join(workdir, metrics_lib.PLOTS_SUBDIR, PLOT_FILE))

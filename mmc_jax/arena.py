@@ -40,9 +40,8 @@ import jax.numpy as jnp
 import numpy as np
 
 from mmc_jax import elo as elo_lib
-from mmc_jax import evaluate as E
+from mmc_jax import match, policies, uci
 from mmc_jax import rules as R
-from mmc_jax import uci
 from mmc_jax.rules import game, notation
 from mmc_jax.rules import tables as T
 
@@ -105,7 +104,7 @@ def model_player(
     """A network's search (`gumbel_scale` 0: deterministic evaluation search; 1: the sampled
     self-play search). `network=None` is the uniform-prior search."""
     if network is None:
-        network, params = E.UniformPriorNetwork(), {}
+        network, params = policies.UniformPriorNetwork(), {}
     return Player(name, "model", network, params, num_simulations, gumbel_scale)
 
 
@@ -199,8 +198,8 @@ def _policy(params, rules, state, planes, key, *, spec: PolicySpec):
     if spec.kind == "random":
         return R.random_legal_action(key, R.planes_to_mask(planes))
     if spec.kind == "greedy":
-        return E.greedy_policy(key, rules, state, planes)
-    policy = E.make_model_policy(
+        return policies.greedy_policy(key, rules, state, planes)
+    policy = policies.make_model_policy(
         spec.network, params, spec.num_simulations, gumbel_scale=spec.gumbel_scale
     )
     return policy(key, rules, state, planes)
@@ -255,7 +254,7 @@ def start_batch(variants: Sequence[str], max_plies: int | None = None, pad: bool
     unique = list(dict.fromkeys(variants))
     rules_of = [R.get(v) if max_plies is None else R.get(v, max_plies=max_plies) for v in unique]
     states = [game.from_position(r.start_pieces, r.start_own, jnp.int32(0)) for r in rules_of]
-    planes = np.stack([E.start_planes(v) for v in unique])
+    planes = np.stack([match.start_planes(v) for v in unique])
     index = np.array([unique.index(v) for v in variants])
     take = lambda *xs: jnp.stack(xs)[index]  # noqa: E731
     rules = jax.tree.map(take, *rules_of)

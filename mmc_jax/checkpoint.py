@@ -39,6 +39,8 @@ import optax
 import orbax.checkpoint as ocp
 
 import mmc_jax
+from mmc_jax import network as network_lib
+from mmc_jax import rules as R
 
 CHECKPOINT_SUBDIR = "checkpoints"
 
@@ -86,7 +88,7 @@ def _jsonable(value: Any) -> Any:
     return repr(value)
 
 
-def _leaf_shapes(tree: Any) -> dict[str, list[int]]:
+def leaf_shapes(tree: Any) -> dict[str, list[int]]:
     """{"['params']['Conv_0']['kernel']": [3, 3, C, F], ...} for every leaf of a pytree."""
     flat, _ = jax.tree_util.tree_flatten_with_path(tree)
     return {jax.tree_util.keystr(path): list(np.shape(leaf)) for path, leaf in flat}
@@ -120,7 +122,7 @@ def _check_compatible(
                     f"config field {key!r}: checkpoint has {saved!r}, config has {new!r}"
                 )
     saved_shapes = meta.get("shapes", {})
-    new_shapes = _leaf_shapes(target_template)
+    new_shapes = leaf_shapes(target_template)
     # Parameters first: they name the network mismatch; optimizer moments only repeat it.
     paths = sorted(set(saved_shapes) | set(new_shapes), key=lambda p: ("params" not in p, p))
     for path in paths:
@@ -190,7 +192,7 @@ class Checkpointer:
             "time": time.time(),
             "versions": library_versions(),
             "config": None if config is None else _jsonable(config),
-            "shapes": _leaf_shapes(state),
+            "shapes": leaf_shapes(state),
             "extra": _jsonable(dict(extra or {})),
         }
         self._manager.save(
@@ -386,3 +388,53 @@ def restore_subtree(
     _require_checkpoints(workdir)
     with Checkpointer(workdir, max_to_keep=None, async_save=False) as ckpt:
         return ckpt.restore_subtree(key, target_template, step=step)
+
+
+# ---------------------------------------------------------------------------------------------
+# Loading models
+
+
+def split_checkpoint_path(path: str | os.PathLike, step: int | None) -> tuple[str, int | None]:
+    """`<workdir>`, `<workdir>/checkpoints` or `<workdir>/checkpoints/<step>` -> (workdir, step)."""
+    path = os.path.abspath(os.fspath(path))
+    name, parent = os.path.basename(path), os.path.dirname(path)
+    if name.isdigit() and os.path.basename(parent) == CHECKPOINT_SUBDIR:
+        if step is not None and int(step) != int(name):
+            raise ValueError(f"step {step} given for the checkpoint path {path} of step {name}")
+        return os.path.dirname(parent), int(name)
+    if name == CHECKPOINT_SUBDIR:
+        return parent, step
+    return path, step
+
+
+def load_model(path: str | os.PathLike, step: int | None = None):
+    """(network, params, config) of a checkpoint: the network is rebuilt from the saved config.
+
+    `path` is a run's workdir, its `checkpoints` folder, or one step's folder in it; `step`
+    defaults to the latest (or to the step folder given). Only the parameters are read.
+
+    Raises:
+      FileNotFoundError: no such directory, or no checkpoint (or not that step) in it.
+      ValueError: the checkpoint has no network config, or its parameters do not fit it.
+    """
+    workdir, step = split_checkpoint_path(path, step)
+    if not os.path.isdir(workdir):
+        raise FileNotFoundError(f"no such checkpoint directory: {workdir}")
+    meta = load_metadata(workdir, step)
+    saved = meta.get("config")
+    if not isinstance(saved, dict) or not isinstance(saved.get("network"), dict):
+        raise ValueError(
+            f"checkpoint under {workdir} (step {meta.get('step')}) has no network config in its "
+            "sidecar; cannot rebuild the network"
+        )
+    config = ml_collections.ConfigDict(saved)
+    network = network_lib.make_network(config.network)
+    shapes = jax.eval_shape(
+        lambda k: network_lib.init_params(network, k, R.OBS_SHAPE), jax.random.key(0)
+    )
+    sharding = jax.sharding.SingleDeviceSharding(jax.devices()[0])
+    template = jax.tree.map(
+        lambda s: jax.ShapeDtypeStruct(s.shape, s.dtype, sharding=sharding), shapes
+    )
+    params = restore_subtree(workdir, "params", template, step=int(meta["step"]))
+    return network, params, config

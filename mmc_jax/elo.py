@@ -26,6 +26,12 @@ Confidence intervals (95%):
   ci95         the percentile interval of a bootstrap over games: each pair's W/D/L counts are
                resampled (multinomial at the observed frequencies) and the ratings refitted.
                It uses the observed draw rate and is the one reported by default.
+
+Match statistics (`match_statistics`, used by every arena): per-game scores 1 / 0.5 / 0, the
+score with the normal interval on the per-game scores (sample variance, ddof 1) or, when every
+game has the same result, the Wilson score interval (`ci_method` says which); the Wilson
+interval always as `score_ci95_wilson`; and the Elo difference `400 log10(p / (1 - p))` of the
+score and of its bounds (None where infinite).
 """
 
 from __future__ import annotations
@@ -37,6 +43,7 @@ from typing import Any
 
 import numpy as np
 
+Z_95 = 1.959963984540054
 ELO_SCALE = 400.0 / math.log(10.0)  # Elo per natural-log unit of odds
 Z_95 = 1.959963984540054
 
@@ -278,4 +285,77 @@ def fit_elo(
         "bootstrap": bootstrap,
         "ratings": out_ratings,
         "pairs": out_pairs,
+    }
+
+
+# ---------------------------------------------------------------------------------------------
+# Match statistics
+
+
+def wilson_interval(score: float, n: int, z: float = Z_95) -> tuple[float, float]:
+    """Wilson score interval of a proportion `score` observed over `n` trials."""
+    if n <= 0:
+        raise ValueError(f"need at least one game, got {n}")
+    denominator = 1.0 + z * z / n
+    centre = (score + z * z / (2 * n)) / denominator
+    half_width = z / denominator * math.sqrt(score * (1 - score) / n + z * z / (4 * n * n))
+    return max(0.0, centre - half_width), min(1.0, centre + half_width)
+
+
+def elo_difference(score: float) -> float | None:
+    """Elo difference implied by a match score (None at 0 or 1, where it is infinite)."""
+    if not 0.0 < score < 1.0:
+        return None
+    return 400.0 * math.log10(score / (1.0 - score))
+
+
+def _tally(rewards: np.ndarray, plies: np.ndarray) -> dict[str, Any]:
+    games = len(rewards)
+    wins, draws, losses = (
+        int(n) for n in ((rewards > 0).sum(), (rewards == 0).sum(), (rewards < 0).sum())
+    )
+    return {
+        "games": games,
+        "wins": wins,
+        "draws": draws,
+        "losses": losses,
+        "score": (wins + 0.5 * draws) / games,
+        "mean_plies": float(plies.mean()),
+    }
+
+
+def normal_interval(scores: np.ndarray, z: float = Z_95) -> tuple[float, float]:
+    """mean +- z * sd / sqrt(N) of per-game scores [N] (sample sd, ddof 1), clipped to [0, 1]."""
+    scores = np.asarray(scores, np.float64)
+    n = len(scores)
+    sd = float(scores.std(ddof=1)) if n > 1 else 0.0
+    mean = float(scores.mean())
+    half_width = z * sd / math.sqrt(n)
+    return max(0.0, mean - half_width), min(1.0, mean + half_width)
+
+
+def match_statistics(model_rewards: np.ndarray, plies: np.ndarray) -> dict[str, Any]:
+    """W/D/L overall and per colour (games [0, N/2) White, [N/2, N) Black), score, 95% CIs.
+
+    `model_rewards` [N] are the model's game results (+1 / 0 / -1), `plies` [N] game lengths.
+    See the module docstring for the intervals.
+    """
+    model_rewards, plies = np.asarray(model_rewards), np.asarray(plies)
+    half = len(model_rewards) // 2
+    overall = _tally(model_rewards, plies)
+    num_games, score = overall.pop("games"), overall["score"]
+    scores = (np.sign(model_rewards) + 1.0) / 2.0
+    wilson = wilson_interval(score, num_games)
+    degenerate = num_games < 2 or np.all(scores == scores[0])
+    low, high = wilson if degenerate else normal_interval(scores)
+    return {
+        "num_games": num_games,
+        **overall,
+        "score_ci95": [low, high],
+        "ci_method": "wilson" if degenerate else "normal",
+        "score_ci95_wilson": list(wilson),
+        "elo": elo_difference(score),
+        "elo_ci95": [elo_difference(low), elo_difference(high)],
+        "white": _tally(model_rewards[:half], plies[:half]),
+        "black": _tally(model_rewards[half:], plies[half:]),
     }

@@ -31,8 +31,7 @@ from typing import Any
 
 import numpy as np
 
-from mmc_jax import arena
-from mmc_jax import evaluate as E
+from mmc_jax import arena, cli
 from mmc_jax import rules as R
 
 DEFAULT_VARIANTS = ("gardner", "baby", "mallet", "rifle", "atomic", "dark")
@@ -209,22 +208,22 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--variants",
         nargs="+",
-        type=E._variant_arg,
+        type=cli.variant_arg,
         default=list(DEFAULT_VARIANTS),
         help=f"of: {', '.join(R.VARIANTS)} (default: {' '.join(DEFAULT_VARIANTS)})",
     )
     parser.add_argument("--checkpoint", default=None, help="also play the model (self-play search)")
-    parser.add_argument("--step", type=E._integer_arg("--step", 0), default=None)
+    parser.add_argument("--step", type=cli.integer_arg("--step", 0), default=None)
     parser.add_argument(
-        "--games", type=E._integer_arg("--games", 1), default=200, help="per variant (200)"
+        "--games", type=cli.integer_arg("--games", 1), default=200, help="per variant (200)"
     )
     parser.add_argument(
         "--simulations",
-        type=E._integer_arg("--simulations", 0),
+        type=cli.integer_arg("--simulations", 0),
         default=16,
         help="the model's search simulations (default 16)",
     )
-    parser.add_argument("--max-plies", type=E._integer_arg("--max-plies", 1), default=None)
+    parser.add_argument("--max-plies", type=cli.integer_arg("--max-plies", 1), default=None)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", required=True, help="folder for explore.json and explore.png")
     parser.add_argument("--json", action="store_true", help="print the JSON report")
@@ -239,7 +238,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"--variants repeat: {' '.join(args.variants)}")
     model = None
     if args.checkpoint is not None:
-        network, params, _ = E._load_or_fail(parser, args.checkpoint, args.step, "--checkpoint")
+        network, params, _ = cli.load_or_fail(parser, args.checkpoint, args.step, "--checkpoint")
         model = arena.model_player(
             f"model {args.checkpoint}", network, params, args.simulations, gumbel_scale=1.0
         )

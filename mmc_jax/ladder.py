@@ -39,9 +39,8 @@ from typing import Any
 
 import numpy as np
 
-from mmc_jax import arena, checkpoint, uci
+from mmc_jax import arena, checkpoint, cli, uci
 from mmc_jax import elo as elo_lib
-from mmc_jax import evaluate as E
 from mmc_jax import pgn as pgn_lib
 from mmc_jax import rules as R
 
@@ -121,7 +120,7 @@ def _rung_table(records, model: str, rungs: Sequence[str], ratings: dict) -> lis
         if len(rewards) == 0:
             continue
         plies = np.zeros(len(rewards))
-        stats = E.match_statistics(rewards, plies)
+        stats = elo_lib.match_statistics(rewards, plies)
         rows.append(
             {
                 "opponent": rung,
@@ -423,7 +422,7 @@ def _positive_even(flag: str, allow_zero: bool = False):
 
 def _add_common(parser: argparse.ArgumentParser, games_default: int) -> None:
     parser.add_argument(
-        "--variant", type=E._variant_arg, required=True, help=f"one of: {', '.join(R.VARIANTS)}"
+        "--variant", type=cli.variant_arg, required=True, help=f"one of: {', '.join(R.VARIANTS)}"
     )
     parser.add_argument(
         "--games",
@@ -438,17 +437,17 @@ def _add_common(parser: argparse.ArgumentParser, games_default: int) -> None:
         help="games between neighbouring rungs (default: --games; 0: none)",
     )
     parser.add_argument(
-        "--simulations", type=E._integer_arg("--simulations", 0), default=32, help="0: raw policy"
+        "--simulations", type=cli.integer_arg("--simulations", 0), default=32, help="0: raw policy"
     )
     parser.add_argument(
         "--nodes",
-        type=E._integer_arg("--nodes", 1),
+        type=cli.integer_arg("--nodes", 1),
         nargs="*",
         default=list(DEFAULT_NODES),
         help="engine rungs by node limit (default 1 10 100 1000 10000; none: --nodes)",
     )
     parser.add_argument(
-        "--depth", type=E._integer_arg("--depth", 1), nargs="*", default=[], help="depth rungs"
+        "--depth", type=cli.integer_arg("--depth", 1), nargs="*", default=[], help="depth rungs"
     )
     parser.add_argument(
         "--skill",
@@ -457,7 +456,7 @@ def _add_common(parser: argparse.ArgumentParser, games_default: int) -> None:
         default=[],
         help="Skill Level rungs (-20..20, at --skill-nodes; random: not reproducible)",
     )
-    parser.add_argument("--skill-nodes", type=E._integer_arg("--skill-nodes", 1), default=10000)
+    parser.add_argument("--skill-nodes", type=cli.integer_arg("--skill-nodes", 1), default=10000)
     parser.add_argument(
         "--no-engine", action="store_true", help="only random and greedy (no engine rungs)"
     )
@@ -472,7 +471,7 @@ def _add_common(parser: argparse.ArgumentParser, games_default: int) -> None:
     )
     parser.add_argument(
         "--engine-processes",
-        type=E._integer_arg("--engine-processes", 1),
+        type=cli.integer_arg("--engine-processes", 1),
         default=2,
         help="engine processes searching in parallel (default 2)",
     )
@@ -484,11 +483,11 @@ def _add_common(parser: argparse.ArgumentParser, games_default: int) -> None:
     )
     parser.add_argument(
         "--opening-plies",
-        type=E._integer_arg("--opening-plies", 0),
+        type=cli.integer_arg("--opening-plies", 0),
         default=4,
         help="random plies of the fixed opening suite (default 4)",
     )
-    parser.add_argument("--max-plies", type=E._integer_arg("--max-plies", 1), default=None)
+    parser.add_argument("--max-plies", type=cli.integer_arg("--max-plies", 1), default=None)
     parser.add_argument("--seed", type=int, default=0, help="openings, baselines, bootstrap")
     parser.add_argument(
         "--prior-draws",
@@ -497,7 +496,7 @@ def _add_common(parser: argparse.ArgumentParser, games_default: int) -> None:
         help="virtual draws per pair in the Elo fit (default 1; 0: plain MLE)",
     )
     parser.add_argument(
-        "--bootstrap", type=E._integer_arg("--bootstrap", 0), default=1000, help="resamples"
+        "--bootstrap", type=cli.integer_arg("--bootstrap", 0), default=1000, help="resamples"
     )
     parser.add_argument("--out", default=None, help="output folder for the JSON and PNG")
     parser.add_argument("--pgn", default=None, help="write every game to this PGN file")
@@ -542,7 +541,7 @@ def ladder_parser() -> argparse.ArgumentParser:
         default="none",
         help="run workdir (or <workdir>/checkpoints/<step>); 'none': the uniform-prior search",
     )
-    parser.add_argument("--step", type=E._integer_arg("--step", 0), default=None)
+    parser.add_argument("--step", type=cli.integer_arg("--step", 0), default=None)
     _add_common(parser, games_default=200)
     return parser
 
@@ -627,10 +626,10 @@ def ladder_main(argv: Sequence[str]) -> int:
         models = [Model("uniform-prior", None, None)]
         default_out = f"ladder-{args.variant}"
     else:
-        network, params, config = E._load_or_fail(
+        network, params, config = cli.load_or_fail(
             parser, args.checkpoint, args.step, "--checkpoint"
         )
-        workdir, step = E._split_checkpoint_path(args.checkpoint, args.step)
+        workdir, step = checkpoint.split_checkpoint_path(args.checkpoint, args.step)
         step = step if step is not None else checkpoint.latest_step(workdir)
         models = [Model(f"{os.path.basename(workdir)}@{step}", network, params, step)]
         default_out = os.path.join(workdir, "ladder")
@@ -666,7 +665,7 @@ def tournament_main(argv: Sequence[str]) -> int:
     models = []
     name = os.path.basename(os.path.abspath(args.run))
     for step in dict.fromkeys(steps):
-        network, params, _ = E._load_or_fail(parser, args.run, step, "--run")
+        network, params, _ = cli.load_or_fail(parser, args.run, step, "--run")
         models.append(Model(f"{name}@{step}", network, params, step))
     args.out = args.out or os.path.join(args.run, "tournament")
     report, records = _run_or_fail(parser, models, settings)

@@ -51,8 +51,8 @@ divisible by the number of devices. The inner loop's minibatches are replicated 
 `adapt_tasks`: XLA cannot partition the grouped convolutions of per-task parameters), so only
 self-play, the dominant cost, is data-parallel.
 
-The Python loop around `meta_step` (`train_meta`) has the conventions of `mmc_jax.train`: a
-progress line per iteration, `metrics.jsonl` (aggregates `train/*`, per task
+`ALGORITHM` (a `runloop.Algorithm`) hands `meta_step` to `mmc_jax.runloop.run`, the loop shared
+with AlphaZero: a progress line per iteration, `metrics.jsonl` (aggregates `train/*`, per task
 `train/<variant>/*` and `selfplay/<variant>/*`), TensorBoard, PNG plots (per-task losses and
 per-variant scores), evaluation against `eval.opponents` on `eval.variants` every `eval.every`
 iterations, orbax checkpoints, resume from the latest, and a stop on a non-finite loss.
@@ -61,9 +61,6 @@ iterations, orbax checkpoints, resume from the latest, and a stop on a non-finit
 from __future__ import annotations
 
 import functools
-import os
-import sys
-import time
 from typing import Any
 
 import flax.struct
@@ -75,14 +72,12 @@ import optax
 from jax.sharding import Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
 
-from mmc_jax import checkpoint as checkpoint_lib
-from mmc_jax import learner, selfplay
-from mmc_jax import metrics as metrics_lib
+from mmc_jax import alphazero, learner, search, selfplay, sharding
 from mmc_jax import network as network_lib
 from mmc_jax import rules as R
-from mmc_jax import train as train_lib
+from mmc_jax.runloop import Algorithm, CompiledStep
 
-DATA_AXIS = train_lib.DATA_AXIS
+DATA_AXIS = sharding.DATA_AXIS
 OUTER_LR_SCHEDULES = ("constant", "linear")
 # Per-task learner metrics reported by the inner loop (means over the inner steps).
 TASK_METRICS = ("policy_loss", "value_loss", "total", "policy_entropy", "grad_norm")
@@ -160,14 +155,14 @@ def prepare_meta_config(config: ml_collections.ConfigDict) -> ml_collections.Con
         )
     config.variants = variants
     config.holdout = ",".join(holdout)
-    train_lib._positive(
+    alphazero.check_positive(
         config,
         "num_iterations meta.num_tasks meta.games_per_task meta.inner_steps "
         "meta.updates_per_iteration selfplay.num_plies selfplay.num_simulations "
         "selfplay.max_num_considered_actions network.channels learner.batch_size "
         "learner.learning_rate replay.iterations checkpoint.every checkpoint.max_to_keep",
     )
-    train_lib._positive(
+    alphazero.check_positive(
         config,
         "network.num_blocks selfplay.temperature_plies selfplay.temperature eval.every "
         "meta.outer_lr meta.outer_lr_end",
@@ -183,14 +178,14 @@ def prepare_meta_config(config: ml_collections.ConfigDict) -> ml_collections.Con
             f"config.meta.outer_lr_schedule must be one of {OUTER_LR_SCHEDULES}, "
             f"got {config.meta.outer_lr_schedule!r}"
         )
-    if config.selfplay.algorithm not in train_lib.search.ALGORITHMS:
+    if config.selfplay.algorithm not in search.ALGORITHMS:
         raise ValueError(
-            f"config.selfplay.algorithm must be one of {train_lib.search.ALGORITHMS}, "
+            f"config.selfplay.algorithm must be one of {search.ALGORITHMS}, "
             f"got {config.selfplay.algorithm!r}"
         )
     parse_variants(config.eval.get("variants", ""), "eval.variants")
     if config.eval.every:
-        train_lib._positive(config, "eval.num_games eval.num_simulations")
+        alphazero.check_positive(config, "eval.num_games eval.num_simulations")
         if config.eval.num_games % 2:
             raise ValueError(
                 f"config.eval.num_games must be even (half the games per colour), "
@@ -283,7 +278,7 @@ def _init_fn(config):
         pool_rules = jax.tree.map(
             lambda x: jnp.repeat(x, games, axis=0, total_repeat_length=num_variants * games), table
         )
-        ring = learner.replay_init(train_lib._example_batch(), capacity)
+        ring = learner.replay_init(alphazero.example_batch(), capacity)
         return MetaState(
             params=params,
             opt_state=optimizer.init(params),
@@ -301,9 +296,9 @@ def state_shardings(state: MetaState, mesh: Mesh) -> MetaState:
         return NamedSharding(mesh, P(None, DATA_AXIS) if np.ndim(x) >= 2 else P())
 
     return MetaState(
-        params=train_lib._replicated(state.params, mesh),
-        opt_state=train_lib._replicated(state.opt_state, mesh),
-        game_state=train_lib._sharded_leaves(state.game_state, mesh),
+        params=sharding.replicated(state.params, mesh),
+        opt_state=sharding.replicated(state.opt_state, mesh),
+        game_state=sharding.sharded_leaves(state.game_state, mesh),
         replay=jax.tree.map(ring_sharding, state.replay),
     )
 
@@ -398,7 +393,7 @@ def adapt_tasks(
     by far the larger cost, stays sharded.
     """
     minibatches = jax.vmap(functools.partial(task_minibatches, config=config))(rings, keys)
-    minibatches = _constrain(minibatches, mesh, P())
+    minibatches = sharding.constrain(minibatches, mesh, P())
     return jax.vmap(functools.partial(inner_updates, config=config), in_axes=(None, None, 0))(
         params, opt_state, minibatches
     )
@@ -454,7 +449,7 @@ def meta_update(
     optimizer = learner.make_optimizer(config.learner)
     if int(config.meta.inner_steps) == 1:
         minibatches = jax.vmap(functools.partial(task_minibatches, config=config))(rings, keys)
-        minibatches = _constrain(minibatches, mesh, P())  # see adapt_tasks
+        minibatches = sharding.constrain(minibatches, mesh, P())  # see adapt_tasks
         grad_fn = jax.grad(learner.loss_fn, has_aux=True)
         grads, metrics = jax.vmap(lambda batch: grad_fn(params, network, batch, config.learner))(
             jax.tree.map(lambda x: x[:, 0], minibatches)
@@ -478,12 +473,6 @@ def meta_update(
     out["update_norm"] = _global_norm(jax.tree.map(jnp.subtract, new_params, params))
     out["adapt_norm"] = adapt_norm
     return new_params, new_opt_state, out
-
-
-def _constrain(tree: Any, mesh: Mesh | None, spec: P) -> Any:
-    if mesh is None:
-        return tree
-    return jax.lax.with_sharding_constraint(tree, NamedSharding(mesh, spec))
 
 
 def meta_step(
@@ -518,8 +507,10 @@ def meta_step(
     tasks = sample_tasks(task_key, weights, num_tasks)
     slots = (tasks[:, None] * games + jnp.arange(games)[None, :]).reshape(-1)  # [n * G]
     game_variant = jnp.repeat(tasks, games, total_repeat_length=num_tasks * games)
-    rules_b = _constrain(jax.tree.map(lambda x: x[game_variant], table), mesh, P(DATA_AXIS))
-    games_in = _constrain(jax.tree.map(lambda x: x[slots], state.game_state), mesh, P(DATA_AXIS))
+    rules_b = sharding.constrain(jax.tree.map(lambda x: x[game_variant], table), mesh, P(DATA_AXIS))
+    games_in = sharding.constrain(
+        jax.tree.map(lambda x: x[slots], state.game_state), mesh, P(DATA_AXIS)
+    )
     games_out, trajectory = selfplay.selfplay(
         network, state.params, rules_b, games_in, play_key, config
     )
@@ -565,7 +556,7 @@ def _jitted_meta_step(compile_key: ml_collections.FrozenConfigDict, mesh: Mesh):
         functools.partial(meta_step, config=compile_key, mesh=mesh),
         in_shardings=(
             state_sh,
-            train_lib._replicated(table, mesh),
+            sharding.replicated(table, mesh),
             replicated,
             replicated,
             replicated,
@@ -580,21 +571,7 @@ def make_meta_step(config, mesh: Mesh):
 
 
 # ---------------------------------------------------------------------------------------------
-# The loop
-
-
-def _checkpoint_state(state: MetaState, iteration, frames, games, save_replay) -> dict:
-    saved = {
-        "params": state.params,
-        "opt_state": state.opt_state,
-        "game_state": state.game_state,
-        "iteration": np.asarray(iteration, np.int64),
-        "frames": np.asarray(frames, np.int64),
-        "games": np.asarray(games, np.int64),
-    }
-    if save_replay:
-        saved["replay"] = state.replay
-    return saved
+# The algorithm
 
 
 def _record(raw: dict[str, np.ndarray], variants: tuple[str, ...], eps: float) -> dict:
@@ -628,37 +605,15 @@ def _record(raw: dict[str, np.ndarray], variants: tuple[str, ...], eps: float) -
     return record
 
 
-def _progress_line(done, total, record, seconds, latest_eval) -> str:
-    parts = [
-        f"it {done}/{total}",
-        f"frames {metrics_lib._compact_number(record['frames'])}",
-        f"games {record['games']}",
-        f"tasks {record['meta/tasks']}",
-        f"{record['selfplay/frames'] / seconds:.0f} frames/s ({seconds:.1f} s)",
-        f"loss pi {record['train/policy_loss']:.3f} v {record['train/value_loss']:.3f}",
-        f"inner {record['meta/loss_before']:.3f}->{record['meta/loss_after']:.3f}",
-        f"eps {record['meta/eps']:.2f}",
-    ]
-    if latest_eval:
-        scores = []
-        for key, score in latest_eval.items():
-            if "/score_vs_" in key and key.count("/") == 2:
-                _, variant, name = key.split("/")
-                scores.append(f"{variant}:{name[len('score_vs_') :]} {score:.2f}")
-        parts.append(f"eval@{latest_eval['iteration']} " + " ".join(scores))
-    return " | ".join(parts)
-
-
-def evaluate_meta(config, params, key, play_match) -> dict[str, float]:
+def evaluate_meta(config, params, key) -> dict[str, float]:
     """`eval/<variant>/score_vs_<opponent>` (and CI bounds, W/D/L) for every eval variant."""
     metrics: dict[str, float] = {}
     for index, variant in enumerate(eval_variants(config)):
         metrics.update(
-            train_lib.evaluate_params(
+            alphazero.evaluate_params(
                 config,
                 params,
                 jax.random.fold_in(key, index),
-                play_match,
                 variant=variant,
                 prefix=f"eval/{variant}/",
             )
@@ -677,199 +632,6 @@ def _restore_error(error: ValueError, config) -> ValueError:
     return ValueError(text)
 
 
-def train_meta(
-    config: ml_collections.ConfigDict,
-    workdir: str | os.PathLike,
-    *,
-    devices=None,
-    stream=sys.stdout,
-) -> dict[str, Any]:
-    """Meta-trains (or resumes) until `config.num_iterations` outer iterations are done.
-
-    Args:
-      config: a meta config (configs/joat.py); validated by `prepare_meta_config`.
-      workdir: run directory (`checkpoints/`, `metrics.jsonl`, `tensorboard/`, `plots/`);
-        checkpoints found there are resumed from.
-      devices: devices of the data mesh (default: all).
-      stream: where the progress lines go (None: silent).
-
-    Returns:
-      The last record (as in `metrics.jsonl`) plus `iteration`, `start_iteration` and
-      `compile_seconds`.
-
-    Raises:
-      ValueError: invalid config, games per task not divisible by the devices, a variant whose
-        start has no legal move, or a checkpoint that does not match the config.
-      FloatingPointError: a non-finite loss (the last checkpoint stays the last good one).
-    """
-    config = prepare_meta_config(config)
-    variants = tuple(config.variants)
-    mesh = train_lib.make_mesh(devices)
-    train_lib.check_batch_divisible(int(config.meta.games_per_task), mesh.size)
-    is_chief = jax.process_index() == 0
-
-    def log(line: str) -> None:
-        if is_chief and stream is not None:
-            print(line, file=stream, flush=True)
-
-    replicated = NamedSharding(mesh, P())
-    weights_by_name = task_weights(config)
-    table = jax.device_put(rules_table(variants), replicated)
-    weights = jax.device_put(jnp.asarray([weights_by_name[v] for v in variants]), replicated)
-    init_key, run_key, eval_key = jax.random.split(jax.random.key(int(config.seed)), 3)
-    save_replay = bool(config.checkpoint.save_replay)
-    ckpt = None
-    if checkpoint_lib.latest_step(workdir) is not None:
-        ckpt = checkpoint_lib.Checkpointer(workdir, max_to_keep=int(config.checkpoint.max_to_keep))
-    writer = None
-    try:
-        start, frames, games = 0, 0, 0
-        restored = None
-        if ckpt is not None:
-            # The restore template is abstract: resuming (or refusing a mismatch) compiles
-            # nothing.
-            template = _abstract_state(config, mesh)
-            try:
-                restored = ckpt.restore_or_none(
-                    _checkpoint_state(template, 0, 0, 0, save_replay), config=config
-                )
-            except ValueError as error:
-                raise _restore_error(error, config) from None
-        if restored is None:
-            state = init_meta_state(config, table, init_key, mesh)
-            _check_playable(state, variants)
-        if ckpt is None:
-            ckpt = checkpoint_lib.Checkpointer(
-                workdir, max_to_keep=int(config.checkpoint.max_to_keep)
-            )
-        if restored is not None:
-            start = int(restored["iteration"])
-            frames, games = int(restored["frames"]), int(restored["games"])
-            state = MetaState(
-                params=restored["params"],
-                opt_state=restored["opt_state"],
-                game_state=restored["game_state"],
-                replay=restored["replay"] if save_replay else _empty_replay(config, mesh),
-            )
-            state = jax.device_put(state, state_shardings(state, mesh))
-            log(f"resumed from {ckpt.directory}/{start}: {start} iterations, {frames} frames")
-        writer = metrics_lib.MetricsWriter(
-            workdir, resume_step=start, enabled=is_chief, stream=None
-        )
-
-        num_iterations = int(config.num_iterations)
-        compile_seconds = 0.0
-        record: dict[str, Any] = {}
-        step_fn = None
-        if start < num_iterations:
-            num_params = network_lib.num_params(state.params)
-            meta = config.meta
-            log(
-                f"meta-training on {', '.join(variants)}"
-                + (f" (held out: {config.holdout})" if config.holdout else "")
-                + f": {meta.num_tasks} tasks x {meta.games_per_task} games x "
-                f"{config.selfplay.num_plies} plies x {config.selfplay.num_simulations} "
-                f"simulations per iteration, k={meta.inner_steps} inner steps x "
-                f"{meta.updates_per_iteration} updates, eps {meta.outer_lr} "
-                f"({meta.outer_lr_schedule}); net {config.network.num_blocks}x"
-                f"{config.network.channels} ({num_params:,} params, variant planes "
-                f"{'on' if config.network.get('variant_planes', True) else 'off'}); "
-                f"{mesh.size} device(s)"
-            )
-            started = time.time()
-            example_key = jax.device_put(jax.random.fold_in(run_key, start), replicated)
-            example_eps = jax.device_put(jnp.float32(outer_lr(config, start)), replicated)
-            step_fn = make_meta_step(config, mesh).lower(
-                state, table, weights, example_key, example_eps
-            )
-            step_fn = step_fn.compile()
-            compile_seconds = time.time() - started
-            log(f"compiled the outer iteration in {compile_seconds:.1f} s")
-
-        play_match = train_lib._play_match_fn() if config.eval.every else None
-        latest_eval = train_lib._latest_eval(metrics_lib.read_metrics(workdir)) if is_chief else {}
-        for iteration in range(start, num_iterations):
-            started = time.time()
-            eps = outer_lr(config, iteration)
-            key = jax.device_put(jax.random.fold_in(run_key, iteration), replicated)
-            state, raw = step_fn(state, table, weights, key, jnp.float32(eps))
-            raw = jax.device_get(raw)
-            seconds = time.time() - started
-            done = iteration + 1
-            record = _record(raw, variants, eps)
-            train_lib._check_finite(
-                record,
-                iteration,
-                f"last good checkpoint: step {ckpt.latest_step()} in {ckpt.directory}",
-            )
-            frames += record["selfplay/frames"]
-            games += record["selfplay/games"]
-            record.update(
-                frames=frames,
-                games=games,
-                iteration=done,
-                **{
-                    "perf/iteration_seconds": seconds,
-                    "perf/frames_per_s": record["selfplay/frames"] / seconds,
-                    "perf/games_per_s": record["selfplay/games"] / seconds,
-                },
-            )
-            if play_match is not None and (done % config.eval.every == 0 or done == num_iterations):
-                eval_started = time.time()
-                latest_eval = evaluate_meta(
-                    config, state.params, jax.random.fold_in(eval_key, iteration), play_match
-                )
-                latest_eval["perf/eval_seconds"] = time.time() - eval_started
-                record.update(latest_eval)
-                latest_eval["iteration"] = done
-            record = writer.write(done, record)
-            log(_progress_line(done, num_iterations, record, seconds, latest_eval))
-            if is_chief:
-                try:
-                    metrics_lib.plot_metrics(workdir)
-                except Exception as error:  # a plot must never stop a training run
-                    log(f"plotting failed: {error!r}")
-            if done % int(config.checkpoint.every) == 0 or done == num_iterations:
-                ckpt.save(
-                    done,
-                    _checkpoint_state(state, done, frames, games, save_replay),
-                    config=config,
-                    extra={"frames": frames, "games": games},
-                )
-        if not record:
-            records = metrics_lib.read_metrics(workdir)
-            record = dict(records[-1]) if records else {}
-        record.update(
-            iteration=max(start, num_iterations),
-            start_iteration=start,
-            compile_seconds=compile_seconds,
-        )
-        return record
-    finally:
-        if ckpt is not None:
-            ckpt.close()
-        if writer is not None:
-            writer.close()
-
-
-def _abstract_state(config, mesh: Mesh) -> MetaState:
-    """The `MetaState` as `jax.ShapeDtypeStruct`s with their shardings (a restore template)."""
-    compile_key = _compile_key(config)
-    abstract = jax.eval_shape(
-        _init_fn(compile_key), jax.random.key(0), _abstract_table(compile_key.num_variants)
-    )
-    return jax.tree.map(
-        lambda x, sharding: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=sharding),
-        abstract,
-        state_shardings(abstract, mesh),
-    )
-
-
-def _empty_replay(config, mesh: Mesh) -> learner.ReplayBuffer:
-    abstract = _abstract_state(config, mesh).replay
-    return jax.tree.map(lambda x: jax.device_put(jnp.zeros(x.shape, x.dtype), x.sharding), abstract)
-
-
 def _check_playable(state: MetaState, variants: tuple[str, ...]) -> None:
     over = np.asarray(jax.device_get(state.game_state.terminated)).reshape(len(variants), -1)
     dead = [v for v, done in zip(variants, over.all(axis=1), strict=True) if done]
@@ -878,3 +640,93 @@ def _check_playable(state: MetaState, variants: tuple[str, ...]) -> None:
             f"the start position of {dead} is already over (no legal move): give it task "
             "weight 0 or hold it out"
         )
+
+
+class JOAT(Algorithm):
+    """JOAT / Reptile meta-training over several variants (configs/joat.py)."""
+
+    name = "joat"
+    batch_field = "meta.games_per_task"
+
+    def prepare_config(self, config):
+        return prepare_meta_config(config)
+
+    def setup(self, config, mesh):
+        replicated = NamedSharding(mesh, P())
+        variants = tuple(config.variants)
+        by_name = task_weights(config)
+        table = jax.device_put(rules_table(variants), replicated)
+        weights = jax.device_put(jnp.asarray([by_name[v] for v in variants]), replicated)
+        return table, weights
+
+    def init_state(self, config, mesh, data, key):
+        table, _ = data
+        return init_meta_state(config, table, key, mesh)
+
+    def abstract_state(self, config, mesh):
+        compile_key = _compile_key(config)
+        abstract = jax.eval_shape(
+            _init_fn(compile_key), jax.random.key(0), _abstract_table(compile_key.num_variants)
+        )
+        return sharding.abstract_with_shardings(abstract, state_shardings(abstract, mesh))
+
+    def check_start(self, config, state):
+        _check_playable(state, tuple(config.variants))
+
+    def describe(self, config, mesh, state):
+        meta = config.meta
+        num_params = network_lib.num_params(state.params)
+        planes = "on" if config.network.get("variant_planes", True) else "off"
+        return (
+            f"meta-training on {', '.join(config.variants)}"
+            + (f" (held out: {config.holdout})" if config.holdout else "")
+            + f": {meta.num_tasks} tasks x {meta.games_per_task} games x "
+            f"{config.selfplay.num_plies} plies x {config.selfplay.num_simulations} "
+            f"simulations per iteration, k={meta.inner_steps} inner steps x "
+            f"{meta.updates_per_iteration} updates, eps {meta.outer_lr} "
+            f"({meta.outer_lr_schedule}); net {config.network.num_blocks}x"
+            f"{config.network.channels} ({num_params:,} params, variant planes {planes}); "
+            f"{mesh.size} device(s)"
+        )
+
+    def compile(self, config, mesh, state, data, start):
+        replicated = NamedSharding(mesh, P())
+        table, weights = data
+        example_key = jax.device_put(jax.random.key(0), replicated)
+        example_eps = jax.device_put(jnp.float32(outer_lr(config, start)), replicated)
+        compiled = (
+            make_meta_step(config, mesh)
+            .lower(state, table, weights, example_key, example_eps)
+            .compile()
+        )
+        variants = tuple(config.variants)
+
+        def step(state, data, key, iteration):
+            table, weights = data
+            eps = outer_lr(config, iteration)
+            state, raw = compiled(
+                state,
+                table,
+                weights,
+                jax.device_put(key, replicated),
+                jax.device_put(jnp.float32(eps), replicated),
+            )
+            return state, _record(jax.device_get(raw), variants, eps)
+
+        return CompiledStep(step)
+
+    def progress_fields(self, record):
+        return [
+            f"tasks {record['meta/tasks']}",
+            f"inner {record['meta/loss_before']:.3f}->{record['meta/loss_after']:.3f}",
+            f"eps {record['meta/eps']:.2f}",
+        ]
+
+    def evaluate(self, config, params, key):
+        return evaluate_meta(config, params, key)
+
+    def restore_error(self, error, config):
+        return _restore_error(error, config)
+
+
+ALGORITHM = JOAT()

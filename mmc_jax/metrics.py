@@ -180,7 +180,7 @@ class MetricsWriter:
         """The compact progress line for a record."""
         parts = [f"step {record['step']}"]
         if "frames" in record:
-            parts.append(f"frames {_compact_number(record['frames'])}")
+            parts.append(f"frames {compact_number(record['frames'])}")
         for key, value in record.items():
             if key in ("step", "time", "frames"):
                 continue
@@ -212,7 +212,8 @@ class MetricsWriter:
         self.close()
 
 
-def _compact_number(value: Any) -> str:
+def compact_number(value: Any) -> str:
+    """A count for a progress line: `1234` -> `1.2k`, `2500000` -> `2.5M`."""
     if not isinstance(value, int | float):
         return str(value)
     for threshold, suffix in ((1e9, "G"), (1e6, "M"), (1e3, "k")):
@@ -287,3 +288,12 @@ def plot_metrics(workdir: str | os.PathLike, *, x_key: str = "frames") -> list[s
         figure.savefig(path)
         written.append(path)
     return written
+
+
+def latest_eval(records: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """The `eval/*` entries of the last record that has them, with its `iteration` (its step)."""
+    for record in reversed(records):
+        found = {k: v for k, v in record.items() if k.startswith("eval/")}
+        if found:
+            return dict(found, iteration=record.get("step"))
+    return {}

@@ -21,8 +21,7 @@ from typing import TextIO
 
 import jax
 
-from mmc_jax import arena
-from mmc_jax import evaluate as E
+from mmc_jax import arena, cli
 from mmc_jax import rules as R
 from mmc_jax.rules import notation
 
@@ -40,14 +39,14 @@ def _parser() -> argparse.ArgumentParser:
         "in the terminal, moves in UCI.",
     )
     parser.add_argument(
-        "--variant", type=E._variant_arg, required=True, help=f"one of: {', '.join(R.VARIANTS)}"
+        "--variant", type=cli.variant_arg, required=True, help=f"one of: {', '.join(R.VARIANTS)}"
     )
     parser.add_argument(
         "--checkpoint",
         default=None,
         help="run workdir (or <workdir>/checkpoints/<step>); default: the uniform-prior search",
     )
-    parser.add_argument("--step", type=E._integer_arg("--step", 0), default=None)
+    parser.add_argument("--step", type=cli.integer_arg("--step", 0), default=None)
     parser.add_argument(
         "--as",
         dest="colour",
@@ -57,11 +56,11 @@ def _parser() -> argparse.ArgumentParser:
     )
     parser.add_argument(
         "--simulations",
-        type=E._integer_arg("--simulations", 0),
+        type=cli.integer_arg("--simulations", 0),
         default=32,
         help="the model's search simulations per move (0: raw policy; default 32)",
     )
-    parser.add_argument("--max-plies", type=E._integer_arg("--max-plies", 1), default=None)
+    parser.add_argument("--max-plies", type=cli.integer_arg("--max-plies", 1), default=None)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--pgn", default=None, help="save the game to this PGN file")
     return parser
@@ -123,7 +122,7 @@ def main(
     if args.checkpoint is None or args.checkpoint.lower() == "none":
         network, params, name = None, None, "uniform-prior search"
     else:
-        network, params, _ = E._load_or_fail(parser, args.checkpoint, args.step, "--checkpoint")
+        network, params, _ = cli.load_or_fail(parser, args.checkpoint, args.step, "--checkpoint")
         name = args.checkpoint
     model = arena.model_player(name, network, params, args.simulations)
     human = 0 if args.colour == "white" else 1

@@ -11,7 +11,10 @@ jitted engine) is computed once per session and cached.
 from __future__ import annotations
 
 import functools
+import os
 import random
+import subprocess
+import sys
 from pathlib import Path
 from typing import NamedTuple
 
@@ -461,3 +464,34 @@ def rollout(engine) -> Rollout:
 def uci_set(variant: str, fen: str, mask_row: np.ndarray) -> list[str]:
     """Sorted UCI strings of the actions set in one legal mask row."""
     return sorted(R.action_to_uci(variant, fen, int(a)) for a in np.flatnonzero(mask_row))
+
+
+# ------------------------------------------------------------------ subprocesses on fake devices
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:  # `from configs import gardner` in tests and their subprocesses
+    sys.path.insert(0, str(ROOT))
+
+
+def start_on_fake_devices(script: str, num_devices: int, *args) -> subprocess.Popen:
+    """Starts `python -c script *args` in the repository root with `num_devices` fake CPU
+    devices (XLA_FLAGS); stdout/stderr piped. Started early, its compile overlaps the tests'."""
+    env = dict(os.environ, JAX_PLATFORMS="cpu")
+    env["XLA_FLAGS"] = (
+        env.get("XLA_FLAGS", "") + f" --xla_force_host_platform_device_count={num_devices}"
+    ).strip()
+    return subprocess.Popen(
+        [sys.executable, "-c", script, *map(str, args)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+        cwd=ROOT,
+    )
+
+
+def stop_process(process: subprocess.Popen) -> None:
+    """Kills `process` if it is still running (fixture teardown)."""
+    if process.poll() is None:
+        process.kill()
+        process.communicate()

@@ -20,7 +20,7 @@ import numpy as np
 import optax
 import pytest
 
-from mmc_jax import checkpoint, evaluate, network
+from mmc_jax import checkpoint, elo, evaluate, match, network, policies
 from mmc_jax import rules as R
 
 NUM_GAMES = 128  # every baseline match: one compiled arena
@@ -32,7 +32,7 @@ def greedy_choices(variant: str, fen: str, num_games: int = 16, seed: int = 0):
     state = jax.tree.map(lambda x: jnp.broadcast_to(x, (num_games, *jnp.shape(x))), R.from_fen(fen))
     with jax.disable_jit():
         planes = R.legal_planes(rules, state)
-        actions = evaluate.greedy_policy(jax.random.key(seed), rules, state, planes)
+        actions = policies.greedy_policy(jax.random.key(seed), rules, state, planes)
         legal = np.flatnonzero(np.asarray(R.planes_to_mask(planes))[0])
     chex.assert_shape(actions, (num_games,))
     to_uci = lambda a: R.action_to_uci(variant, fen, int(a))  # noqa: E731
@@ -89,22 +89,16 @@ def check_match(result: dict, num_games: int) -> None:
 
 
 def test_random_vs_random_statistics():
-    result = evaluate.play_match(
-        "random", None, "gardner", "random", NUM_GAMES, 0, jax.random.key(0)
-    )
+    result = match.play_match("random", None, "gardner", "random", NUM_GAMES, 0, jax.random.key(0))
     check_match(result, NUM_GAMES)
     assert result["illegal_moves"] == {"model": 0, "opponent": 0}
     assert result["score_ci95"][0] < 0.5 < result["score_ci95"][1]  # no side is favoured
-    again = evaluate.play_match(
-        "random", None, "gardner", "random", NUM_GAMES, 0, jax.random.key(0)
-    )
+    again = match.play_match("random", None, "gardner", "random", NUM_GAMES, 0, jax.random.key(0))
     assert again == result  # reproducible from the key
 
 
 def test_greedy_beats_random():
-    result = evaluate.play_match(
-        "greedy", None, "gardner", "random", NUM_GAMES, 0, jax.random.key(1)
-    )
+    result = match.play_match("greedy", None, "gardner", "random", NUM_GAMES, 0, jax.random.key(1))
     check_match(result, NUM_GAMES)
     # Greedy rarely loses but mostly draws: it does not look for mates, so its games end in
     # stalemates (about 60% of its draws in gardner) or bare kings (about 1/3). Over 12 seeds
@@ -117,7 +111,7 @@ def test_greedy_beats_random():
 
 @pytest.mark.parametrize("variant", R.VARIANTS)
 def test_greedy_plays_only_legal_moves(variant):
-    result = evaluate.play_match(
+    result = match.play_match(
         "greedy",
         None,
         variant,
@@ -143,7 +137,7 @@ def test_colour_balance_with_an_illegal_mover():
         del key, rules
         return jnp.full(state.turn.shape, -1, jnp.int32)
 
-    result = evaluate.play_match(
+    result = match.play_match(
         illegal_policy, None, "gardner", "random", NUM_GAMES, 0, jax.random.key(3)
     )
     check_match(result, NUM_GAMES)
@@ -156,15 +150,15 @@ def test_colour_balance_with_an_illegal_mover():
 
 
 def test_statistics_helpers():
-    low, high = evaluate.wilson_interval(0.5, 100)
+    low, high = elo.wilson_interval(0.5, 100)
     assert low == pytest.approx(0.4038, abs=1e-3) and high == pytest.approx(0.5962, abs=1e-3)
-    stats = evaluate.match_statistics(np.array([1, 0, 0, -1, 1, 0]), np.arange(6))
+    stats = elo.match_statistics(np.array([1, 0, 0, -1, 1, 0]), np.arange(6))
     assert (stats["wins"], stats["draws"], stats["losses"]) == (2, 3, 1)
     assert stats["white"]["wins"] == 1 and stats["black"]["wins"] == 1
     assert stats["ci_method"] == "normal"
     sd = np.std([1, 0.5, 0.5, 0, 1, 0.5], ddof=1)
     assert stats["score_ci95"][1] - stats["score"] == pytest.approx(1.96 * sd / np.sqrt(6), 1e-3)
-    assert evaluate.elo_difference(0.5) == 0.0 and evaluate.elo_difference(1.0) is None
+    assert elo.elo_difference(0.5) == 0.0 and elo.elo_difference(1.0) is None
 
 
 @pytest.mark.parametrize(
@@ -181,7 +175,7 @@ def test_play_match_argument_errors(kwargs, message):
     args = dict(variant="gardner", opponent="random", num_games=4)
     args.update(kwargs)
     with pytest.raises(ValueError, match=message):
-        evaluate.play_match(
+        match.play_match(
             "random",
             None,
             args["variant"],
@@ -223,33 +217,33 @@ def saved_run(tmp_path_factory):
 
 def test_load_model_restores_params_and_config(saved_run):
     workdir, params = saved_run
-    net, restored, config = evaluate.load_model(workdir)
+    net, restored, config = checkpoint.load_model(workdir)
     assert config.network.channels == 8 and list(config.variants) == ["gardner"]
     assert net == network.make_network(ml_collections.ConfigDict(TINY))
     chex.assert_trees_all_close(restored, params)
-    _, from_step_dir, _ = evaluate.load_model(os.path.join(workdir, "checkpoints", "7"))
+    _, from_step_dir, _ = checkpoint.load_model(os.path.join(workdir, "checkpoints", "7"))
     chex.assert_trees_all_close(from_step_dir, params)
 
 
 def test_load_model_errors(saved_run, tmp_path):
     workdir, _ = saved_run
     with pytest.raises(FileNotFoundError, match="no such checkpoint directory"):
-        evaluate.load_model(tmp_path / "missing")
+        checkpoint.load_model(tmp_path / "missing")
     with pytest.raises(FileNotFoundError, match="no checkpoint"):
-        evaluate.load_model(tmp_path)
+        checkpoint.load_model(tmp_path)
     with pytest.raises(FileNotFoundError, match="step 3"):
-        evaluate.load_model(workdir, step=3)
+        checkpoint.load_model(workdir, step=3)
     assert not os.path.exists(tmp_path / "checkpoints")  # looking created nothing
 
     # A sidecar without a network config, and one whose config does not fit the parameters.
     _, params = saved_run
     checkpoint.save_checkpoint(tmp_path / "no_config", 1, {"params": params})
     with pytest.raises(ValueError, match="no network config"):
-        evaluate.load_model(tmp_path / "no_config")
+        checkpoint.load_model(tmp_path / "no_config")
     wider = ml_collections.ConfigDict(dict(network=dict(TINY, channels=16)))
     checkpoint.save_checkpoint(tmp_path / "wider", 1, {"params": params}, config=wider)
     with pytest.raises(ValueError, match="does not match"):
-        evaluate.load_model(tmp_path / "wider")
+        checkpoint.load_model(tmp_path / "wider")
 
 
 MODEL_MATCH = dict(num_games=4, num_simulations=2, opponent_simulations=0, max_plies=16)
@@ -259,8 +253,8 @@ def test_model_vs_checkpoint_opponent_and_cli(saved_run, capsys):
     """The search model against the raw policy of the same checkpoint; then the same match
     through the CLI (the same compiled arena), whose JSON must agree."""
     workdir, _ = saved_run
-    net, params, _ = evaluate.load_model(workdir)
-    result = evaluate.play_match(
+    net, params, _ = checkpoint.load_model(workdir)
+    result = match.play_match(
         net,
         params,
         "gardner",
@@ -298,7 +292,7 @@ def test_model_vs_checkpoint_opponent_and_cli(saved_run, capsys):
 
 def test_uniform_prior_network_outputs():
     mask = jnp.zeros((3, R.NUM_ACTIONS), bool).at[:, 5].set(True)
-    logits, value = evaluate.UniformPriorNetwork().apply({}, jnp.zeros((3, *R.OBS_SHAPE)), mask)
+    logits, value = policies.UniformPriorNetwork().apply({}, jnp.zeros((3, *R.OBS_SHAPE)), mask)
     chex.assert_shape([logits, value], [(3, R.NUM_ACTIONS), (3,)])
     assert float(logits[0, 5]) == 0.0 and float(logits[0, 4]) == network.MASKED_LOGIT
     assert not np.any(np.asarray(value))

@@ -11,7 +11,6 @@ task data, each with one small compile.
 from __future__ import annotations
 
 import functools
-import importlib.util
 import io
 import json
 import os
@@ -24,7 +23,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from conftest import start_on_fake_devices, stop_process
 
+from configs import joat as joat_config
 from mmc_jax import checkpoint, learner, meta, metrics, network, train
 from mmc_jax import rules as R
 
@@ -34,10 +35,7 @@ HELD_OUT = "dark"  # the smoke preset's holdout
 
 
 def load_config(preset: str | None = None):
-    spec = importlib.util.spec_from_file_location("joat_config", CONFIG_PATH)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module.get_config(preset)
+    return joat_config.get_config(preset)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -45,13 +43,11 @@ def load_config(preset: str | None = None):
 
 
 ADAPT_SCRIPT = """
-import importlib.util, json, os, sys, time
+import json, os, sys, time
 import jax
-from mmc_jax import adapt, checkpoint, evaluate, network, rules as R, train
+from mmc_jax import adapt, checkpoint, match, network, rules as R, train
 
-spec = importlib.util.spec_from_file_location("joat_config", sys.argv[1])
-module = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(module)
+from configs import joat as module
 config = module.get_config("smoke")
 meta_workdir, adapt_workdir, variant = sys.argv[2], sys.argv[3], sys.argv[4]
 
@@ -62,7 +58,7 @@ warm = adapt.adaptation_config(variant, 1, config.network, config=config)
 train.train(warm, adapt_workdir + "-warm-up", stream=None)
 net = network.make_network(warm.network)
 params = adapt.on_device(network.init_params(net, jax.random.key(0), R.OBS_SHAPE))
-evaluate.play_match(net, params, variant, "random", 4, 0, jax.random.key(0), max_plies=16)
+match.play_match(net, params, variant, "random", 4, 0, jax.random.key(0), max_plies=16)
 
 deadline = time.time() + 900
 while checkpoint.latest_step(meta_workdir) is None or checkpoint.latest_step(meta_workdir) < 2:
@@ -82,45 +78,25 @@ print("RESULT " + json.dumps(results))
 
 
 FOUR_DEVICES_SCRIPT = """
-import importlib.util, json, sys
+import json, sys
 import jax
-from mmc_jax import meta
+from mmc_jax import train
 
 assert jax.device_count() == 4, jax.devices()
-spec = importlib.util.spec_from_file_location("joat_config", sys.argv[1])
-module = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(module)
+from configs import joat as module
 config = module.get_config("smoke")
 config.num_iterations = 1
-print("RESULT " + json.dumps(meta.train_meta(config, sys.argv[2], stream=None)))
+print("RESULT " + json.dumps(train.train(config, sys.argv[2], stream=None)))
 """
 
 
 @pytest.fixture(scope="module")
 def four_device_process(tmp_path_factory):
     """The smoke meta-training's first iteration on 4 fake CPU devices (a subprocess)."""
-    env = dict(os.environ, JAX_PLATFORMS="cpu")
-    env["XLA_FLAGS"] = (
-        env.get("XLA_FLAGS", "") + " --xla_force_host_platform_device_count=4"
-    ).strip()
-    process = subprocess.Popen(
-        [
-            sys.executable,
-            "-c",
-            FOUR_DEVICES_SCRIPT,
-            str(CONFIG_PATH),
-            str(tmp_path_factory.mktemp("four_devices")),
-        ],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env=env,
-        cwd=ROOT,
-    )
+    workdir = tmp_path_factory.mktemp("four_devices")
+    process = start_on_fake_devices(FOUR_DEVICES_SCRIPT, 4, CONFIG_PATH, workdir)
     yield process
-    if process.poll() is None:
-        process.kill()
-        process.communicate()
+    stop_process(process)
 
 
 @pytest.fixture(scope="module")
@@ -132,27 +108,11 @@ def workdirs(tmp_path_factory):
 @pytest.fixture(scope="module")
 def adapt_process(workdirs):
     meta_workdir, adapt_workdir = workdirs
-    env = dict(os.environ, JAX_PLATFORMS="cpu")
-    process = subprocess.Popen(
-        [
-            sys.executable,
-            "-c",
-            ADAPT_SCRIPT,
-            str(CONFIG_PATH),
-            str(meta_workdir),
-            str(adapt_workdir),
-            HELD_OUT,
-        ],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env=env,
-        cwd=ROOT,
+    process = start_on_fake_devices(
+        ADAPT_SCRIPT, 1, CONFIG_PATH, meta_workdir, adapt_workdir, HELD_OUT
     )
     yield process
-    if process.poll() is None:
-        process.kill()
-        process.communicate()
+    stop_process(process)
 
 
 @pytest.fixture(scope="module")
@@ -161,7 +121,7 @@ def meta_run(workdirs, adapt_process, four_device_process):
     del adapt_process, four_device_process  # started first: their compiles overlap ours
     meta_workdir, _ = workdirs
     stream = io.StringIO()
-    result = meta.train_meta(load_config("smoke"), meta_workdir, stream=stream)
+    result = train.train(load_config("smoke"), meta_workdir, stream=stream)
     return meta_workdir, result, stream.getvalue()
 
 
@@ -384,7 +344,7 @@ def test_smoke_meta_training_writes_metrics_checkpoints_and_plots(meta_run):
     assert sorted(os.listdir(workdir / "checkpoints")) == ["1", "2"]
     assert (workdir / "plots" / "policy_loss.png").stat().st_size > 0
     assert os.listdir(workdir / "tensorboard")
-    assert "compiled the outer iteration" in log and "it 2/2" in log
+    assert "compiled the iteration" in log and "it 2/2" in log
     saved = checkpoint.load_metadata(workdir)["config"]
     assert saved["holdout"] == HELD_OUT and HELD_OUT not in saved["variants"]
     assert saved["network"]["variant_planes"] is False
@@ -395,7 +355,7 @@ def test_resume_continues_and_refuses_a_mismatch(meta_run):
     config = load_config("smoke")
     config.num_iterations = 3
     stream = io.StringIO()
-    resumed = meta.train_meta(config, workdir, stream=stream)
+    resumed = train.train(config, workdir, stream=stream)
     assert resumed["start_iteration"] == 2 and resumed["iteration"] == 3
     assert "resumed from" in stream.getvalue()
     assert [r["step"] for r in metrics.read_metrics(workdir)] == [1, 2, 3]
@@ -403,11 +363,11 @@ def test_resume_continues_and_refuses_a_mismatch(meta_run):
     planes = load_config("smoke")
     planes.network.variant_planes = True
     with pytest.raises(ValueError, match="network.variant_planes"):
-        meta.train_meta(planes, workdir, stream=None)
+        train.train(planes, workdir, stream=None)
     other = load_config("smoke")
     other.holdout = "atomic"
     with pytest.raises(ValueError, match="'variants'"):
-        meta.train_meta(other, workdir, stream=None)
+        train.train(other, workdir, stream=None)
 
 
 def test_adapts_to_a_held_out_variant(meta_run, adapt_process, workdirs):

@@ -12,7 +12,7 @@ import ladder_run
 import pyffish as sf
 import pytest
 
-from mmc_jax import evaluate, pgn, uci
+from mmc_jax import match, pgn, uci
 from mmc_jax import rules as R
 
 RECORD = {
@@ -109,7 +109,7 @@ def test_match_records_replay_under_pyffish(ffish, tmp_path):
     test_evaluate's greedy-vs-random match (so the same compiled arena), whose records agree
     with its statistics and replay move by move under pyffish."""
     records = []
-    result = evaluate.play_match(
+    result = match.play_match(
         "greedy", None, "gardner", "random", 128, 0, jax.random.key(1), games_out=records
     )
     assert len(records) == 128

@@ -9,7 +9,6 @@ starts with the first fixture so that its compilation overlaps this process's.
 
 from __future__ import annotations
 
-import importlib.util
 import io
 import json
 import os
@@ -22,8 +21,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from conftest import start_on_fake_devices, stop_process
 
-from mmc_jax import learner, metrics, network, selfplay, train
+from configs import gardner as gardner_config
+from mmc_jax import alphazero, learner, metrics, network, selfplay, sharding, train
 from mmc_jax import rules as R
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -40,10 +41,7 @@ MIRROR_PAIR = ("r1n1k/1P3/5/2B2/1N2K w - - 0 1", "k1n1r/3P1/5/2B2/K2N1 w - - 0 1
 
 
 def load_config(preset: str | None = None):
-    spec = importlib.util.spec_from_file_location("gardner_config", CONFIG_PATH)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module.get_config(preset)
+    return gardner_config.get_config(preset)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -51,14 +49,13 @@ def load_config(preset: str | None = None):
 
 
 MULTI_DEVICE_SCRIPT = """
-import importlib.util, json, sys
+import json, sys
 import jax
-from mmc_jax import rules as R, train
+from mmc_jax import alphazero, sharding, train
+from mmc_jax import rules as R
 
 assert jax.device_count() == 8, jax.devices()
-spec = importlib.util.spec_from_file_location("gardner_config", sys.argv[1])
-module = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(module)
+from configs import gardner as module
 out = {}
 
 bad = module.get_config("smoke")
@@ -68,11 +65,11 @@ try:
 except ValueError as error:
     out["error"] = str(error)
 
-config = train.prepare_config(module.get_config("smoke"))
-mesh = train.make_mesh()
+config = alphazero.prepare_config(module.get_config("smoke"))
+mesh = sharding.make_mesh()
 rules_b = R.batch(list(config.variants), config.selfplay.batch_size)
-rules_b = jax.device_put(rules_b, train._sharded_leaves(rules_b, mesh))
-state = train.init_train_state(config, rules_b, jax.random.key(0), mesh)
+rules_b = jax.device_put(rules_b, sharding.sharded_leaves(rules_b, mesh))
+state = alphazero.init_train_state(config, rules_b, jax.random.key(0), mesh)
 turn = state.game_state.turn
 out["game_devices"] = len(turn.sharding.device_set)
 out["game_shard_shape"] = list(turn.addressable_shards[0].data.shape)
@@ -88,23 +85,9 @@ print("RESULT " + json.dumps(out))
 @pytest.fixture(scope="module")
 def multi_device_process(tmp_path_factory):
     workdir = tmp_path_factory.mktemp("eight_devices")
-    env = dict(os.environ)
-    env["XLA_FLAGS"] = (
-        env.get("XLA_FLAGS", "") + " --xla_force_host_platform_device_count=8"
-    ).strip()
-    env["JAX_PLATFORMS"] = "cpu"
-    process = subprocess.Popen(
-        [sys.executable, "-c", MULTI_DEVICE_SCRIPT, str(CONFIG_PATH), str(workdir)],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env=env,
-        cwd=ROOT,
-    )
+    process = start_on_fake_devices(MULTI_DEVICE_SCRIPT, 8, CONFIG_PATH, workdir)
     yield process
-    if process.poll() is None:
-        process.kill()
-        process.communicate()
+    stop_process(process)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -305,28 +288,28 @@ def test_mirror_files_flips_observations_and_permutes_policies():
 
 def test_config_presets_and_validation():
     for preset in (None, "full", "cpu", "smoke"):
-        config = train.prepare_config(load_config(preset))
+        config = alphazero.prepare_config(load_config(preset))
         assert config.variants == (config.variant,)
     with pytest.raises(ValueError, match="unknown preset"):
         load_config("huge")
     config = load_config("smoke")
     config.variant = "chess960"
     with pytest.raises(ValueError, match="valid variants: gardner, baby"):
-        train.prepare_config(config)
+        alphazero.prepare_config(config)
     config = load_config("smoke")
     config.selfplay.batch_size = 0
     with pytest.raises(ValueError, match="selfplay.batch_size must be positive"):
-        train.prepare_config(config)
+        alphazero.prepare_config(config)
     config = load_config("smoke")
     config.selfplay.algorithm = "alphabeta"
     with pytest.raises(ValueError, match="algorithm"):
-        train.prepare_config(config)
+        alphazero.prepare_config(config)
     config = load_config("smoke")
     config.eval.every, config.eval.num_games = 1, 3
     with pytest.raises(ValueError, match="even"):
-        train.prepare_config(config)
+        alphazero.prepare_config(config)
     with pytest.raises(ValueError, match="not divisible by the 8 devices"):
-        train.check_batch_divisible(12, 8)
+        sharding.check_batch_divisible(12, 8, "selfplay.batch_size")
 
 
 def test_config_flags_override_and_reject_typos(monkeypatch):

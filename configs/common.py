@@ -1,0 +1,106 @@
+"""Builders shared by the presets of `configs/gardner.py` and `configs/joat.py`.
+
+Every network field is set here and only here (`network(size)`), so the two configs cannot
+drift apart; a preset picks a size and overrides what differs, in its own file.
+"""
+
+from __future__ import annotations
+
+import sys
+
+import ml_collections
+
+# Network sizes: (num_blocks, channels, policy_channels, value_channels, value_hidden).
+NETWORK_SIZES = {
+    "full": (6, 128, 32, 8, 128),  # one accelerator (H100 class)
+    "cpu": (2, 32, 16, 8, 64),  # a 2-core CPU: 63k parameters
+    "smoke": (1, 8, 4, 2, 8),  # the tests: learns nothing, compiles fast
+}
+
+
+def network(size: str, *, variant_planes: bool) -> ml_collections.ConfigDict:
+    """The `network` section at `size` ("full", "cpu", "smoke").
+
+    `variant_planes`: whether the network reads the observation's variant planes (told which
+    variant it plays) or only the board channels.
+    """
+    blocks, channels, policy_channels, value_channels, value_hidden = NETWORK_SIZES[size]
+    net = ml_collections.ConfigDict()
+    net.num_blocks = blocks
+    net.channels = channels
+    net.policy_head = "conv"
+    net.policy_channels = policy_channels
+    net.value_channels = value_channels
+    net.value_hidden = value_hidden
+    net.layer_norm = False
+    net.dtype = "float32"
+    net.variant_planes = variant_planes
+    return net
+
+
+def selfplay() -> ml_collections.ConfigDict:
+    """The `selfplay` section (Gumbel MuZero, 64 plies x 32 simulations per iteration)."""
+    section = ml_collections.ConfigDict()
+    section.num_plies = 64  # plies per iteration; unfinished games continue next time
+    section.num_simulations = 32
+    section.algorithm = "gumbel_muzero"  # or "muzero"
+    section.gumbel_scale = 1.0
+    section.max_num_considered_actions = 16
+    section.temperature_plies = 8  # sample the first plies of every game
+    section.temperature = 1.0
+    section.dirichlet_alpha = 0.3  # "muzero" only
+    section.dirichlet_fraction = 0.25  # "muzero" only
+    return section
+
+
+def learner(batch_size: int) -> ml_collections.ConfigDict:
+    """The `learner` section: Adam at 1e-3, decoupled weight decay, gradient clipping."""
+    section = ml_collections.ConfigDict()
+    section.optimizer = "adam"
+    section.learning_rate = 1e-3
+    section.lr_schedule = "constant"
+    section.warmup_steps = 0
+    section.decay_steps = 0
+    section.end_lr_factor = 0.0
+    section.weight_decay = 1e-4
+    section.weight_decay_mode = "decoupled"
+    section.max_grad_norm = 1.0
+    section.value_loss_weight = 1.0
+    section.batch_size = batch_size
+    return section
+
+
+def evaluation(every: int, num_games: int, num_simulations: int) -> ml_collections.ConfigDict:
+    """The `eval` section: matches against random and greedy every `every` iterations."""
+    section = ml_collections.ConfigDict()
+    section.every = every  # iterations; 0 disables
+    section.num_games = num_games
+    section.num_simulations = num_simulations
+    section.opponents = ("random", "greedy")
+    return section
+
+
+def checkpointing(every: int, max_to_keep: int) -> ml_collections.ConfigDict:
+    """The `checkpoint` section; the replay ring is saved so a resume is bit-identical."""
+    section = ml_collections.ConfigDict()
+    section.every = every
+    section.max_to_keep = max_to_keep
+    section.save_replay = True
+    return section
+
+
+def default_preset(arg: str | None, config_name: str) -> str:
+    """`arg`, or without one `full` on an accelerator and `cpu` on a CPU-only machine (said on
+    stderr: the full preset is sized for an H100 and would run for days on a laptop)."""
+    if arg:
+        return arg
+    import jax
+
+    if jax.default_backend() == "cpu":
+        print(
+            f"note: no accelerator found; using the cpu preset ({config_name}:cpu). "
+            f"Ask for {config_name}:full to run the accelerator-sized one anyway.",
+            file=sys.stderr,
+        )
+        return "cpu"
+    return "full"

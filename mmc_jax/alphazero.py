@@ -1,0 +1,351 @@
+"""AlphaZero on one variant as an `Algorithm`: self-play -> targets -> replay -> learner.
+
+One training iteration is one jitted function (`make_iteration`): a self-play scan of
+`selfplay.num_plies` plies over `selfplay.batch_size` games, the targets, a write into the replay
+ring (the last `replay.iterations` iterations) and `learner.steps_per_iteration` minibatch
+updates on samples drawn from it. `ALGORITHM` hands it to `mmc_jax.runloop.run`, which logs,
+evaluates and checkpoints around it.
+
+Data parallelism (`mmc_jax.sharding`): the games, their rules, the replay ring and the
+self-play state are sharded along `data`, parameters and optimizer state are replicated.
+`selfplay.batch_size` must be divisible by the number of devices.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+import flax.struct
+import jax
+import jax.numpy as jnp
+import ml_collections
+from jax.sharding import Mesh, NamedSharding
+from jax.sharding import PartitionSpec as P
+
+from mmc_jax import learner, match, search, selfplay, sharding
+from mmc_jax import network as network_lib
+from mmc_jax import rules as R
+from mmc_jax.runloop import Algorithm, CompiledStep
+
+
+def check_positive(config: ml_collections.ConfigDict, names: str, allow_zero: bool = False) -> None:
+    """Raises ValueError naming the first of the space-separated dotted `names` that is not a
+    positive (or, with `allow_zero`, non-negative) number."""
+    for name in names.split():
+        node = config
+        for part in name.split("."):
+            node = node[part]
+        ok = isinstance(node, int | float) and not isinstance(node, bool)
+        ok = ok and (node >= 0 if allow_zero else node > 0)
+        if not ok:
+            bound = "non-negative" if allow_zero else "positive"
+            raise ValueError(f"config.{name} must be {bound}, got {node!r}")
+
+
+def prepare_config(config: ml_collections.ConfigDict) -> ml_collections.ConfigDict:
+    """A validated, locked copy of a run config with `variants` derived from `variant`.
+
+    Raises:
+      ValueError: unknown variant (the message lists the valid ones), a non-positive size,
+        an unknown search algorithm or a `variants` list that disagrees with `variant`.
+    """
+    config = ml_collections.ConfigDict(config.to_dict())  # a copy; FieldReferences resolved
+    R.check_variant(config.variant)
+    variants = tuple(config.get("variants") or ())
+    if variants and variants != (config.variant,):
+        raise ValueError(
+            f"config.variants={list(variants)} disagrees with config.variant="
+            f"{config.variant!r}; leave variants empty (it is derived from variant)"
+        )
+    config.variants = (config.variant,)
+    check_positive(
+        config,
+        "num_iterations selfplay.batch_size selfplay.num_plies selfplay.num_simulations "
+        "selfplay.max_num_considered_actions network.channels learner.batch_size "
+        "learner.steps_per_iteration learner.learning_rate replay.iterations checkpoint.every "
+        "checkpoint.max_to_keep",
+    )
+    check_positive(
+        config,
+        "network.num_blocks selfplay.temperature_plies selfplay.temperature eval.every",
+        allow_zero=True,
+    )
+    if config.eval.every:
+        check_positive(config, "eval.num_games eval.num_simulations")
+        if config.eval.num_games % 2:
+            raise ValueError(
+                f"config.eval.num_games must be even (half the games per colour), "
+                f"got {config.eval.num_games}"
+            )
+    if config.selfplay.algorithm not in search.ALGORITHMS:
+        raise ValueError(
+            f"config.selfplay.algorithm must be one of {search.ALGORITHMS}, "
+            f"got {config.selfplay.algorithm!r}"
+        )
+    config.lock()
+    return config
+
+
+def _mirror_enabled(config: ml_collections.ConfigDict) -> bool:
+    """Whether the iteration mirrors samples: `selfplay.mirror_augment` and some variant of the
+    run has a file-symmetric start (none today). A compile key carries it as `mirror`."""
+    if "mirror" in config:
+        return bool(config.mirror)
+    return bool(config.selfplay.get("mirror_augment", False)) and any(
+        selfplay.is_file_symmetric(v) for v in config.variants
+    )
+
+
+def _compile_key(config: ml_collections.ConfigDict) -> ml_collections.FrozenConfigDict:
+    """The part of the config that shapes the compiled iteration (a hashable cache key).
+
+    The variant is data (the `Rules` argument), not part of the key: runs on different variants
+    with the same sizes share one compiled iteration (adaptation runs several in one process).
+    """
+    return ml_collections.FrozenConfigDict(
+        {
+            "mirror": _mirror_enabled(config),
+            "network": config.network,
+            "selfplay": config.selfplay,
+            "learner": config.learner,
+            "replay": config.replay,
+        }
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# State and shardings
+
+
+@flax.struct.dataclass(kw_only=True)
+class TrainState:
+    """Everything the jitted iteration carries from one iteration to the next.
+
+    params, opt_state: network parameters and optimizer state (replicated).
+    game_state: `R.State` [B], the self-play games in progress (sharded along `data`).
+    replay: `learner.ReplayBuffer`, the last `replay.iterations` iterations' samples.
+    """
+
+    params: Any
+    opt_state: Any
+    game_state: R.State
+    replay: learner.ReplayBuffer
+
+
+def state_shardings(state: TrainState, mesh: Mesh) -> TrainState:
+    """The sharding of every leaf of a `TrainState` (shapes or arrays)."""
+    return TrainState(
+        params=sharding.replicated(state.params, mesh),
+        opt_state=sharding.replicated(state.opt_state, mesh),
+        game_state=sharding.sharded_leaves(state.game_state, mesh),
+        replay=sharding.sharded_leaves(state.replay, mesh),
+    )
+
+
+def samples_per_iteration(config: ml_collections.ConfigDict) -> int:
+    """Self-play positions recorded per iteration: num_plies * batch_size."""
+    return int(config.selfplay.num_plies) * int(config.selfplay.batch_size)
+
+
+def example_batch() -> learner.Batch:
+    """A one-sample `learner.Batch` of `ShapeDtypeStruct`s (the replay ring's layout)."""
+    num_actions = R.NUM_ACTIONS
+    return learner.Batch(
+        obs=jax.ShapeDtypeStruct((1, *R.OBS_SHAPE), jnp.float32),
+        legal_action_mask=jax.ShapeDtypeStruct((1, num_actions), jnp.bool_),
+        policy_target=jax.ShapeDtypeStruct((1, num_actions), jnp.float32),
+        value_target=jax.ShapeDtypeStruct((1,), jnp.float32),
+        value_mask=jax.ShapeDtypeStruct((1,), jnp.bool_),
+    )
+
+
+def _init_fn(config: ml_collections.ConfigDict):
+    """`(key, rules_b) -> TrainState`: the pure initialisation."""
+    network = network_lib.make_network(config.network)
+    optimizer = learner.make_optimizer(config.learner)
+    capacity = int(config.replay.iterations) * samples_per_iteration(config)
+
+    def init(key, rules_b):
+        params = network_lib.init_params(network, key, R.OBS_SHAPE)
+        return TrainState(
+            params=params,
+            opt_state=optimizer.init(params),
+            game_state=R.init(rules_b),
+            replay=learner.replay_init(example_batch(), capacity),
+        )
+
+    return init
+
+
+def init_train_state(
+    config: ml_collections.ConfigDict, rules_b: R.Rules, key: jax.Array, mesh: Mesh
+) -> TrainState:
+    """Fresh parameters (from `key`), optimizer state, start positions and an empty replay,
+    placed on `mesh` with `state_shardings`."""
+    return _jitted_init(_compile_key(config), mesh)(key, rules_b)
+
+
+@functools.lru_cache(maxsize=8)
+def _jitted_init(compile_key: ml_collections.FrozenConfigDict, mesh: Mesh):
+    """`_init_fn` jitted with output shardings (the replay ring is created in place on every
+    device), once per config and mesh."""
+    init = _init_fn(compile_key)
+    rules_b = _abstract_rules(compile_key)
+    shardings = state_shardings(jax.eval_shape(init, jax.random.key(0), rules_b), mesh)
+    return jax.jit(init, out_shardings=shardings)
+
+
+def _abstract_rules(compile_key: ml_collections.FrozenConfigDict) -> R.Rules:
+    # Shapes only: every variant's Rules has the same leaves.
+    return jax.eval_shape(lambda: R.batch(R.VARIANTS[0], int(compile_key.selfplay.batch_size)))
+
+
+# ---------------------------------------------------------------------------------------------
+# The jitted iteration
+
+
+def iteration_step(
+    state: TrainState, rules_b: R.Rules, key: jax.Array, config: ml_collections.ConfigDict
+) -> tuple[TrainState, dict[str, jax.Array]]:
+    """One training iteration (pure): self-play, targets, replay write, learner updates.
+
+    Returns the new state and scalar metrics: `train/*` (learner, averaged over the
+    minibatches) and `selfplay/*` (`selfplay.trajectory_stats`).
+    """
+    network = network_lib.make_network(config.network)
+    play_key, mirror_key, sample_key, learn_key = jax.random.split(key, 4)
+    game_state, trajectory = selfplay.selfplay(
+        network, state.params, rules_b, state.game_state, play_key, config
+    )
+    batch = selfplay.compute_targets(trajectory)
+    if _mirror_enabled(config):
+        per_game = jnp.asarray(
+            [selfplay.is_file_symmetric(R.VARIANTS[i]) for i in range(len(R.VARIANTS))]
+        )[rules_b.variant_id]
+        per_sample = jnp.tile(per_game, int(config.selfplay.num_plies))  # ply-major as batch
+        batch = selfplay.random_mirror(mirror_key, batch, per_sample)
+    replay = learner.replay_add(state.replay, batch)
+
+    num_samples = int(config.learner.batch_size) * int(config.learner.steps_per_iteration)
+    samples = learner.replay_sample(replay, sample_key, num_samples)
+    params, opt_state, train_metrics = learner.train_epoch(
+        state.params, state.opt_state, samples, learn_key, config
+    )
+    metrics = {f"train/{k}": v for k, v in train_metrics.items()}
+    metrics.update({f"selfplay/{k}": v for k, v in selfplay.trajectory_stats(trajectory).items()})
+    metrics["replay/size"] = replay.size
+    new_state = TrainState(params=params, opt_state=opt_state, game_state=game_state, replay=replay)
+    return new_state, metrics
+
+
+@functools.lru_cache(maxsize=8)
+def _jitted_iteration(compile_key: ml_collections.FrozenConfigDict, mesh: Mesh):
+    """`iteration_step` jitted with its shardings on `mesh` (one per config and mesh)."""
+    rules_b = _abstract_rules(compile_key)
+    state = jax.eval_shape(_init_fn(compile_key), jax.random.key(0), rules_b)
+    replicated = NamedSharding(mesh, P())
+    state_sh = state_shardings(state, mesh)
+    return jax.jit(
+        functools.partial(iteration_step, config=compile_key),
+        in_shardings=(state_sh, sharding.sharded_leaves(rules_b, mesh), replicated),
+        out_shardings=(state_sh, replicated),
+    )
+
+
+def make_iteration(config: ml_collections.ConfigDict, mesh: Mesh):
+    """The jitted iteration `(state, rules_b, key) -> (state, metrics)` on `mesh`.
+
+    Built once per process, config and mesh; `.lower(...).compile()` on it compiles ahead of
+    time (and is cached by JAX, so a second `train` in the same process does not recompile).
+    """
+    return _jitted_iteration(_compile_key(config), mesh)
+
+
+# ---------------------------------------------------------------------------------------------
+# The algorithm
+
+
+def evaluate_params(
+    config: ml_collections.ConfigDict,
+    params: Any,
+    key: jax.Array,
+    variant: str | None = None,
+    prefix: str = "eval/",
+) -> dict[str, float]:
+    """`match.evaluate_params` with this config's network and `eval` section."""
+    network = network_lib.make_network(config.network)
+    return match.evaluate_params(
+        config.eval,
+        network,
+        params,
+        config.variant if variant is None else variant,
+        key,
+        prefix=prefix,
+    )
+
+
+class AlphaZero(Algorithm):
+    """AlphaZero on `config.variant` (configs/gardner.py)."""
+
+    name = "alphazero"
+    batch_field = "selfplay.batch_size"
+
+    def prepare_config(self, config):
+        return prepare_config(config)
+
+    def setup(self, config, mesh):
+        rules_b = R.batch(list(config.variants), int(config.selfplay.batch_size))
+        return jax.device_put(rules_b, sharding.sharded_leaves(rules_b, mesh))
+
+    def init_state(self, config, mesh, data, key):
+        return init_train_state(config, data, key, mesh)
+
+    def abstract_state(self, config, mesh):
+        compile_key = _compile_key(config)
+        abstract = jax.eval_shape(
+            _init_fn(compile_key), jax.random.key(0), _abstract_rules(compile_key)
+        )
+        return sharding.abstract_with_shardings(abstract, state_shardings(abstract, mesh))
+
+    def check_start(self, config, state):
+        if bool(jax.device_get(state.game_state.terminated).all()):
+            raise ValueError(
+                f"the start position of {config.variant!r} is already over (no legal move): "
+                "self-play has nothing to play"
+            )
+
+    def describe(self, config, mesh, state):
+        network = network_lib.make_network(config.network)
+        num_params = network_lib.num_params(state.params)
+        return (
+            f"{config.variant}: {mesh.size} device(s) ({jax.devices()[0].platform}), "
+            f"{config.selfplay.batch_size} games x {config.selfplay.num_plies} plies x "
+            f"{config.selfplay.num_simulations} simulations per iteration, "
+            f"net {config.network.num_blocks}x{config.network.channels} "
+            f"({num_params:,} params; {type(network).__name__})"
+        )
+
+    def compile(self, config, mesh, state, data, start):
+        replicated = NamedSharding(mesh, P())
+        example_key = jax.device_put(jax.random.key(0), replicated)
+        compiled = make_iteration(config, mesh).lower(state, data, example_key).compile()
+
+        def step(state, data, key, iteration):
+            del iteration
+            state, metrics = compiled(state, data, jax.device_put(key, replicated))
+            return state, {k: v.item() for k, v in jax.device_get(metrics).items()}
+
+        return CompiledStep(step)
+
+    def progress_fields(self, record):
+        return [
+            f"white/draw/black {record['selfplay/white_wins']}/{record['selfplay/draws']}/"
+            f"{record['selfplay/black_wins']} len {record['selfplay/mean_game_length']:.0f}"
+        ]
+
+    def evaluate(self, config, params, key):
+        return evaluate_params(config, params, key)
+
+
+ALGORITHM = AlphaZero()

@@ -1,0 +1,460 @@
+"""The jitted arena: colour-balanced matches between two players, as one compiled loop.
+
+`play_match` plays a colour-balanced match (the model is White in the first half of the games
+and Black in the second) as ONE jitted `lax.while_loop` over plies. All games start together,
+so at every ply the model is to move in exactly one half of the batch (the first at even plies,
+the second at odd ones): each side's policy runs on its own half only, never on the games where
+the other side is to move. Finished games idle until the last one ends (the rules' ply cap
+bounds the loop). With `opening_plies > 0` both sides first play that many uniformly random
+plies, the same ones in game `i` and game `i + N/2`: paired openings, each played once from
+either side. A start without any legal move (monochromatic: White is stalemated at once) is
+scored a draw at ply 0. Calls with the same players and number of games share one compiled
+arena (variant, key, parameters, ply cap and opening length are data); all random / greedy
+pairings share one. Games lost by an illegal move are counted per side (`illegal_moves`; 0 for
+built-in policies). Statistics (score, intervals, Elo) come from `mmc_jax.elo`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+from typing import Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from mmc_jax import elo as elo_lib
+from mmc_jax import rules as R
+from mmc_jax.policies import (
+    NAMED_OPPONENTS,
+    Policy,
+    UniformPriorNetwork,
+    greedy_from_mask,
+    make_model_policy,
+)
+from mmc_jax.rules import game, notation
+from mmc_jax.rules import tables as T
+
+
+@dataclasses.dataclass(frozen=True)
+class _Player:
+    """Static (hashable) description of one side; its `params` travel as jit arguments.
+
+    kind "baseline": random or greedy, chosen by `params` (an int32 index into
+    `NAMED_OPPONENTS`) so that every baseline pairing shares one compiled arena; "network":
+    `network` with `num_simulations`; "policy": a user policy `(key, rules, state)`.
+    """
+
+    kind: str
+    network: Any = None
+    num_simulations: int = 0
+    policy: Any = None
+
+    def act(self, params, key, rules, state, planes):
+        if self.kind == "baseline":
+            legal = R.planes_to_mask(planes)
+            random_key, greedy_key = jax.random.split(key)
+            return jnp.where(
+                params == NAMED_OPPONENTS.index("greedy"),
+                greedy_from_mask(greedy_key, rules, state, legal),
+                R.random_legal_action(random_key, legal),
+            )
+        if self.kind == "network":
+            policy = make_model_policy(self.network, params, self.num_simulations)
+            return policy(key, rules, state, planes)
+        return self.policy(key, rules, state)
+
+
+def _player(spec, network, params, num_simulations: int, role: str) -> tuple[_Player, Any]:
+    """(static player, its jit-argument params) of a `play_match` argument."""
+    if isinstance(spec, str):
+        if spec in NAMED_OPPONENTS:
+            return _Player("baseline"), jnp.int32(NAMED_OPPONENTS.index(spec))
+        if spec == "checkpoint":
+            if network is None or params is None:
+                raise ValueError(f"{role} 'checkpoint' needs a network and its params")
+            return _Player("network", network, num_simulations), params
+        raise ValueError(
+            f"unknown {role} {spec!r}; expected one of {NAMED_OPPONENTS + ('checkpoint',)} "
+            "or a policy function (key, rules, state) -> actions"
+        )
+    if callable(spec) and not hasattr(spec, "apply"):
+        return _Player("policy", policy=spec), None
+    raise ValueError(f"{role} must be a name or a policy function, got {spec!r}")
+
+
+class _Carry(NamedTuple):
+    state: R.State  # [B]
+    planes: jax.Array  # uint32 [B, 49] legal planes of `state`
+    ply: jax.Array  # int32 loop counter
+    rewards: jax.Array  # float32 [B, 2] summed rewards by colour
+    illegal: jax.Array  # bool [B, 2] the model / the opponent ended the game by an illegal move
+    record: Any = None  # with `record_plies`: the moves and the boards they were played on
+
+
+class GameLog(NamedTuple):
+    """Every ply of every game ([P, B, ...], P = `record_plies`): the action played and the
+    position it was played in (mover's-view bitboards). Ply t of every game has colour
+    t % 2 to move (all games start at the start position); game g's moves are the first
+    `plies[g]` entries."""
+
+    actions: jax.Array  # int32 [P, B]
+    pieces: jax.Array  # uint32 [P, B, 6]
+    own: jax.Array  # uint32 [P, B]
+
+
+class ArenaOutput(NamedTuple):
+    """Per-game results of `_arena`, all [B]: the model's reward (+1 / 0 / -1), the game length
+    in plies, whether it finished, and whether the model / the opponent played illegal moves;
+    `record` a `GameLog` when recording."""
+
+    model_reward: jax.Array
+    plies: jax.Array
+    finished: jax.Array
+    model_illegal: jax.Array
+    opponent_illegal: jax.Array
+    record: Any = None
+
+
+def _is_legal(planes: jax.Array, actions: jax.Array) -> jax.Array:
+    """bool [B]: is `actions` [B] legal, by a bit test on the legal planes [B, 49]."""
+    in_range = (actions >= 0) & (actions < R.NUM_ACTIONS)
+    actions = jnp.clip(actions, 0, R.NUM_ACTIONS - 1)
+    plane = jnp.take_along_axis(planes, (actions % T.NUM_PLANES)[:, None], axis=1)[:, 0]
+    return in_range & ((plane >> (actions // T.NUM_PLANES).astype(jnp.uint32)) & 1 == 1)
+
+
+@functools.partial(jax.jit, static_argnames=("model", "opponent", "record_plies"))
+def _arena(
+    model_params,
+    opponent_params,
+    rules,
+    start_planes,
+    key,
+    opening_plies,
+    *,
+    model,
+    opponent,
+    record_plies: int = 0,
+) -> ArenaOutput:
+    """Plays a batch of games from the start; the model is White in the first half.
+
+    With `record_plies` > 0 (at least the ply cap) every move is kept in a `GameLog`; the
+    games and their random streams are the same as without.
+
+    `start_planes` [B, 49] are the start position's legal planes. The loop carries each
+    position's planes, so a ply of two baselines costs one move generation: the one
+    `step_with_planes` needs anyway to detect mate after the move (the start planes come from
+    outside so that the compiled program has no second copy of the move generator).
+    """
+    num_games = rules.variant_id.shape[0]
+    half = num_games // 2
+    model_colour = (jnp.arange(num_games) >= half).astype(jnp.int32)
+    loop_limit = jnp.max(rules.max_plies) + 1  # the rules end every game by then
+
+    def paired_random(key, state, planes, ply):
+        del ply
+        # The same key on both halves: game i and game i + N/2 play the same opening moves.
+        legal = R.planes_to_mask(planes)
+        return jnp.concatenate(
+            [R.random_legal_action(key, legal[:half]), R.random_legal_action(key, legal[half:])]
+        )
+
+    def half_of(tree, start):
+        return jax.tree.map(lambda x: jax.lax.dynamic_slice_in_dim(x, start, half, axis=0), tree)
+
+    def policies(key, state, planes, ply):
+        # Every game has the same side to move at a given ply (one variant, one start, the
+        # same number of plies so far), so each player searches only its own half.
+        model_key, opponent_key = jax.random.split(key)
+        model_first = (start_turn + ply) % 2 == 0  # the model is White in the first half
+        model_start = jnp.where(model_first, 0, half)
+        opponent_start = half - model_start
+        model_actions = model.act(
+            model_params,
+            model_key,
+            half_of(rules, model_start),
+            half_of(state, model_start),
+            half_of(planes, model_start),
+        )
+        opponent_actions = opponent.act(
+            opponent_params,
+            opponent_key,
+            half_of(rules, opponent_start),
+            half_of(state, opponent_start),
+            half_of(planes, opponent_start),
+        )
+        return jnp.where(
+            model_first,
+            jnp.concatenate([model_actions, opponent_actions]),
+            jnp.concatenate([opponent_actions, model_actions]),
+        )
+
+    def cond(carry: _Carry):
+        return ~jnp.all(carry.state.terminated) & (carry.ply < loop_limit)
+
+    def body(carry: _Carry) -> _Carry:
+        state, planes = carry.state, carry.planes
+        ply_key = jax.random.fold_in(key, carry.ply)
+        actions = jax.lax.cond(
+            carry.ply < opening_plies, paired_random, policies, ply_key, state, planes, carry.ply
+        )
+        illegal = ~state.terminated & ~_is_legal(planes, actions)
+        model_moved = state.turn == model_colour
+        illegal = jnp.stack([illegal & model_moved, illegal & ~model_moved], axis=1)
+        record = carry.record
+        if record_plies:
+            record = GameLog(
+                record.actions.at[carry.ply].set(actions, mode="drop"),
+                record.pieces.at[carry.ply].set(state.pieces, mode="drop"),
+                record.own.at[carry.ply].set(state.own, mode="drop"),
+            )
+        state, planes = R.step_with_planes(rules, state, actions, planes)
+        return _Carry(
+            state,
+            planes,
+            carry.ply + 1,
+            carry.rewards + state.rewards,
+            carry.illegal | illegal,
+            record,
+        )
+
+    state = R.init(rules)
+    start_turn = state.turn[0]
+    # `init` does not look for moves: a start without any (monochromatic: White is stalemated
+    # at once) is a finished, drawn game. Start positions are never in check, so never mate.
+    state = state.replace(terminated=state.terminated | ~jnp.any(start_planes != 0, axis=-1))
+    carry = _Carry(
+        state=state,
+        planes=start_planes,
+        ply=jnp.int32(0),
+        rewards=jnp.zeros((num_games, 2), jnp.float32),
+        illegal=jnp.zeros((num_games, 2), bool),
+        record=GameLog(
+            jnp.zeros((record_plies, num_games), jnp.int32),
+            jnp.zeros((record_plies, num_games, 6), jnp.uint32),
+            jnp.zeros((record_plies, num_games), jnp.uint32),
+        )
+        if record_plies
+        else None,
+    )
+    carry = jax.lax.while_loop(cond, body, carry)
+    return ArenaOutput(
+        model_reward=jnp.take_along_axis(carry.rewards, model_colour[:, None], axis=1)[:, 0],
+        plies=carry.state.ply,
+        finished=carry.state.terminated,
+        model_illegal=carry.illegal[:, 0],
+        opponent_illegal=carry.illegal[:, 1],
+        record=carry.record,
+    )
+
+
+@functools.cache
+def start_planes(variant: str) -> np.ndarray:
+    """uint32 [49]: legal planes of the variant's start position.
+
+    Computed op by op (`jax.disable_jit`, a few seconds once per variant and process) rather
+    than compiled: a compiled move generator costs about 25 s of XLA time on 2 CPU cores.
+    """
+    rules = R.get(variant)
+    with jax.disable_jit():
+        return np.asarray(jax.device_get(game.legal_planes(rules, game.init(rules))))
+
+
+def play_match(
+    network,
+    params: Any,
+    variant: str,
+    opponent: str | Policy,
+    num_games: int,
+    num_simulations: int,
+    key: jax.Array,
+    *,
+    opponent_params: Any = None,
+    opponent_network=None,
+    opponent_simulations: int | None = None,
+    max_plies: int | None = None,
+    opening_plies: int = 0,
+    games_out: list | None = None,
+) -> dict[str, Any]:
+    """Plays `num_games` colour-balanced games of `variant`: model vs `opponent`.
+
+    Every call with the same players (kind, network, simulations) and `num_games` reuses one
+    compiled arena, whatever the variant, key, parameters, ply cap or opening length; all
+    random / greedy pairings share one.
+
+    Args:
+      network: the model's network (with `params`), None for `UniformPriorNetwork`, or, for
+        baselines, "random" / "greedy" / a policy function `(key, rules, state) -> actions`.
+      params: the model's parameters (ignored for baselines).
+      variant: a registered variant name.
+      opponent: "random", "greedy", "checkpoint" (with `opponent_network` and
+        `opponent_params`) or a policy function. An `opponent_network` alone means
+        "checkpoint".
+      num_games: positive and even; the model is White in games [0, N/2), Black in the rest.
+      num_simulations: the model's search simulations (0: raw policy argmax).
+      key: PRNG key (random opponents, greedy ties, openings; the search is deterministic).
+      opponent_simulations: the checkpoint opponent's simulations (default `num_simulations`).
+      max_plies: ply cap after which a game is drawn (default: the rules' cap, 256).
+      opening_plies: uniformly random plies played by both sides first, paired across colours.
+      games_out: a list to which the games are appended as dicts (variant, white, black,
+        start_fen, moves in UCI, result, termination, opening_plies) for `mmc_jax.pgn`. The
+        arena records every match anyway (a `GameLog` of max(256, ply cap) plies), so this
+        costs no other compile and changes nothing in the games.
+
+    Returns:
+      A JSON-able dict: `num_games`, `wins`, `draws`, `losses`, `score`, `score_ci95`,
+      `ci_method`, `score_ci95_wilson`, `elo`, `elo_ci95`, `mean_plies`, per-colour dicts
+      `white` / `black` (the model's colour) with games, wins, draws, losses, score,
+      mean_plies; `illegal_moves` {model, opponent} (games lost by an illegal move: always 0
+      for the built-in policies); plus the match settings.
+    """
+    R.check_variant(variant)
+    if isinstance(num_games, bool) or not isinstance(num_games, int) or num_games <= 0:
+        raise ValueError(f"num_games must be a positive even integer, got {num_games!r}")
+    if num_games % 2:
+        raise ValueError(f"num_games must be even (half the games per colour), got {num_games}")
+    for name, value in (("num_simulations", num_simulations), ("opening_plies", opening_plies)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            raise ValueError(f"{name} must be a non-negative integer, got {value!r}")
+    if opponent_simulations is None:
+        opponent_simulations = num_simulations
+    if not isinstance(opponent_simulations, int) or opponent_simulations < 0:
+        raise ValueError(
+            f"opponent_simulations must be a non-negative integer, got {opponent_simulations!r}"
+        )
+
+    if network is None:
+        network, params = UniformPriorNetwork(), {}
+    if isinstance(network, str):
+        model_name = network
+    elif isinstance(network, UniformPriorNetwork):
+        model_name = "uniform-prior search"
+    elif hasattr(network, "apply"):
+        model_name = "network"
+    else:
+        model_name = getattr(network, "__name__", "policy")
+    if isinstance(network, str) or (callable(network) and not hasattr(network, "apply")):
+        model, model_params = _player(network, None, None, 0, "model")
+    else:
+        if params is None:
+            raise ValueError("a model network needs its params (None: only for baselines)")
+        model, model_params = _Player("network", network, num_simulations), params
+    if opponent is None and opponent_network is not None:
+        opponent = "checkpoint"
+    opponent_player, opponent_params = _player(
+        opponent, opponent_network, opponent_params, opponent_simulations, "opponent"
+    )
+
+    single = R.get(variant) if max_plies is None else R.get(variant, max_plies=max_plies)
+    output = jax.device_get(
+        _arena(
+            model_params,
+            opponent_params,
+            R.batch(single, num_games),
+            jnp.asarray(np.tile(start_planes(variant), (num_games, 1))),
+            key,
+            jnp.int32(opening_plies),
+            model=model,
+            opponent=opponent_player,
+            # Always recorded (a few MB at most), so that `games_out` needs no other compile.
+            record_plies=max(R.variants.DEFAULT_MAX_PLIES, int(single.max_plies)),
+        )
+    )
+    if not np.all(output.finished):  # unreachable while the rules enforce their ply cap
+        raise RuntimeError(f"{int((~output.finished).sum())} games did not finish")
+    result = elo_lib.match_statistics(output.model_reward, output.plies)
+    result["illegal_moves"] = {
+        "model": int(output.model_illegal.sum()),
+        "opponent": int(output.opponent_illegal.sum()),
+    }
+    opponent_name = opponent if isinstance(opponent, str) else getattr(opponent, "__name__", "?")
+    if games_out is not None:
+        games_out.extend(game_records(output, variant, model_name, opponent_name, opening_plies))
+    result.update(
+        variant=variant,
+        model=model_name,
+        opponent=opponent_name,
+        num_simulations=num_simulations if model.kind == "network" else None,
+        opponent_simulations=opponent_simulations if opponent_player.kind == "network" else None,
+        max_plies=int(single.max_plies),
+        opening_plies=opening_plies,
+    )
+    return result
+
+
+def game_records(
+    output: ArenaOutput, variant: str, model_name: str, opponent_name: str, opening_plies: int
+) -> list[dict[str, Any]]:
+    """The recorded games of an `_arena` output (host arrays) as dicts for `mmc_jax.pgn`."""
+    log = output.record
+    num_games = len(output.plies)
+    rifle = variant == "rifle"
+    records = []
+    for g in range(num_games):
+        model_white = g < num_games // 2
+        plies = int(output.plies[g])
+        moves = [
+            notation.action_to_uci(
+                int(log.actions[t, g]), t % 2, log.pieces[t, g], log.own[t, g], rifle
+            )
+            for t in range(plies)
+        ]
+        reward = float(output.model_reward[g]) * (1 if model_white else -1)  # White's
+        illegal = bool(output.model_illegal[g] or output.opponent_illegal[g])
+        records.append(
+            {
+                "variant": variant,
+                "white": model_name if model_white else opponent_name,
+                "black": opponent_name if model_white else model_name,
+                "start_fen": R.START_FENS[variant],
+                "moves": moves,
+                "result": "1-0" if reward > 0 else "0-1" if reward < 0 else "1/2-1/2",
+                "termination": "rules infraction" if illegal else "normal",
+                "opening_plies": min(opening_plies, plies),
+            }
+        )
+    return records
+
+
+def _metric_name(opponent: str) -> str:
+    return "".join(c if c.isalnum() or c in "_-." else "_" for c in str(opponent))
+
+
+def evaluate_params(
+    settings,
+    network,
+    params: Any,
+    variant: str,
+    key: jax.Array,
+    *,
+    prefix: str = "eval/",
+) -> dict[str, float]:
+    """Plays `settings.num_games` against every `settings.opponents` entry on `variant`.
+
+    `settings` is a run config's `eval` section (`num_games`, `num_simulations`, `opponents`).
+    Returns `<prefix>score_vs_<opponent>`, its 95% bounds `<prefix>score_low_vs_<opponent>` /
+    `<prefix>score_high_vs_<opponent>`, and wins, draws, losses, elo, mean_plies likewise.
+    """
+    host_params = jax.device_get(params)
+    metrics: dict[str, float] = {}
+    for index, opponent in enumerate(settings.opponents):
+        result = play_match(
+            network,
+            host_params,
+            variant,
+            opponent,
+            int(settings.num_games),
+            int(settings.num_simulations),
+            jax.random.fold_in(key, index),
+        )
+        name = _metric_name(opponent)
+        metrics[f"{prefix}score_vs_{name}"] = float(result["score"])
+        low, high = result["score_ci95"]
+        metrics[f"{prefix}score_low_vs_{name}"] = float(low)
+        metrics[f"{prefix}score_high_vs_{name}"] = float(high)
+        for field in ("wins", "draws", "losses", "elo", "mean_plies"):
+            if result.get(field) is not None:
+                metrics[f"{prefix}{field}_vs_{name}"] = result[field]
+    return metrics

@@ -1,0 +1,493 @@
+"""The one training loop: every algorithm (AlphaZero, JOAT) and `adapt` run through `run`.
+
+    result = run(alphazero.ALGORITHM, config, workdir)           # train, or resume
+    result = run(meta.ALGORITHM, config, workdir)                # meta-train, or resume
+    result = run(alphazero.ALGORITHM, config, workdir, init_params=params, on_eval=hook)
+
+An `Algorithm` is the pure part of a training method seen from the loop: how to validate its
+config, build its data (the rules of the games it plays), initialise and describe its state,
+compile its one jitted iteration, name its progress and evaluate parameters. `run` is the short
+Python loop around it, the same for every algorithm:
+
+1. Start-up, in big_vision's order: resume from the latest checkpoint in `workdir`, else start
+   from `init_params` (fresh optimizer state and games), else from scratch. A resume restores
+   into an abstract template (nothing is compiled to refuse a mismatching checkpoint) and falls
+   back to the newest intact checkpoint when the latest is damaged, with a warning.
+2. Compile the iteration ahead of time, then for each iteration `i`: call it with the key
+   `fold_in(run_key, i)` (a resumed run replays the same random stream), stop on a non-finite
+   `train/*` metric before anything of that iteration is saved, write the metrics
+   (`metrics.jsonl`, TensorBoard), evaluate when it is time (`eval.every`, and after the last
+   iteration), call `on_eval`, print a progress line with an ETA, redraw the plots (at most
+   once a minute, at evaluations and at the end) and checkpoint when it is time
+   (`checkpoint.every`, and after the last iteration; orbax writes in the background).
+3. SIGTERM (a preempted VM, a Kubernetes eviction) or Ctrl-C stops the run after the iteration
+   in progress: that iteration is checkpointed, the loop says how to resume and returns. A
+   second Ctrl-C stops at once; the last checkpoint stays the last good one.
+
+`run` returns a `RunResult` with the final state (its parameters on the mesh), the last record
+and where the run started, so callers never read parameters back from disk.
+"""
+
+from __future__ import annotations
+
+import abc
+import dataclasses
+import math
+import os
+import signal
+import sys
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import ml_collections
+import numpy as np
+
+from mmc_jax import checkpoint as checkpoint_lib
+from mmc_jax import metrics as metrics_lib
+from mmc_jax import sharding
+
+PLOT_INTERVAL_SECONDS = 60.0
+
+
+@dataclasses.dataclass(frozen=True)
+class CompiledStep:
+    """One compiled iteration: `fn(state, data, key, iteration) -> (state, record)`, where
+    `record` is a flat dict of host scalars with at least `selfplay/frames`, `selfplay/games`,
+    `train/policy_loss` and `train/value_loss`."""
+
+    fn: Callable[..., tuple[Any, dict[str, Any]]]
+
+    def __call__(self, state, data, key, iteration):
+        return self.fn(state, data, key, iteration)
+
+
+class Algorithm(abc.ABC):
+    """A training method as `run` sees it. Its state is a `flax.struct.dataclass` with the
+    fields `params`, `opt_state`, `game_state` and `replay` (what checkpoints hold)."""
+
+    name: str = "algorithm"
+    batch_field: str = "selfplay.batch_size"  # the config field split over the devices
+
+    @abc.abstractmethod
+    def prepare_config(self, config: ml_collections.ConfigDict) -> ml_collections.ConfigDict:
+        """A validated, locked copy of `config` (ValueError naming the problem)."""
+
+    @abc.abstractmethod
+    def setup(self, config, mesh) -> Any:
+        """The iteration's data arguments (rules of the games), placed on `mesh`."""
+
+    @abc.abstractmethod
+    def init_state(self, config, mesh, data, key: jax.Array) -> Any:
+        """A fresh state (parameters from `key`) placed on `mesh`."""
+
+    @abc.abstractmethod
+    def abstract_state(self, config, mesh) -> Any:
+        """The state as `ShapeDtypeStruct`s with their shardings (the restore template)."""
+
+    def check_start(self, config, state) -> None:
+        """Raises ValueError when the fresh state cannot be played (no legal move)."""
+        del config, state
+
+    @abc.abstractmethod
+    def describe(self, config, mesh, state) -> str:
+        """The start-up line: what is trained, on what, at which size."""
+
+    @abc.abstractmethod
+    def compile(self, config, mesh, state, data, start: int) -> CompiledStep:
+        """The jitted iteration, compiled ahead of time for `state` and `data`."""
+
+    def progress_fields(self, record: dict[str, Any]) -> list[str]:
+        """Algorithm-specific parts of the progress line."""
+        return []
+
+    @abc.abstractmethod
+    def evaluate(self, config, params, key: jax.Array) -> dict[str, Any]:
+        """`eval/*` metrics of `params` (games against `config.eval.opponents`)."""
+
+    def restore_error(self, error: ValueError, config) -> ValueError:
+        """A clearer error for a checkpoint that does not fit `config`."""
+        return error
+
+
+@dataclasses.dataclass
+class RunResult:
+    """What `run` returns.
+
+    state: the final state (on the mesh). record: the last metrics record (as written to
+    `metrics.jsonl`) plus `iteration`, `start_iteration` and `compile_seconds`.
+    start_iteration: where this call started (0, or the resumed iteration). stopped: True when
+    a signal ended the run early.
+    """
+
+    state: Any
+    record: dict[str, Any]
+    start_iteration: int
+    stopped: bool = False
+
+    @property
+    def params(self) -> Any:
+        return self.state.params
+
+
+def itstime(step: int, every: int, total: int) -> bool:
+    """Whether something done every `every` steps (0: never) is due after `step` of `total`:
+    at multiples of `every` and after the last step."""
+    return bool(every) and (step % every == 0 or step == total)
+
+
+def checkpoint_state(state, iteration: int, frames: int, games: int, save_replay: bool) -> dict:
+    """What a checkpoint holds: the state's parameters, optimizer state and games in progress,
+    the counters, and the replay ring when `save_replay` (a bit-identical resume needs it)."""
+    saved = {
+        "params": state.params,
+        "opt_state": state.opt_state,
+        "game_state": state.game_state,
+        "iteration": np.asarray(iteration, np.int64),
+        "frames": np.asarray(frames, np.int64),
+        "games": np.asarray(games, np.int64),
+    }
+    if save_replay:
+        saved["replay"] = state.replay
+    return saved
+
+
+def check_finite(record: dict[str, Any], iteration: int, checkpoint_note: str) -> None:
+    """Raises FloatingPointError naming the non-finite `train/*` metrics, if any."""
+    bad = {
+        k: v
+        for k, v in record.items()
+        if k.startswith("train/") and isinstance(v, int | float) and not math.isfinite(float(v))
+    }
+    if bad:
+        raise FloatingPointError(
+            f"non-finite training metrics at iteration {iteration}: {bad}. Stopping; nothing "
+            f"of this iteration was saved ({checkpoint_note}). Lower learner.learning_rate or "
+            f"set learner.max_grad_norm."
+        )
+
+
+def format_duration(seconds: float) -> str:
+    """`1h02m`, `3m05s` or `42s`."""
+    seconds = max(0, int(round(seconds)))
+    if seconds >= 3600:
+        return f"{seconds // 3600}h{seconds % 3600 // 60:02d}m"
+    if seconds >= 60:
+        return f"{seconds // 60}m{seconds % 60:02d}s"
+    return f"{seconds}s"
+
+
+def eval_summary(latest_eval: dict[str, Any]) -> str:
+    """`eval@<it> <opponent> <score> [<low>,<high>] ...` of the latest `eval/*` metrics."""
+    scores = []
+    for key, score in latest_eval.items():
+        if "/score_vs_" not in key:
+            continue
+        low = latest_eval.get(key.replace("/score_vs_", "/score_low_vs_"), score)
+        high = latest_eval.get(key.replace("/score_vs_", "/score_high_vs_"), score)
+        where = key[len("eval/") : key.index("score_vs_")].strip("/")
+        label = key.split("/score_vs_")[1]
+        label = f"{where}:{label}" if where else label
+        scores.append(f"{label} {score:.2f} [{low:.2f},{high:.2f}]")
+    return f"eval@{latest_eval.get('iteration')} " + " ".join(scores) if scores else ""
+
+
+def progress_line(
+    algorithm: Algorithm,
+    done: int,
+    total: int,
+    record: dict[str, Any],
+    seconds: float,
+    eta_seconds: float | None,
+    latest_eval: dict[str, Any],
+) -> str:
+    """One line per iteration: counters, speed, losses, the algorithm's fields, ETA, eval."""
+    parts = [
+        f"it {done}/{total}",
+        f"frames {metrics_lib.compact_number(record['frames'])}",
+        f"games {record['games']}",
+        f"{record['selfplay/games'] / seconds:.2f} games/s "
+        f"{record['selfplay/frames'] / seconds:.0f} frames/s ({seconds:.1f} s)",
+        f"loss pi {record['train/policy_loss']:.3f} v {record['train/value_loss']:.3f}",
+        *algorithm.progress_fields(record),
+    ]
+    if eta_seconds is not None:
+        parts.append(f"ETA {format_duration(eta_seconds)}")
+    summary = eval_summary(latest_eval) if latest_eval else ""
+    if summary:
+        parts.append(summary)
+    return " | ".join(parts)
+
+
+class _StopRequest:
+    """SIGTERM / SIGINT handlers (main thread only) that ask the loop to stop after the
+    iteration in progress; a second SIGINT raises KeyboardInterrupt at once."""
+
+    def __init__(self, log: Callable[[str], None]):
+        self.requested: str | None = None
+        self._log = log
+        self._previous: dict[int, Any] = {}
+
+    def __enter__(self) -> _StopRequest:
+        if threading.current_thread() is threading.main_thread():
+            for signum in (signal.SIGTERM, signal.SIGINT):
+                self._previous[signum] = signal.signal(signum, self._handle)
+        return self
+
+    def _handle(self, signum, frame) -> None:
+        del frame
+        name = signal.Signals(signum).name
+        if self.requested and signum == signal.SIGINT:
+            raise KeyboardInterrupt
+        self.requested = name
+        self._log(
+            f"{name}: stopping after the iteration in progress and checkpointing it"
+            + (" (Ctrl-C again to stop at once)" if signum == signal.SIGINT else "")
+        )
+
+    def __exit__(self, *exc_info) -> None:
+        for signum, handler in self._previous.items():
+            signal.signal(signum, handler)
+
+
+def _restore(algorithm, config, mesh, ckpt, save_replay, log):
+    """The latest intact checkpoint restored into the abstract state, or None when there is
+    none. A damaged step (truncated or missing files) is skipped with a warning; a checkpoint
+    that does not fit the config raises ValueError (from `algorithm.restore_error`)."""
+    steps = ckpt.all_steps()
+    if not steps:
+        return None
+    template = checkpoint_state(algorithm.abstract_state(config, mesh), 0, 0, 0, save_replay)
+    for step in reversed(steps):
+        try:
+            return ckpt.restore(template, step=step, config=config)
+        except ValueError as error:
+            raise algorithm.restore_error(error, config) from None
+        except Exception as error:  # orbax raises many types for damaged files
+            reason = str(error).splitlines()[0][:160] if str(error) else type(error).__name__
+            log(
+                f"warning: checkpoint {ckpt.directory}/{step} is damaged ({reason}); "
+                "trying the one before"
+            )
+    raise ValueError(
+        f"every checkpoint in {ckpt.directory} is damaged (steps {steps}); move that folder "
+        "away to start afresh"
+    )
+
+
+def _start_params(template: Any, params: Any, mesh) -> Any:
+    """`params` checked against the shapes of `template` and replicated on `mesh`."""
+    want, got = checkpoint_lib.leaf_shapes(template), checkpoint_lib.leaf_shapes(params)
+    if want != got:
+        differ = sorted(p for p in set(want) | set(got) if want.get(p) != got.get(p))
+        raise ValueError(
+            "init_params do not fit config.network: "
+            + "; ".join(f"{p}: expected {want.get(p)}, got {got.get(p)}" for p in differ[:6])
+        )
+    params = jax.tree.map(lambda t, p: jnp.asarray(p, t.dtype), template, params)
+    return jax.device_put(params, sharding.replicated(params, mesh))
+
+
+def _zeros_like(abstract: Any) -> Any:
+    return jax.tree.map(lambda x: jax.device_put(jnp.zeros(x.shape, x.dtype), x.sharding), abstract)
+
+
+def _batch_size(config, field: str) -> int:
+    node = config
+    for part in field.split("."):
+        node = node[part]
+    return int(node)
+
+
+def run(
+    algorithm: Algorithm,
+    config: ml_collections.ConfigDict,
+    workdir: str | os.PathLike,
+    *,
+    init_params: Any = None,
+    on_eval: Callable[[int, Any, dict[str, Any]], dict[str, Any] | None] | None = None,
+    devices=None,
+    stream=sys.stdout,
+    handle_signals: bool = True,
+) -> RunResult:
+    """Trains (or resumes) `algorithm` until `config.num_iterations` iterations are done.
+
+    Args:
+      algorithm: `alphazero.ALGORITHM` or `meta.ALGORITHM`.
+      config: the run config (validated by `algorithm.prepare_config`).
+      workdir: run directory: `checkpoints/`, `metrics.jsonl`, `tensorboard/`, `plots/`.
+      init_params: parameters to start from when the workdir has no checkpoint (adaptation);
+        the optimizer state and the games start fresh. A resumed run ignores them.
+      on_eval: called after every iteration as `on_eval(iteration, state, record)`; a dict it
+        returns is merged into that iteration's metrics.
+      devices: devices of the data mesh (default: all).
+      stream: where the progress lines go (None: silent); only process 0 prints.
+      handle_signals: stop cleanly on SIGTERM / Ctrl-C (main thread only).
+
+    Returns:
+      A `RunResult`.
+
+    Raises:
+      ValueError: invalid config, batch not divisible by the device count, an unplayable
+        start, or a checkpoint that does not match the config.
+      FloatingPointError: a non-finite loss (the last checkpoint stays the last good one).
+    """
+    config = algorithm.prepare_config(config)
+    mesh = sharding.make_mesh(devices)
+    sharding.check_batch_divisible(
+        _batch_size(config, algorithm.batch_field), mesh.size, algorithm.batch_field
+    )
+    is_chief = jax.process_index() == 0
+
+    def log(line: str) -> None:
+        if is_chief and stream is not None:
+            print(line, file=stream, flush=True)
+
+    data = algorithm.setup(config, mesh)
+    init_key, run_key, eval_key = jax.random.split(jax.random.key(int(config.seed)), 3)
+    save_replay = bool(config.checkpoint.save_replay)
+    num_iterations = int(config.num_iterations)
+    ckpt = checkpoint_lib.Checkpointer(workdir, max_to_keep=int(config.checkpoint.max_to_keep))
+    writer = None
+    try:
+        start, frames, games = 0, 0, 0
+        restored = _restore(algorithm, config, mesh, ckpt, save_replay, log)
+        if restored is None:
+            state = algorithm.init_state(config, mesh, data, init_key)
+            algorithm.check_start(config, state)
+            if init_params is not None:
+                state = state.replace(params=_start_params(state.params, init_params, mesh))
+        else:
+            start = int(restored["iteration"])
+            frames, games = int(restored["frames"]), int(restored["games"])
+            abstract = algorithm.abstract_state(config, mesh)
+            state = abstract.replace(
+                params=restored["params"],
+                opt_state=restored["opt_state"],
+                game_state=restored["game_state"],
+                replay=restored["replay"] if save_replay else _zeros_like(abstract.replay),
+            )
+            if start >= num_iterations:
+                log(
+                    f"{workdir} is already finished: {start} of {num_iterations} iterations "
+                    f"done (checkpoint {ckpt.directory}/{start}); raise "
+                    "--config.num_iterations to train on"
+                )
+            else:
+                log(f"resumed from {ckpt.directory}/{start}: {start} iterations, {frames} frames")
+        writer = metrics_lib.MetricsWriter(
+            workdir, resume_step=start, enabled=is_chief, stream=None
+        )
+        compile_seconds = 0.0
+        record: dict[str, Any] = {}
+        stopped = False
+        if start < num_iterations:
+            log(algorithm.describe(config, mesh, state))
+            started = time.time()
+            step_fn = algorithm.compile(config, mesh, state, data, start)
+            compile_seconds = time.time() - started
+            log(f"compiled the iteration in {compile_seconds:.1f} s")
+            latest_eval = metrics_lib.latest_eval(metrics_lib.read_metrics(workdir))
+            stop = _StopRequest(log) if handle_signals else None
+            loop_started, last_plot = time.time(), 0.0
+            try:
+                if stop is not None:
+                    stop.__enter__()
+                for iteration in range(start, num_iterations):
+                    started = time.time()
+                    key = jax.random.fold_in(run_key, iteration)
+                    state, record = step_fn(state, data, key, iteration)
+                    seconds = time.time() - started
+                    done = iteration + 1
+                    check_finite(
+                        record,
+                        iteration,
+                        f"last good checkpoint: step {ckpt.latest_step()} in {ckpt.directory}",
+                    )
+                    frames += int(record["selfplay/frames"])
+                    games += int(record["selfplay/games"])
+                    record.update(
+                        frames=frames,
+                        games=games,
+                        iteration=done,
+                        **{
+                            "perf/iteration_seconds": seconds,
+                            "perf/games_per_s": record["selfplay/games"] / seconds,
+                            "perf/frames_per_s": record["selfplay/frames"] / seconds,
+                        },
+                    )
+                    evaluated = False
+                    if itstime(done, int(config.eval.every), num_iterations):
+                        eval_started = time.time()
+                        latest_eval = algorithm.evaluate(
+                            config, state.params, jax.random.fold_in(eval_key, iteration)
+                        )
+                        latest_eval["perf/eval_seconds"] = time.time() - eval_started
+                        record.update(latest_eval)
+                        latest_eval["iteration"] = done
+                        evaluated = True
+                    if on_eval is not None:
+                        extra = on_eval(done, state, record)
+                        if extra:
+                            record.update(extra)
+                    record = writer.write(done, record)
+                    per_iteration = (time.time() - loop_started) / (done - start)
+                    eta = per_iteration * (num_iterations - done)
+                    log(
+                        progress_line(
+                            algorithm, done, num_iterations, record, seconds, eta, latest_eval
+                        )
+                    )
+                    stopping = stop is not None and stop.requested is not None
+                    last = done == num_iterations or stopping
+                    if is_chief and (
+                        evaluated or last or time.time() - last_plot > PLOT_INTERVAL_SECONDS
+                    ):
+                        try:
+                            metrics_lib.plot_metrics(workdir)
+                        except Exception as error:  # a plot must never stop a training run
+                            log(f"plotting failed: {error!r}")
+                        last_plot = time.time()
+                    if itstime(done, int(config.checkpoint.every), num_iterations) or stopping:
+                        ckpt.save(
+                            done,
+                            checkpoint_state(state, done, frames, games, save_replay),
+                            config=config,
+                            extra={"frames": frames, "games": games},
+                        )
+                    if stopping:
+                        ckpt.wait()
+                        log(
+                            f"stopped by {stop.requested} after iteration {done}; checkpoint "
+                            f"{ckpt.directory}/{done} is kept. Run the same command to resume."
+                        )
+                        stopped = True
+                        break
+            except KeyboardInterrupt:
+                ckpt.wait()
+                log(
+                    f"interrupted; the last checkpoint ({ckpt.directory}/{ckpt.latest_step()}) "
+                    "is kept. Run the same command to resume."
+                )
+                stopped = True
+            finally:
+                if stop is not None:
+                    stop.__exit__(None, None, None)
+        if not record:
+            records = metrics_lib.read_metrics(workdir)
+            record = dict(records[-1]) if records else {}
+        record.update(
+            iteration=int(record.get("iteration", start))
+            if stopped
+            else max(start, num_iterations),
+            start_iteration=start,
+            compile_seconds=compile_seconds,
+        )
+        return RunResult(state=state, record=record, start_iteration=start, stopped=stopped)
+    finally:
+        ckpt.close()
+        if writer is not None:
+            writer.close()

@@ -1,0 +1,60 @@
+"""Meshes and placement: the game batch along a `data` axis, parameters replicated.
+
+Every training algorithm runs its jitted iteration over a `Mesh` of the devices with one axis,
+`data`: games, their rules, replay rings and self-play state are sharded along it (`P('data')`
+on their leading axis), parameters and optimizer state are replicated, and XLA inserts the
+gradient all-reduce. The same code runs on one CPU, several GPUs or a TPU slice.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import jax
+import numpy as np
+from jax.sharding import Mesh, NamedSharding
+from jax.sharding import PartitionSpec as P
+
+DATA_AXIS = "data"
+
+
+def make_mesh(devices=None) -> Mesh:
+    """A one-axis (`data`) mesh over `devices` (default: all devices)."""
+    devices = jax.devices() if devices is None else devices
+    return Mesh(np.asarray(devices), (DATA_AXIS,))
+
+
+def check_batch_divisible(batch_size: int, num_devices: int, field: str) -> None:
+    """Raises ValueError unless `batch_size` (config field `field`) splits over the devices."""
+    if batch_size % num_devices:
+        raise ValueError(
+            f"config.{field}={batch_size} is not divisible by the {num_devices} devices of the "
+            f"data mesh; use a multiple of {num_devices}"
+        )
+
+
+def sharded_leaves(tree: Any, mesh: Mesh) -> Any:
+    """NamedShardings: leading axis along `data` for arrays with one, replicated scalars."""
+    return jax.tree.map(lambda x: NamedSharding(mesh, P(DATA_AXIS) if np.ndim(x) else P()), tree)
+
+
+def replicated(tree: Any, mesh: Mesh) -> Any:
+    """A replicated NamedSharding for every leaf of `tree`."""
+    return jax.tree.map(lambda _: NamedSharding(mesh, P()), tree)
+
+
+def constrain(tree: Any, mesh: Mesh | None, spec: P) -> Any:
+    """`with_sharding_constraint(tree, spec)` inside a jitted function on `mesh` (no-op
+    without a mesh)."""
+    if mesh is None:
+        return tree
+    return jax.lax.with_sharding_constraint(tree, NamedSharding(mesh, spec))
+
+
+def abstract_with_shardings(abstract: Any, shardings: Any) -> Any:
+    """`ShapeDtypeStruct`s of `abstract` (shapes) carrying `shardings`: a restore template."""
+    return jax.tree.map(
+        lambda x, sharding: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=sharding),
+        abstract,
+        shardings,
+    )

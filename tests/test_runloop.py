@@ -1,0 +1,169 @@
+"""The one run loop (`mmc_jax.runloop.run`), run on both algorithms with their smoke configs.
+
+For AlphaZero (configs/gardner.py:smoke) and JOAT (configs/joat.py:smoke): a run stopped after
+one iteration and resumed gives bit-identically the parameters of an unbroken two-iteration
+run; 4 fake CPU devices give the parameters of 1 device; a workdir written by the code before
+the run loop existed (tests/fixtures/legacy, made by tests/fixtures/make_legacy_workdirs.py)
+resumes; `on_eval` sees every iteration and `init_params` is the start of a fresh run.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import jax
+import numpy as np
+import pytest
+from conftest import start_on_fake_devices, stop_process
+
+from configs import gardner, joat
+from mmc_jax import alphazero, checkpoint, meta, metrics, runloop
+
+FIXTURES = Path(__file__).resolve().parent / "fixtures" / "legacy"
+ALGORITHMS = {
+    "alphazero": (alphazero.ALGORITHM, gardner, "gardner_smoke"),
+    "joat": (meta.ALGORITHM, joat, "joat_smoke"),
+}
+
+FOUR_DEVICES_SCRIPT = """
+import json, sys
+import jax
+import numpy as np
+from configs import gardner, joat
+from mmc_jax import alphazero, meta, runloop
+
+assert jax.device_count() == 4, jax.devices()
+out = {}
+for name, algorithm, module in (
+    ("alphazero", alphazero.ALGORITHM, gardner),
+    ("joat", meta.ALGORITHM, joat),
+):
+    config = module.get_config("smoke")
+    config.num_iterations = 1
+    result = runloop.run(algorithm, config, sys.argv[1] + "/" + name, stream=None)
+    out[name] = [np.asarray(x).tolist() for x in jax.tree.leaves(jax.device_get(result.params))]
+print("RESULT " + json.dumps(out))
+"""
+
+
+@pytest.fixture(scope="module")
+def four_devices(tmp_path_factory):
+    """Both smoke configs' first iteration on 4 fake devices (a subprocess, started first)."""
+    process = start_on_fake_devices(FOUR_DEVICES_SCRIPT, 4, tmp_path_factory.mktemp("four"))
+    yield process
+    stop_process(process)
+
+
+def smoke(module, iterations: int):
+    config = module.get_config("smoke")
+    config.num_iterations = iterations
+    return config
+
+
+def leaves(params) -> list[np.ndarray]:
+    return [np.asarray(x) for x in jax.tree.leaves(jax.device_get(params))]
+
+
+@pytest.fixture(scope="module")
+def unbroken(tmp_path_factory, four_devices):
+    """Two iterations in one call per algorithm, with an `on_eval` hook recording its calls."""
+    del four_devices  # started first: its compile overlaps ours
+    out = {}
+    for name, (algorithm, module, _) in ALGORITHMS.items():
+        calls = []
+
+        def hook(iteration, state, record, calls=calls):
+            calls.append((iteration, int(record["frames"])))
+            return {"hook/iteration": iteration}
+
+        workdir = tmp_path_factory.mktemp(name)
+        result = runloop.run(algorithm, smoke(module, 2), workdir, on_eval=hook, stream=None)
+        out[name] = (workdir, result, calls)
+    return out
+
+
+@pytest.mark.parametrize("name", list(ALGORITHMS))
+def test_run_calls_on_eval_and_returns_the_final_state(unbroken, name):
+    workdir, result, calls = unbroken[name]
+    assert result.start_iteration == 0 and result.record["iteration"] == 2
+    assert [c[0] for c in calls] == [1, 2] and calls[0][1] < calls[1][1]
+    records = metrics.read_metrics(workdir)
+    assert [r["hook/iteration"] for r in records] == [1, 2]
+    saved = checkpoint.restore_subtree(
+        workdir, "params", jax.tree.map(np.asarray, jax.device_get(result.params)), step=2
+    )
+    for a, b in zip(leaves(saved), leaves(result.params), strict=True):
+        np.testing.assert_array_equal(a, b)
+
+
+@pytest.mark.parametrize("name", list(ALGORITHMS))
+def test_resume_is_bit_identical(unbroken, tmp_path, name):
+    algorithm, module, _ = ALGORITHMS[name]
+    first = runloop.run(algorithm, smoke(module, 1), tmp_path, stream=None)
+    assert first.record["iteration"] == 1
+    resumed = runloop.run(algorithm, smoke(module, 2), tmp_path, stream=None)
+    assert resumed.start_iteration == 1
+    for a, b in zip(leaves(resumed.params), leaves(unbroken[name][1].params), strict=True):
+        np.testing.assert_array_equal(a, b)
+    again = runloop.run(algorithm, smoke(module, 2), tmp_path, stream=None)
+    assert again.start_iteration == 2 and again.record["iteration"] == 2  # already finished
+
+
+@pytest.mark.parametrize("name", list(ALGORITHMS))
+def test_a_workdir_written_before_the_run_loop_resumes(unbroken, tmp_path, name):
+    algorithm, module, fixture = ALGORITHMS[name]
+    workdir = tmp_path / fixture
+    shutil.copytree(FIXTURES / fixture, workdir)
+    resumed = runloop.run(algorithm, smoke(module, 2), workdir, stream=None)
+    assert resumed.start_iteration == 1 and resumed.record["iteration"] == 2
+    assert [r["step"] for r in metrics.read_metrics(workdir)] == [1, 2]
+    # Behaviour kept: the old code's iteration 1 continued by today's iteration 2 is the
+    # unbroken run of today's code.
+    for a, b in zip(leaves(resumed.params), leaves(unbroken[name][1].params), strict=True):
+        np.testing.assert_array_equal(a, b)
+
+
+@pytest.mark.parametrize("name", list(ALGORITHMS))
+def test_init_params_start_a_fresh_run(unbroken, tmp_path, name):
+    algorithm, module, _ = ALGORITHMS[name]
+    start = unbroken[name][1].params
+    result = runloop.run(algorithm, smoke(module, 1), tmp_path, init_params=start, stream=None)
+    first = runloop.run(algorithm, smoke(module, 1), tmp_path / "scratch", stream=None)
+    moved = [np.abs(a - b).max() for a, b in zip(leaves(result.params), leaves(start), strict=True)]
+    assert max(moved) > 0  # trained from the given parameters ...
+    assert any(
+        not np.array_equal(a, b)
+        for a, b in zip(leaves(result.params), leaves(first.params), strict=True)
+    )  # ... not from scratch
+
+
+def test_four_devices_match_one_device(unbroken, four_devices, tmp_path):
+    stdout, stderr = four_devices.communicate(timeout=1200)
+    assert four_devices.returncode == 0, stderr[-4000:]
+    (line,) = [x for x in stdout.splitlines() if x.startswith("RESULT ")]
+    four = json.loads(line[len("RESULT ") :])
+    for name, (algorithm, module, _) in ALGORITHMS.items():
+        one = runloop.run(algorithm, smoke(module, 1), tmp_path / name, stream=None)
+        for a, b in zip(four[name], leaves(one.params), strict=True):
+            np.testing.assert_allclose(np.asarray(a), b, rtol=2e-4, atol=2e-5)
+
+
+def test_itstime_and_progress_helpers():
+    assert [s for s in range(1, 8) if runloop.itstime(s, 3, 7)] == [3, 6, 7]
+    assert not any(runloop.itstime(s, 0, 7) for s in range(1, 8))
+    assert runloop.format_duration(42) == "42s"
+    assert runloop.format_duration(185) == "3m05s"
+    assert runloop.format_duration(3720) == "1h02m"
+    summary = runloop.eval_summary(
+        {
+            "eval/dark/score_vs_greedy": 0.75,
+            "eval/dark/score_low_vs_greedy": 0.6,
+            "eval/dark/score_high_vs_greedy": 0.9,
+            "iteration": 4,
+        }
+    )
+    assert summary == "eval@4 dark:greedy 0.75 [0.60,0.90]"
+    with pytest.raises(FloatingPointError, match="train/total"):
+        runloop.check_finite({"train/total": float("nan")}, 3, "note")
