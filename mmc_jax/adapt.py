@@ -35,7 +35,7 @@ from typing import Any
 import jax
 import ml_collections
 
-from mmc_jax import alphazero, match, runloop
+from mmc_jax import alphazero, cli, match, runloop
 from mmc_jax import checkpoint as checkpoint_lib
 from mmc_jax import metrics as metrics_lib
 from mmc_jax import network as network_lib
@@ -491,7 +491,10 @@ def define_flags(flag_values=None) -> None:
         flag_values=fv,
     )
     flags.DEFINE_string(
-        "workdir", None, "adaptation run directory; re-running resumes", flag_values=fv
+        "workdir",
+        None,
+        "adaptation run directory (default runs/adapt_<variant>); re-running resumes",
+        flag_values=fv,
     )
     flags.DEFINE_integer("iterations", 1, "AlphaZero iterations on the variant", flag_values=fv)
     flags.DEFINE_string(
@@ -518,36 +521,44 @@ def define_flags(flag_values=None) -> None:
         flag_values=fv,
         lock_config=True,
     )
-    flags.mark_flags_as_required(["variant", "init_from", "workdir"], flag_values=fv)
 
 
 def main(argv) -> None:
-    """absl entry point."""
-    from absl import app, flags, logging
+    """absl entry point; every error is one line on stderr (`error: ...`), exit status 2."""
+    from absl import flags, logging
 
     if len(argv) > 1:
-        raise app.UsageError(f"unexpected arguments: {argv[1:]}")
+        cli.fail(f"unexpected arguments: {argv[1:]}")
     if not flags.FLAGS["verbosity"].present:
         logging.set_verbosity(logging.WARNING)
     FLAGS = flags.FLAGS
+    if not FLAGS.variant:
+        cli.fail("--variant is required, e.g. --variant dark")
     try:
-        R.check_variant(FLAGS.variant)
+        variant = R.check_variant(FLAGS.variant)
     except ValueError as error:
-        raise app.UsageError(f"--variant: {error}") from None
+        cli.fail(f"--variant: {error}")
+    init_from = FLAGS.init_from
+    if not init_from:
+        cli.fail("--init_from is required: a run workdir, <workdir>/checkpoints/<step>, or scratch")
+    workdir = FLAGS.workdir or os.path.join("runs", f"adapt_{variant}")
+    print(f"adapting {init_from} to {variant}; workdir {workdir}", flush=True)
     eval_at = None
     if FLAGS.eval_at:
         try:
             eval_at = [int(x) for x in FLAGS.eval_at.split(",") if x.strip()]
         except ValueError:
-            raise app.UsageError(f"--eval_at must be integers, got {FLAGS.eval_at!r}") from None
-    for flag, path in (("--init_from", FLAGS.init_from), ("--reference", FLAGS.reference)):
+            cli.fail(f"--eval_at must be integers, got {FLAGS.eval_at!r}")
+    for flag, path in (("--init_from", init_from), ("--reference", FLAGS.reference)):
         if path and str(path).lower() not in SCRATCH and not os.path.isdir(path):
-            raise app.UsageError(f"{flag} {path}: no such checkpoint directory")
+            cli.fail(f"{flag} {path}: no such checkpoint directory")
+    if os.path.exists(workdir) and not os.path.isdir(workdir):
+        cli.fail(f"--workdir {workdir} is a file, not a directory")
     try:
         results = run_adaptation(
-            FLAGS.variant,
-            FLAGS.init_from,
-            FLAGS.workdir,
+            variant,
+            init_from,
+            workdir,
             iterations=FLAGS.iterations,
             config=FLAGS.config,
             eval_at=eval_at,
@@ -558,14 +569,16 @@ def main(argv) -> None:
             head_to_head=FLAGS.head_to_head,
             seed=FLAGS.seed,
         )
-    except (FileNotFoundError, ValueError) as error:
-        raise app.UsageError(str(error)) from None
+    except (FileNotFoundError, ValueError, FloatingPointError, OSError) as error:
+        cli.fail(str(error))
+    except KeyboardInterrupt:
+        cli.fail("interrupted; re-run the same command to resume", status=130)
     print(markdown_table(results), end="")
-    print(f"written: {os.path.join(FLAGS.workdir, RESULTS_FILE)}, {TABLE_FILE}, plots/{PLOT_FILE}")
+    print(f"written: {os.path.join(workdir, RESULTS_FILE)}, {TABLE_FILE}, plots/{PLOT_FILE}")
 
 
 if __name__ == "__main__":
     from absl import app
 
     define_flags()
-    app.run(main)
+    app.run(main, flags_parser=cli.absl_flags_parser(__doc__))

@@ -27,6 +27,7 @@ Typical use from a training loop:
 from __future__ import annotations
 
 import os
+import sys
 import time
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -436,5 +437,29 @@ def load_model(path: str | os.PathLike, step: int | None = None):
     template = jax.tree.map(
         lambda s: jax.ShapeDtypeStruct(s.shape, s.dtype, sharding=sharding), shapes
     )
-    params = restore_subtree(workdir, "params", template, step=int(meta["step"]))
+    try:
+        params = restore_subtree(workdir, "params", template, step=int(meta["step"]))
+    except (FileNotFoundError, ValueError):
+        raise
+    except Exception as error:  # orbax raises many types for truncated or missing files
+        older = [s for s in _all_steps(workdir) if s < int(meta["step"])]
+        if step is not None or not older:
+            raise ValueError(
+                f"checkpoint {workdir}/{CHECKPOINT_SUBDIR}/{meta['step']} is damaged "
+                f"({type(error).__name__}); "
+                + (f"try --step {older[-1]}" if older else "no older checkpoint to fall back to")
+            ) from None
+        print(
+            f"warning: checkpoint {workdir}/{CHECKPOINT_SUBDIR}/{meta['step']} is damaged "
+            f"({type(error).__name__}); using step {older[-1]}",
+            file=sys.stderr,
+        )
+        return load_model(workdir, older[-1])
     return network, params, config
+
+
+def _all_steps(workdir: str | os.PathLike) -> list[int]:
+    folder = os.path.join(os.fspath(workdir), CHECKPOINT_SUBDIR)
+    if not os.path.isdir(folder):
+        return []
+    return sorted(int(name) for name in os.listdir(folder) if name.isdigit())

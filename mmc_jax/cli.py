@@ -4,6 +4,14 @@ errors (argparse prints `usage` and the error, and exits 2)."""
 from __future__ import annotations
 
 import argparse
+import difflib
+import functools
+import importlib.util
+import os
+import sys
+from typing import Any
+
+import ml_collections
 
 from mmc_jax import checkpoint
 from mmc_jax import rules as R
@@ -49,3 +57,151 @@ def load_or_fail(parser, path: str, step: int | None, flag: str):
         return checkpoint.load_model(path, step)
     except (FileNotFoundError, ValueError) as error:
         parser.error(f"{flag} {path}: {error}")
+
+
+def fail(message: str, status: int = 2) -> None:
+    """Prints `error: message` alone on stderr and exits with `status` (no traceback)."""
+    print(f"error: {message}", file=sys.stderr)
+    raise SystemExit(status)
+
+
+def check_output_folder(parser, flag: str, folder: str) -> None:
+    """Refuses (argparse error) an output folder that cannot be created or written, before any
+    game is played: a file in its place, or a parent that is not writable."""
+    folder = os.path.abspath(folder)
+    if os.path.exists(folder) and not os.path.isdir(folder):
+        parser.error(f"{flag} {folder} is a file, not a folder")
+    existing = folder
+    while not os.path.exists(existing):
+        existing = os.path.dirname(existing)
+    if not os.path.isdir(existing):
+        parser.error(f"{flag} {folder}: {existing} is a file, not a folder")
+    if not os.access(existing, os.W_OK):
+        parser.error(f"{flag} {folder}: {existing} is not writable")
+
+
+def check_output_file(parser, flag: str, path: str) -> None:
+    """Refuses (argparse error) an output file whose folder is missing or that is a folder,
+    before any game is played."""
+    path = os.path.abspath(path)
+    if os.path.isdir(path):
+        parser.error(f"{flag} {path} is a folder, not a file")
+    folder = os.path.dirname(path)
+    if not os.path.isdir(folder):
+        parser.error(f"{flag} {path}: the folder {folder} does not exist")
+    if not os.access(folder, os.W_OK):
+        parser.error(f"{flag} {path}: the folder {folder} is not writable")
+
+
+# ---------------------------------------------------------------------------------------------
+# absl CLIs (train, adapt): config-file flags with one-line errors
+
+
+def config_fields(config: ml_collections.ConfigDict, prefix: str = "") -> list[str]:
+    """Every leaf field of `config` as a dotted name (`selfplay.batch_size`, ...)."""
+    names = []
+    for key, value in config.items():
+        if isinstance(value, ml_collections.ConfigDict):
+            names.extend(config_fields(value, f"{prefix}{key}."))
+        else:
+            names.append(f"{prefix}{key}")
+    return names
+
+
+def _config_help(config: ml_collections.ConfigDict | None) -> str:
+    if config is None:
+        return "(give --config to list its fields)"
+    lines = []
+    for name in config_fields(config):
+        node: Any = config
+        for part in name.split("."):
+            node = node[part]
+        lines.append(f"  --config.{name}={node!r}")
+    return "\n".join(lines)
+
+
+def _nearest(name: str, config: ml_collections.ConfigDict | None) -> str:
+    if config is None:
+        return ""
+    close = difflib.get_close_matches(name, config_fields(config), n=3, cutoff=0.5)
+    return f"; did you mean {', '.join('config.' + c for c in close)}?" if close else ""
+
+
+def _config_file_flag(argv: list[str]) -> str | None:
+    for i, arg in enumerate(argv):
+        if arg.startswith("--config="):
+            return arg.split("=", 1)[1]
+        if arg == "--config" and i + 1 < len(argv):
+            return argv[i + 1]
+    return None
+
+
+def _load_config_quietly(path_and_arg: str | None) -> ml_collections.ConfigDict | None:
+    """The config a `--config FILE[:ARG]` names, or None when it cannot be loaded (only for
+    `--help` and hints: the real load reports its own error)."""
+    if not path_and_arg:
+        return None
+    path, _, arg = path_and_arg.partition(":")
+    try:
+        spec = importlib.util.spec_from_file_location("_mmc_config", path)
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        return module.get_config(arg) if arg else module.get_config()
+    except Exception:
+        return None
+
+
+def absl_flags_parser(doc: str):
+    """An absl `flags_parser` with one-line errors: a misspelt `--config.` field names the
+    nearest valid ones, a bad config file or value says what is wrong; `--help` prints `doc`,
+    the flags and the fields of the given `--config`."""
+    return functools.partial(_parse_flags, doc)
+
+
+def _parse_flags(doc: str, argv: list[str]) -> list[str]:
+    from absl import flags
+
+    if "--help" in argv or "-h" in argv or "--helpfull" in argv:
+        config = _load_config_quietly(_config_file_flag(argv[1:]))
+        print(doc)
+        print("Flags:\n  --config FILE[:PRESET]   run config")
+        print("  --workdir DIR            run directory")
+        print("  --coordinator_address, --num_processes, --process_id   multi-process runs")
+        print("\nConfig fields (override with --config.<field>=<value>):")
+        print(_config_help(config))
+        raise SystemExit(0)
+    given = _config_file_flag(argv[1:])
+    if given is not None:
+        path = given.split(":", 1)[0]
+        if not os.path.isfile(path):
+            fail(f"--config {given}: no such config file {path!r}")
+        config = _load_config_quietly(given)
+        for arg in argv[1:]:
+            if not arg.startswith("--config."):
+                continue
+            name = arg[len("--config.") :].split("=", 1)[0]
+            if config is not None and name not in config_fields(config):
+                known = {f.rsplit(".", 1)[0] for f in config_fields(config)}
+                if name not in known:  # a whole section may be overridden by its fields only
+                    fail(f"config has no field {name!r}" + _nearest(name, config))
+    try:
+        return flags.FLAGS(argv)
+    except flags.Error as error:
+        lines = [line.strip() for line in str(error).splitlines() if line.strip()]
+        text = lines[0] if lines else type(error).__name__
+        if text.endswith(":") and len(lines) > 1:
+            text = f"{text} {lines[-1]}"
+        missing = [a for a in argv[1:] if a.startswith("--config.")]
+        config = _load_config_quietly(_config_file_flag(argv[1:]))
+        hint = ""
+        for arg in missing:
+            name = arg[len("--config.") :].split("=", 1)[0]
+            if config is not None and name not in config_fields(config):
+                hint = _nearest(name, config)
+                text = f"config has no field {name!r}"
+                break
+        fail(text + hint)
+    except Exception as error:  # config files raise what they like (ValueError, KeyError...)
+        lines = [line.strip() for line in str(error).splitlines() if line.strip()]
+        fail(f"--config: {lines[-1] if lines else type(error).__name__}")
+    return []

@@ -39,7 +39,7 @@ import jax
 
 from mmc_jax import cli
 from mmc_jax import rules as R
-from mmc_jax.match import play_match
+from mmc_jax.match import NETWORK_OPENING_PLIES, play_match
 from mmc_jax.policies import NAMED_OPPONENTS
 
 
@@ -75,7 +75,14 @@ def _parser() -> argparse.ArgumentParser:
         default=None,
         help="for a checkpoint opponent (default: --simulations)",
     )
-    parser.add_argument("--opening-plies", type=cli.integer_arg("--opening-plies", 0), default=0)
+    parser.add_argument(
+        "--opening-plies",
+        type=cli.integer_arg("--opening-plies", 0),
+        default=None,
+        help=f"paired random plies opening every game (default: {NETWORK_OPENING_PLIES} when "
+        "two networks play, whose deterministic searches would otherwise replay one game per "
+        "colour; 0 otherwise)",
+    )
     parser.add_argument(
         "--max-plies", type=cli.integer_arg("--max-plies", 1), default=None, help="draw after"
     )
@@ -116,6 +123,24 @@ def _format(result: dict[str, Any], model_name: str) -> str:
 SUBCOMMANDS = ("ladder", "tournament")
 
 
+def _play(args, network, params, opponent, opponent_network, opponent_params, games):
+    return play_match(
+        network,
+        params,
+        args.variant,
+        opponent,
+        args.games,
+        args.simulations,
+        jax.random.key(args.seed),
+        opponent_params=opponent_params,
+        opponent_network=opponent_network,
+        opponent_simulations=args.opponent_simulations,
+        max_plies=args.max_plies,
+        opening_plies=args.opening_plies,
+        games_out=games,
+    )
+
+
 def main(argv: list[str] | None = None) -> int:
     """Command-line entry point; returns the exit status.
 
@@ -128,6 +153,8 @@ def main(argv: list[str] | None = None) -> int:
         return (ladder.ladder_main if argv[0] == "ladder" else ladder.tournament_main)(argv[1:])
     parser = _parser()
     args = parser.parse_args(argv)
+    if args.pgn:
+        cli.check_output_file(parser, "--pgn", args.pgn)
 
     if args.checkpoint.lower() == "none":
         network, params, model_name = None, None, "uniform-prior search"
@@ -155,22 +182,14 @@ def main(argv: list[str] | None = None) -> int:
         )
         opponent = "checkpoint"
 
+    if args.opening_plies is None:
+        two_networks = opponent == "checkpoint" and network is not None
+        args.opening_plies = NETWORK_OPENING_PLIES if two_networks else 0
     games = [] if args.pgn else None
-    result = play_match(
-        network,
-        params,
-        args.variant,
-        opponent,
-        args.games,
-        args.simulations,
-        jax.random.key(args.seed),
-        opponent_params=opponent_params,
-        opponent_network=opponent_network,
-        opponent_simulations=args.opponent_simulations,
-        max_plies=args.max_plies,
-        opening_plies=args.opening_plies,
-        games_out=games,
-    )
+    try:
+        result = _play(args, network, params, opponent, opponent_network, opponent_params, games)
+    except ValueError as error:
+        parser.error(str(error))
     if opponent == "checkpoint":
         result["opponent"] = args.opponent
     if network is not None:

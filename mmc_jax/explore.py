@@ -234,6 +234,7 @@ def main(argv: list[str] | None = None) -> int:
     """Command-line entry point; returns the exit status."""
     parser = _parser()
     args = parser.parse_args(argv)
+    cli.check_output_folder(parser, "--out", args.out)
     if len(set(args.variants)) != len(args.variants):
         parser.error(f"--variants repeat: {' '.join(args.variants)}")
     model = None

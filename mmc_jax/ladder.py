@@ -599,6 +599,13 @@ def _finish(args, argv, report, records, kind: str) -> int:
     return 0
 
 
+def _check_outputs(parser, args) -> None:
+    """Output paths are checked before any game is played (never lose finished games)."""
+    cli.check_output_folder(parser, "--out", args.out)
+    if args.pgn:
+        cli.check_output_file(parser, "--pgn", args.pgn)
+
+
 def _run_or_fail(parser, models, settings):
     try:
         return run(models, settings)
@@ -634,6 +641,7 @@ def ladder_main(argv: Sequence[str]) -> int:
         models = [Model(f"{os.path.basename(workdir)}@{step}", network, params, step)]
         default_out = os.path.join(workdir, "ladder")
     args.out = args.out or default_out
+    _check_outputs(parser, args)
     report, records = _run_or_fail(parser, models, settings)
     report["checkpoint"] = args.checkpoint
     return _finish(args, argv, report, records, "ladder")
@@ -668,6 +676,7 @@ def tournament_main(argv: Sequence[str]) -> int:
         network, params, _ = cli.load_or_fail(parser, args.run, step, "--run")
         models.append(Model(f"{name}@{step}", network, params, step))
     args.out = args.out or os.path.join(args.run, "tournament")
+    _check_outputs(parser, args)
     report, records = _run_or_fail(parser, models, settings)
     report["run"] = args.run
     return _finish(args, argv, report, records, "tournament")

@@ -36,6 +36,10 @@ from mmc_jax.policies import (
 from mmc_jax.rules import game, notation
 from mmc_jax.rules import tables as T
 
+# Paired random plies opening a match between two networks by default: their searches are
+# deterministic, so without them every game of a colour would be the same game.
+NETWORK_OPENING_PLIES = 4
+
 
 @dataclasses.dataclass(frozen=True)
 class _Player:
@@ -347,6 +351,12 @@ def play_match(
         opponent, opponent_network, opponent_params, opponent_simulations, "opponent"
     )
 
+    if model.kind == "network" and opponent_player.kind == "network" and opening_plies == 0:
+        raise ValueError(
+            "two networks with deterministic searches and opening_plies=0 would replay one "
+            f"game per colour; give opening_plies > 0 (e.g. {NETWORK_OPENING_PLIES}) so that "
+            "the games are independent"
+        )
     single = R.get(variant) if max_plies is None else R.get(variant, max_plies=max_plies)
     output = jax.device_get(
         _arena(

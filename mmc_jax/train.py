@@ -23,15 +23,13 @@ an error naming the nearest valid fields); `--help` lists them.
 
 from __future__ import annotations
 
-import difflib
-import importlib.util
 import os
 import sys
 from typing import Any
 
 import ml_collections
 
-from mmc_jax import alphazero, meta, runloop
+from mmc_jax import alphazero, cli, meta, runloop
 
 
 def is_meta_config(config: ml_collections.ConfigDict) -> bool:
@@ -65,124 +63,31 @@ def train(
     return result.record
 
 
-def config_fields(config: ml_collections.ConfigDict, prefix: str = "") -> list[str]:
-    """Every leaf field of `config` as a dotted name (`selfplay.batch_size`, ...)."""
-    names = []
-    for key, value in config.items():
-        if isinstance(value, ml_collections.ConfigDict):
-            names.extend(config_fields(value, f"{prefix}{key}."))
-        else:
-            names.append(f"{prefix}{key}")
-    return names
-
-
-def _config_help(config: ml_collections.ConfigDict | None) -> str:
-    if config is None:
-        return "(give --config to list its fields)"
-    lines = []
-    for name in config_fields(config):
-        node: Any = config
-        for part in name.split("."):
-            node = node[part]
-        lines.append(f"  --config.{name}={node!r}")
-    return "\n".join(lines)
-
-
-def _nearest(name: str, config: ml_collections.ConfigDict | None) -> str:
-    if config is None:
-        return ""
-    close = difflib.get_close_matches(name, config_fields(config), n=3, cutoff=0.5)
-    return f"; did you mean {', '.join('config.' + c for c in close)}?" if close else ""
-
-
-def _fail(message: str) -> None:
-    print(f"error: {message}", file=sys.stderr)
-    raise SystemExit(2)
-
-
-def _config_file_flag(argv: list[str]) -> str | None:
-    for i, arg in enumerate(argv):
-        if arg.startswith("--config="):
-            return arg.split("=", 1)[1]
-        if arg == "--config" and i + 1 < len(argv):
-            return argv[i + 1]
-    return None
-
-
-def _load_config_quietly(path_and_arg: str | None) -> ml_collections.ConfigDict | None:
-    """The config a `--config FILE[:ARG]` names, or None when it cannot be loaded (only for
-    `--help` and hints: the real load reports its own error)."""
-    if not path_and_arg:
-        return None
-    path, _, arg = path_and_arg.partition(":")
-    try:
-        spec = importlib.util.spec_from_file_location("_mmc_config", path)
-        module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
-        return module.get_config(arg) if arg else module.get_config()
-    except Exception:
-        return None
-
-
-def parse_flags(argv: list[str]) -> list[str]:
-    """absl flag parsing with one-line errors: a misspelt `--config.` field names the nearest
-    valid ones, a bad config file or value says what is wrong; `--help` lists the fields."""
-    from absl import flags
-
-    if "--help" in argv or "-h" in argv or "--helpfull" in argv:
-        config = _load_config_quietly(_config_file_flag(argv[1:]))
-        print(__doc__)
-        print("Flags:\n  --config FILE[:PRESET]   run config")
-        print("  --workdir DIR            run directory")
-        print("  --coordinator_address, --num_processes, --process_id   multi-process runs")
-        print("\nConfig fields (override with --config.<field>=<value>):")
-        print(_config_help(config))
-        raise SystemExit(0)
-    try:
-        return flags.FLAGS(argv)
-    except flags.Error as error:
-        text = str(error).splitlines()[0] if str(error) else type(error).__name__
-        missing = [a for a in argv[1:] if a.startswith("--config.")]
-        config = _load_config_quietly(_config_file_flag(argv[1:]))
-        hint = ""
-        for arg in missing:
-            name = arg[len("--config.") :].split("=", 1)[0]
-            if config is not None and name not in config_fields(config):
-                hint = _nearest(name, config)
-                text = f"config has no field {name!r}"
-                break
-        _fail(text + hint)
-    except Exception as error:  # config files raise what they like (ValueError, KeyError...)
-        text = str(error).splitlines()[0] if str(error) else type(error).__name__
-        _fail(f"--config: {text}")
-    return []
-
-
 def main(argv) -> None:
     """absl entry point: train `FLAGS.config` in `FLAGS.workdir`."""
     from absl import flags, logging
 
     if len(argv) > 1:
-        _fail(f"unexpected arguments: {argv[1:]}")
+        cli.fail(f"unexpected arguments: {argv[1:]}")
     if not flags.FLAGS["verbosity"].present:
         logging.set_verbosity(logging.WARNING)  # orbax logs every save at INFO
     config = flags.FLAGS.config
     workdir = flags.FLAGS.workdir
     if config is None:
-        _fail("--config is required, e.g. --config configs/joat.py:quick")
+        cli.fail("--config is required, e.g. --config configs/joat.py:quick")
     if not workdir:
-        _fail("--workdir is required, e.g. --workdir runs/joat")
+        cli.fail("--workdir is required, e.g. --workdir runs/joat")
     if os.path.exists(workdir) and not os.path.isdir(workdir):
-        _fail(f"--workdir {workdir} is a file, not a directory")
+        cli.fail(f"--workdir {workdir} is a file, not a directory")
     algorithm = algorithm_for(config)
     try:
         algorithm.prepare_config(config)
         os.makedirs(workdir, exist_ok=True)
         if not os.access(workdir, os.W_OK):
-            _fail(f"--workdir {workdir} is not writable")
+            cli.fail(f"--workdir {workdir} is not writable")
         result = runloop.run(algorithm, config, workdir)
     except (ValueError, FloatingPointError, OSError) as error:
-        _fail(str(error))
+        cli.fail(str(error))
     except KeyboardInterrupt:
         print("interrupted before training started; nothing was lost", file=sys.stderr)
         raise SystemExit(130) from None
@@ -231,4 +136,4 @@ if __name__ == "__main__":
     from absl import app
 
     define_flags()
-    app.run(main, flags_parser=parse_flags)
+    app.run(main, flags_parser=cli.absl_flags_parser(__doc__))

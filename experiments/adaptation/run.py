@@ -33,7 +33,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import importlib.util
 import json
 import math
 import os
@@ -44,6 +43,8 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[2]
 JOAT_CONFIG = ROOT / "configs" / "joat.py"
+if str(ROOT) not in sys.path:  # `from configs import joat`
+    sys.path.insert(0, str(ROOT))
 HELD_OUT = ("dark", "atomic", "rifle", "extinction")
 STARTS = ("scratch", "gardner", "joint", "joat")
 Z_95 = 1.959963984540054
@@ -108,10 +109,9 @@ PRESETS = {
 
 
 def load_joat_config(preset: str):
-    spec = importlib.util.spec_from_file_location("joat_config", JOAT_CONFIG)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module.get_config(preset)
+    from configs import joat
+
+    return joat.get_config(preset)
 
 
 class Log:
@@ -180,7 +180,7 @@ def meta_frames(config) -> int:
 
 
 def run_meta(workdir: Path, preset: Preset, holdout, joint: bool, log) -> dict:
-    from mmc_jax import meta
+    from mmc_jax import meta, train
 
     name = "joint" if joint else "joat"
     tag = "all" if len(holdout) > 1 else holdout[0]
@@ -191,7 +191,7 @@ def run_meta(workdir: Path, preset: Preset, holdout, joint: bool, log) -> dict:
     config = meta_config(preset, holdout, joint)
     log(f"stage pretrain/{stage.name}: {name} meta-training, held out {','.join(holdout)}")
     started = time.time()
-    result = meta.train_meta(config, stage, stream=log)
+    result = train.train(config, stage, stream=log)
     info = {
         "path": str(stage),
         "frames": int(result["frames"]),
@@ -208,7 +208,7 @@ def run_meta(workdir: Path, preset: Preset, holdout, joint: bool, log) -> dict:
 
 def single_variant_config(preset: Preset, variant: str, frames: int, seed: int = 0):
     """AlphaZero on one variant with the preset's adaptation settings, for about `frames`."""
-    from mmc_jax import adapt, train
+    from mmc_jax import adapt, alphazero
 
     joat = load_joat_config(preset.joat_preset)
     per_iteration = int(joat.adapt.selfplay.batch_size) * int(joat.adapt.selfplay.num_plies)
@@ -216,7 +216,7 @@ def single_variant_config(preset: Preset, variant: str, frames: int, seed: int =
     config = adapt.adaptation_config(
         variant, iterations, joat.network, config=joat, init_label="scratch", seed=seed
     )
-    return train.prepare_config(config)
+    return alphazero.prepare_config(config)
 
 
 def run_gardner(workdir: Path, preset: Preset, frames: int, gardner_from: str | None, log):
