@@ -296,7 +296,7 @@ class AlphaZero(Algorithm):
 
     def setup(self, config, mesh):
         rules_b = R.batch(list(config.variants), int(config.selfplay.batch_size))
-        return jax.device_put(rules_b, sharding.sharded_leaves(rules_b, mesh))
+        return sharding.put_sharded(jax.device_get(rules_b), mesh)
 
     def init_state(self, config, mesh, data, key):
         return init_train_state(config, data, key, mesh)

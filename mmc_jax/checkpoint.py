@@ -26,6 +26,7 @@ Typical use from a training loop:
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 import time
@@ -411,13 +412,18 @@ def split_checkpoint_path(path: str | os.PathLike, step: int | None) -> tuple[st
 def load_model(path: str | os.PathLike, step: int | None = None):
     """(network, params, config) of a checkpoint: the network is rebuilt from the saved config.
 
-    `path` is a run's workdir, its `checkpoints` folder, or one step's folder in it; `step`
-    defaults to the latest (or to the step folder given). Only the parameters are read.
+    `path` is a run's workdir, its `checkpoints` folder, one step's folder in it, an exported
+    model folder (`python -m mmc_jax.export`) or the name of a shipped model
+    (`shipped_models()`); `step` defaults to the latest (or to the step folder given). Only
+    the parameters are read. A damaged latest checkpoint falls back to the newest intact one
+    with a warning on stderr.
 
     Raises:
       FileNotFoundError: no such directory, or no checkpoint (or not that step) in it.
       ValueError: the checkpoint has no network config, or its parameters do not fit it.
     """
+    if step is None and is_exported(path):
+        return load_exported(path)
     workdir, step = split_checkpoint_path(path, step)
     if not os.path.isdir(workdir):
         raise FileNotFoundError(f"no such checkpoint directory: {workdir}")
@@ -463,3 +469,99 @@ def _all_steps(workdir: str | os.PathLike) -> list[int]:
     if not os.path.isdir(folder):
         return []
     return sorted(int(name) for name in os.listdir(folder) if name.isdigit())
+
+
+# ---------------------------------------------------------------------------------------------
+# Exported models: parameters only, small enough to ship inside the package
+
+EXPORT_FILE = "model.json"
+EXPORT_PARAMS = "params.msgpack"
+SHIPPED_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data", "models")
+
+
+def observation_layout() -> str:
+    """A tag naming the observation layout the networks read (shape and meaning of the input
+    channels); an exported model of another layout is refused."""
+    return str(getattr(R, "OBS_LAYOUT", f"obs{list(R.OBS_SHAPE)}"))
+
+
+def export_model(
+    out: str | os.PathLike, config: Mapping | ml_collections.ConfigDict, params: Any, info: dict
+) -> str:
+    """Writes `params` (flax msgpack) and `model.json` (the run config, the observation layout,
+    `info`: where it came from and the command that trained it) into the folder `out`."""
+    out = os.fspath(out)
+    os.makedirs(out, exist_ok=True)
+    host = jax.tree.map(np.asarray, jax.device_get(params))
+    with open(os.path.join(out, EXPORT_PARAMS), "wb") as handle:
+        handle.write(flax.serialization.to_bytes(host))
+    record = {
+        "format": 1,
+        "observation_layout": observation_layout(),
+        "config": _jsonable(config),
+        "shapes": leaf_shapes(host),
+        "num_params": int(sum(x.size for x in jax.tree.leaves(host))),
+        "versions": library_versions(),
+        **_jsonable(dict(info)),
+    }
+    with open(os.path.join(out, EXPORT_FILE), "w", encoding="utf-8") as handle:
+        json.dump(record, handle, indent=1)
+    return out
+
+
+def shipped_models() -> dict[str, str]:
+    """{name: folder} of the models shipped inside the package (`mmc_jax/data/models`)."""
+    if not os.path.isdir(SHIPPED_DIR):
+        return {}
+    return {
+        name: os.path.join(SHIPPED_DIR, name)
+        for name in sorted(os.listdir(SHIPPED_DIR))
+        if os.path.isfile(os.path.join(SHIPPED_DIR, name, EXPORT_FILE))
+    }
+
+
+def resolve_model_path(path: str | os.PathLike) -> str:
+    """`path`, or the folder of the shipped model named `path` (e.g. "joat-cpu")."""
+    path = os.fspath(path)
+    if not os.path.exists(path) and path in shipped_models():
+        return shipped_models()[path]
+    return path
+
+
+def is_exported(path: str | os.PathLike) -> bool:
+    """Whether `path` is an exported (params-only) model folder or a shipped model's name."""
+    return os.path.isfile(os.path.join(resolve_model_path(path), EXPORT_FILE))
+
+
+def load_exported(path: str | os.PathLike):
+    """(network, params, config) of an exported model folder (or a shipped model's name).
+
+    Raises:
+      ValueError: a model exported for another observation layout (re-export it from its
+        checkpoint, or retrain), or parameters that do not fit the saved network config.
+    """
+    folder = resolve_model_path(path)
+    with open(os.path.join(folder, EXPORT_FILE), encoding="utf-8") as handle:
+        record = json.load(handle)
+    if record.get("observation_layout") != observation_layout():
+        raise ValueError(
+            f"the model in {folder} was exported for the observation layout "
+            f"{record.get('observation_layout')!r}, but this code observes "
+            f"{observation_layout()!r}; re-export it from its checkpoint with "
+            "`python -m mmc_jax.export` (or retrain it: "
+            f"{record.get('command', 'its training command')})"
+        )
+    config = ml_collections.ConfigDict(record["config"])
+    network = network_lib.make_network(config.network)
+    template = jax.eval_shape(
+        lambda k: network_lib.init_params(network, k, R.OBS_SHAPE), jax.random.key(0)
+    )
+    want, got = leaf_shapes(template), record.get("shapes", {})
+    if want != got:
+        raise ValueError(f"the parameters in {folder} do not fit its network config")
+    with open(os.path.join(folder, EXPORT_PARAMS), "rb") as handle:
+        params = flax.serialization.from_bytes(
+            jax.tree.map(lambda s: np.zeros(s.shape, s.dtype), template), handle.read()
+        )
+    sharding = jax.sharding.SingleDeviceSharding(jax.devices()[0])
+    return network, jax.device_put(params, sharding), config

@@ -652,12 +652,11 @@ class JOAT(Algorithm):
         return prepare_meta_config(config)
 
     def setup(self, config, mesh):
-        replicated = NamedSharding(mesh, P())
         variants = tuple(config.variants)
         by_name = task_weights(config)
-        table = jax.device_put(rules_table(variants), replicated)
-        weights = jax.device_put(jnp.asarray([by_name[v] for v in variants]), replicated)
-        return table, weights
+        table = jax.device_get(rules_table(variants))
+        weights = np.asarray([by_name[v] for v in variants], np.float32)
+        return sharding.put_replicated((table, weights), mesh)
 
     def init_state(self, config, mesh, data, key):
         table, _ = data

@@ -58,3 +58,43 @@ def abstract_with_shardings(abstract: Any, shardings: Any) -> Any:
         abstract,
         shardings,
     )
+
+
+def put_sharded(tree: Any, mesh: Mesh) -> Any:
+    """Host arrays [N, ...] (the same global value on every process) placed along `data`.
+
+    One process: `device_put`. Several (`jax.distributed`): each process hands over only its
+    own rows (`make_array_from_process_local_data`), so no process moves another's data.
+    """
+    shardings = sharded_leaves(tree, mesh)
+    if jax.process_count() == 1:
+        return jax.device_put(tree, shardings)
+
+    def local(x, sharding):
+        x = np.asarray(x)
+        if not x.ndim:
+            return jax.make_array_from_process_local_data(sharding, x)
+        rows = sorted(
+            {
+                index[0].indices(x.shape[0])[:2]
+                for index in sharding.addressable_devices_indices_map(x.shape).values()
+            }
+        )
+        start, stop = rows[0][0], rows[-1][1]
+        return jax.make_array_from_process_local_data(sharding, x[start:stop], x.shape)
+
+    return jax.tree.map(local, tree, shardings)
+
+
+def put_replicated(tree: Any, mesh: Mesh) -> Any:
+    """Host values (the same on every process) replicated over `mesh`."""
+    shardings = replicated(tree, mesh)
+    if jax.process_count() == 1:
+        return jax.device_put(tree, shardings)
+    return jax.tree.map(
+        lambda x, s: jax.make_array_from_callback(
+            np.shape(x), s, lambda index: np.asarray(x)[index]
+        ),
+        tree,
+        shardings,
+    )

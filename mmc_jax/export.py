@@ -1,0 +1,65 @@
+"""`python -m mmc_jax.export`: a params-only model from a checkpoint, small enough to ship.
+
+    python -m mmc_jax.export --checkpoint runs/gardner_cpu --out mmc_jax/data/models/gardner-cpu \\
+        --command "bash experiments/gardner_cpu/run.sh runs/gardner_cpu"
+
+Writes `<out>/params.msgpack` (the network's parameters; no optimizer state, no replay: a 2x32
+net is about 250 KB) and `<out>/model.json` (the run config, the observation layout, the source
+checkpoint and step, frames trained, and the command that trained it). Every CLI that takes a
+checkpoint (`evaluate`, `play`, `adapt --init_from`, `analyse`) takes such a folder, or the name
+of a model shipped in `mmc_jax/data/models` (`python -m mmc_jax.export --list`). A model of
+another observation layout is refused with the command to re-export it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+
+from mmc_jax import checkpoint, cli
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Command-line entry point; returns the exit status."""
+    parser = argparse.ArgumentParser(
+        prog="python -m mmc_jax.export",
+        description="Write a params-only model (params.msgpack + model.json) from a checkpoint.",
+    )
+    parser.add_argument("--checkpoint", help="run workdir or <workdir>/checkpoints/<step>")
+    parser.add_argument("--step", type=cli.integer_arg("--step", 0), default=None)
+    parser.add_argument("--out", help="output folder (created)")
+    parser.add_argument("--command", default=None, help="the command that trained the run")
+    parser.add_argument("--list", action="store_true", help="list the shipped models and exit")
+    args = parser.parse_args(argv)
+    if args.list:
+        for name, folder in checkpoint.shipped_models().items():
+            with open(os.path.join(folder, checkpoint.EXPORT_FILE), encoding="utf-8") as f:
+                record = json.load(f)
+            print(f"{name}: {record.get('description', '')} ({record.get('num_params')} params)")
+        return 0
+    if not args.checkpoint or not args.out:
+        parser.error("--checkpoint and --out are required (or --list)")
+    cli.check_output_folder(parser, "--out", args.out)
+    workdir, step = checkpoint.split_checkpoint_path(args.checkpoint, args.step)
+    _, params, config = cli.load_or_fail(parser, args.checkpoint, args.step, "--checkpoint")
+    meta = checkpoint.load_metadata(workdir, step)
+    extra = meta.get("extra") or {}
+    info = {
+        "source": os.path.abspath(workdir),
+        "step": int(meta["step"]),
+        "frames": extra.get("frames"),
+        "games": extra.get("games"),
+        "command": args.command or "(not recorded)",
+        "description": f"{config.get('variant') or 'meta-training'}: "
+        f"{config.network.num_blocks}x{config.network.channels} net, step {meta['step']}",
+    }
+    out = checkpoint.export_model(args.out, config, params, info)
+    size = sum(os.path.getsize(os.path.join(out, f)) for f in os.listdir(out))
+    print(f"wrote {out} ({size / 1024:.0f} KB): step {info['step']} of {info['source']}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

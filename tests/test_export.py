@@ -1,0 +1,63 @@
+"""Params-only models (`mmc_jax.export`, `checkpoint.load_model` on exported folders)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import jax
+import numpy as np
+import pytest
+
+from mmc_jax import checkpoint, export
+
+LEGACY = Path(__file__).resolve().parent / "fixtures" / "legacy" / "gardner_smoke"
+
+
+@pytest.fixture(scope="module")
+def exported(tmp_path_factory):
+    workdir = tmp_path_factory.mktemp("run") / "gardner_smoke"
+    shutil.copytree(LEGACY, workdir)
+    out = tmp_path_factory.mktemp("export") / "model"
+    assert export.main(["--checkpoint", str(workdir), "--out", str(out), "--command", "x"]) == 0
+    return workdir, out
+
+
+def test_exported_params_equal_the_checkpoint(exported):
+    workdir, out = exported
+    _, from_checkpoint, _ = checkpoint.load_model(workdir)
+    network, params, config = checkpoint.load_model(out)
+    assert config.variant == "gardner" and hasattr(network, "apply")
+    for a, b in zip(jax.tree.leaves(params), jax.tree.leaves(from_checkpoint), strict=True):
+        np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+    record = json.loads((out / checkpoint.EXPORT_FILE).read_text())
+    assert record["command"] == "x" and record["step"] == 1
+    assert record["observation_layout"] == checkpoint.observation_layout()
+    assert (out / checkpoint.EXPORT_PARAMS).stat().st_size < 100_000  # no optimizer, no replay
+
+
+def test_a_model_of_another_observation_layout_is_refused(exported, tmp_path):
+    _, out = exported
+    other = tmp_path / "other"
+    shutil.copytree(out, other)
+    record = json.loads((other / checkpoint.EXPORT_FILE).read_text())
+    record["observation_layout"] = "obs[5, 5, 3]"
+    (other / checkpoint.EXPORT_FILE).write_text(json.dumps(record))
+    with pytest.raises(ValueError, match="re-export it"):
+        checkpoint.load_model(other)
+
+
+def test_export_refuses_a_bad_output_before_reading(exported, tmp_path, capsys):
+    workdir, _ = exported
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    with pytest.raises(SystemExit):
+        export.main(["--checkpoint", str(workdir), "--out", str(blocker)])
+    assert "is a file, not a folder" in capsys.readouterr().err
+
+
+def test_shipped_models_load():
+    for name in checkpoint.shipped_models():
+        network, params, config = checkpoint.load_model(name)
+        assert config.network.channels > 0 and jax.tree.leaves(params)
