@@ -1,6 +1,6 @@
 """A UCI engine as an opponent: Fairy-Stockfish (or any UCI engine) in a subprocess.
 
-    engine = UciEngine("gardner")                 # Debian's /usr/games/fairy-stockfish
+    engine = UciEngine("gardner")                 # default_engine(): the build, or Debian's
     move = engine.best_move(start_fen, ["a2a3", "b4b3"], Limits(nodes=1000))
     engine.close()
 
