@@ -96,8 +96,8 @@ def test_which_variants_the_engine_plays():
 def test_built_engine_plays_atomic_and_extinction(fairy_stockfish, ffish):
     """The default engine (the build) plays the variants Debian's 11.1 cannot: a few moves of
     atomic and extinction, each legal for pyffish."""
-    if os.environ.get("MMC_ENGINE"):
-        pytest.skip("MMC_ENGINE names another engine")
+    if os.environ.get("MMC_ENGINE") or fairy_stockfish != uci.built_engine():
+        pytest.skip(f"the engine is {fairy_stockfish}, not the build (python -m mmc_jax.uci build)")
     for variant in ("atomic", "extinction"):
         name = R.FAIRY_STOCKFISH_NAMES[variant]
         with uci.UciEngine(variant) as engine:
