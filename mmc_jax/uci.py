@@ -1,6 +1,6 @@
 """A UCI engine as an opponent: Fairy-Stockfish (or any UCI engine) in a subprocess.
 
-    engine = UciEngine("gardner")                 # Debian's /usr/games/fairy-stockfish
+    engine = UciEngine("gardner")                 # default_engine(): the build, or Debian's
     move = engine.best_move(start_fen, ["a2a3", "b4b3"], Limits(nodes=1000))
     engine.close()
 
@@ -25,11 +25,22 @@ the project's rules (or `bestmove (none)` where moves exist) `EngineIllegalMove`
 position and the legal moves). After any of them the engine is killed; `EnginePool` starts a
 fresh one for the next request and hands the error back to the caller with the request.
 
+The engine: `python -m mmc_jax.uci build` downloads the source distribution of the installed
+`pyffish` (the Python build of Fairy-Stockfish that the tests use as an oracle; its `src/` holds
+the whole engine, UCI loop included) with pip, compiles it with g++ (in parallel, about a minute
+on 2 cores) into `$MMC_CACHE/fairy-stockfish-pyffish-<version>/fairy-stockfish` (default cache
+`~/.cache/mmc_jax`) and prints the binary's path; a second call reuses the build. pyffish 0.0.90
+gives Fairy-Stockfish 221126, which plays gardner, baby, mallet, atomic, dark and extinction.
+`default_engine()` looks in this order: `$MMC_ENGINE`, that build, a `fairy-stockfish` on the
+PATH, Debian's /usr/games/fairy-stockfish.
+
 `python -m mmc_jax.uci [--engine PATH]` prints which of the project's variants the engine can
 play. Debian 12's `fairy-stockfish` 11.1 plays gardner, baby, mallet and dark; it has no atomic
 template, and its extinction variant does not promote on the fifth rank (the variants file's
 `promotionRegion` keys are newer than 11.1); rifle, monochromatic and bichromatic cannot be
-written as Fairy-Stockfish variants at all.
+written as Fairy-Stockfish variants at all. A program that does not answer `uci` with `uciok`
+within `DEFAULT_UCI_TIMEOUT` seconds is not a UCI engine (`EngineNotUci`): the check stops
+there with exit status 1.
 """
 
 from __future__ import annotations
@@ -37,17 +48,24 @@ from __future__ import annotations
 import argparse
 import collections
 import concurrent.futures
+import contextlib
 import dataclasses
+import fcntl
+import glob
+import importlib.metadata
 import json
 import os
 import queue
 import shutil
 import subprocess
 import sys
+import tarfile
+import tempfile
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from importlib import resources
+from pathlib import Path
 from typing import Any
 
 from mmc_jax.rules.variants import FAIRY_STOCKFISH_NAMES, START_FENS, VARIANTS, check_variant
@@ -55,6 +73,7 @@ from mmc_jax.rules.variants import FAIRY_STOCKFISH_NAMES, START_FENS, VARIANTS, 
 DEBIAN_ENGINE = "/usr/games/fairy-stockfish"
 ENGINE_NAMES = ("fairy-stockfish", "fairy_stockfish", "stockfish-fairy")
 DEFAULT_HANDSHAKE_TIMEOUT = 10.0
+DEFAULT_UCI_TIMEOUT = 5.0  # the first `uci` -> `uciok`: a real engine answers in milliseconds
 DEFAULT_MOVE_TIMEOUT = 30.0
 DEFAULT_HASH_MB = 4
 
@@ -165,6 +184,14 @@ class EngineNotFound(EngineError):
     """No engine binary at the given path (or none installed)."""
 
 
+class EngineNotUci(EngineError):
+    """The program does not speak UCI: no `uciok` after `uci` (it hung, echoed, or exited)."""
+
+
+class EngineBuildError(EngineError):
+    """`build_engine` failed (no compiler, no pip, download or compile error)."""
+
+
 class EngineUnsupported(EngineError):
     """The engine cannot play the variant (not listed, or it generates other moves)."""
 
@@ -241,10 +268,14 @@ def variants_file() -> str:
 
 
 def default_engine() -> str:
-    """The engine used when none is given: `$MMC_ENGINE`, a `fairy-stockfish` on the PATH,
-    or Debian's /usr/games/fairy-stockfish (which is not on a root PATH)."""
+    """The engine used when none is given: `$MMC_ENGINE`, the build of `build_engine` (in the
+    cache), a `fairy-stockfish` on the PATH, or Debian's /usr/games/fairy-stockfish (which is
+    not on a root PATH)."""
     if os.environ.get("MMC_ENGINE"):
         return os.environ["MMC_ENGINE"]
+    built = built_engine()
+    if built:
+        return built
     for name in ENGINE_NAMES:
         found = shutil.which(name)
         if found:
@@ -262,10 +293,10 @@ def _command(engine: str | Sequence[str] | None) -> list[str]:
     resolved = shutil.which(path) if os.sep not in path else path
     if resolved is None or not os.path.isfile(resolved):
         raise EngineNotFound(
-            f"no UCI engine at {path!r}; install Debian's Fairy-Stockfish with "
-            "`apt-get install fairy-stockfish` (it lands in /usr/games) or pass --engine PATH "
-            "(a newer build from https://github.com/fairy-stockfish/Fairy-Stockfish plays "
-            "more variants)"
+            f"no UCI engine at {path!r}; build Fairy-Stockfish with `python -m mmc_jax.uci "
+            "build` (from pyffish's sources, about a minute), or install Debian's with "
+            "`apt-get install fairy-stockfish` (it lands in /usr/games; it plays fewer "
+            "variants), or pass --engine PATH"
         )
     if not os.access(resolved, os.X_OK):
         raise EngineNotFound(f"engine {resolved!r} is not executable")
@@ -275,6 +306,262 @@ def _command(engine: str | Sequence[str] | None) -> list[str]:
 def supported_by_fairy_stockfish(variant: str) -> bool:
     """Whether the variant can be written as a Fairy-Stockfish variant at all."""
     return check_variant(variant) in FAIRY_STOCKFISH_NAMES
+
+
+# ---------------------------------------------------------------------------------------------
+# Building Fairy-Stockfish from pyffish's source distribution
+
+ENGINE_BINARY = "fairy-stockfish"
+# As pyffish's setup.py (all variants, large boards, no embedded network), without -flto: the
+# engine is small, link-time optimisation would serialise the build.
+BUILD_DEFINES = (
+    "-DLARGEBOARDS",
+    "-DALLVARS",
+    "-DPRECOMPUTED_MAGICS",
+    "-DNNUE_EMBEDDING_OFF",
+    "-DIS_64BIT",
+)
+BUILD_FLAGS = ("-std=c++17", "-O2", "-DNDEBUG", "-pthread", "-w", *BUILD_DEFINES)
+# pyffish's Python module and its JavaScript binding: the rest (main.cpp, uci.cpp, ...) is the
+# engine.
+NOT_ENGINE_SOURCES = ("pyffish.cpp", "ffishjs.cpp")
+
+
+def cache_root() -> Path:
+    """Where engines are built: `$MMC_CACHE`, else `$XDG_CACHE_HOME/mmc_jax`, else
+    `~/.cache/mmc_jax`."""
+    if os.environ.get("MMC_CACHE"):
+        return Path(os.environ["MMC_CACHE"]).expanduser()
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(Path.home(), ".cache")
+    return Path(base) / "mmc_jax"
+
+
+def pyffish_version() -> str | None:
+    """The installed pyffish's version (e.g. '0.0.90'), None when it is not installed."""
+    try:
+        return importlib.metadata.version("pyffish")
+    except importlib.metadata.PackageNotFoundError:
+        return None
+
+
+def engine_build_dir(version: str) -> Path:
+    """The build directory of pyffish `version`'s engine in the cache."""
+    return cache_root() / f"fairy-stockfish-pyffish-{version}"
+
+
+def _version_key(path: str) -> tuple:
+    version = path.rsplit("pyffish-", 1)[-1].split(os.sep)[0]
+    return tuple(int(p) if p.isdigit() else -1 for p in version.split("."))
+
+
+def built_engine(version: str | None = None) -> str | None:
+    """Path of the engine built from pyffish `version`'s sources (default: the installed
+    pyffish; without pyffish, the newest build in the cache), or None if there is none."""
+    version = version or pyffish_version()
+    if version:
+        candidates = [str(engine_build_dir(version) / ENGINE_BINARY)]
+    else:
+        pattern = str(cache_root() / "fairy-stockfish-pyffish-*" / ENGINE_BINARY)
+        candidates = sorted(glob.glob(pattern), key=_version_key, reverse=True)
+    for path in candidates:
+        if os.path.isfile(path) and os.access(path, os.X_OK):
+            return path
+    return None
+
+
+def _engine_id(binary: str, timeout: float = DEFAULT_HANDSHAKE_TIMEOUT) -> str:
+    """The `id name` a binary answers to `uci` (raises EngineBuildError otherwise)."""
+    try:
+        out = subprocess.run(
+            [binary], input="uci\nquit\n", capture_output=True, text=True, timeout=timeout
+        ).stdout
+    except (OSError, subprocess.TimeoutExpired) as error:
+        raise EngineBuildError(f"the built engine {binary} does not run: {error}") from None
+    for line in out.splitlines():
+        if line.startswith("id name "):
+            return line[len("id name ") :].strip()
+    raise EngineBuildError(f"the built engine {binary} does not answer `uci`: {out[-200:]!r}")
+
+
+def _last_lines(text: str, n: int = 3) -> str:
+    lines = [line.strip() for line in text.strip().splitlines() if line.strip()]
+    return " | ".join(lines[-n:]) or "(no output)"
+
+
+@contextlib.contextmanager
+def _locked(path: Path):
+    """An exclusive lock on `path` (concurrent builds of one version wait for each other)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "w") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def _download_sdist(version: str, dest: str, python: str) -> str:
+    """pip-download pyffish==version's sdist into `dest`; returns the archive's path."""
+    try:
+        has_pip = subprocess.run(
+            [python, "-m", "pip", "--version"], capture_output=True, text=True, timeout=60
+        )
+    except (OSError, subprocess.TimeoutExpired) as error:
+        raise EngineBuildError(f"cannot run {python} -m pip: {error}") from None
+    if has_pip.returncode != 0:
+        raise EngineBuildError(
+            f"pip is missing ({python} -m pip: {_last_lines(has_pip.stderr, 1)}); install it "
+            "(python -m ensurepip) or pass --sdist with pyffish's source archive"
+        )
+    command = [python, "-m", "pip", "download", "--no-deps", "--no-binary", ":all:"]
+    command += ["--disable-pip-version-check", "-q", "-d", dest, f"pyffish=={version}"]
+    done = subprocess.run(command, capture_output=True, text=True)
+    archives = glob.glob(os.path.join(dest, f"pyffish-{version}.tar.gz"))
+    if done.returncode != 0 or not archives:
+        raise EngineBuildError(
+            f"downloading pyffish=={version}'s source distribution failed (pip download "
+            f"exited {done.returncode}: {_last_lines(done.stderr + done.stdout, 2)}); check "
+            "the network or pass --sdist with the archive"
+        )
+    return archives[0]
+
+
+def _extract(archive: str, dest: str) -> Path:
+    with tarfile.open(archive) as tar:
+        if hasattr(tarfile, "data_filter"):  # Python >= 3.11.4: refuse links out of `dest`
+            tar.extractall(dest, filter="data")
+        else:
+            tar.extractall(dest)
+    sources = glob.glob(os.path.join(dest, "*", "src", "main.cpp"))
+    if not sources:
+        raise EngineBuildError(f"{archive} has no src/main.cpp: not a pyffish source archive")
+    return Path(sources[0]).parent
+
+
+def _compile(cxx: str, src: Path, objdir: Path, jobs: int, log) -> list[str]:
+    """Compile every engine source file of `src` with `jobs` compilers at once; object paths."""
+    files = [
+        p
+        for p in sorted(src.rglob("*.cpp"))
+        if p.name not in NOT_ENGINE_SOURCES and "incbin" not in p.parts
+    ]
+    files.sort(key=lambda p: -p.stat().st_size)  # longest first: the pool finishes together
+    log(f"compiling {len(files)} files with {jobs} parallel g++ jobs ...")
+
+    def one(path: Path) -> str:
+        obj = objdir / (str(path.relative_to(src)).replace(os.sep, "_") + ".o")
+        done = subprocess.run(
+            [cxx, *BUILD_FLAGS, "-c", str(path), "-o", str(obj)],
+            capture_output=True,
+            text=True,
+        )
+        if done.returncode != 0:
+            raise EngineBuildError(
+                f"{cxx} failed on {path.relative_to(src)}: {_last_lines(done.stderr)}"
+            )
+        return str(obj)
+
+    with concurrent.futures.ThreadPoolExecutor(max_workers=jobs) as pool:
+        return list(pool.map(one, files))
+
+
+def build_engine(
+    version: str | None = None,
+    *,
+    sdist: str | None = None,
+    jobs: int | None = None,
+    cxx: str | None = None,
+    force: bool = False,
+    python: str = sys.executable,
+    log: Callable[[str], None] | None = None,
+) -> str:
+    """Build Fairy-Stockfish from pyffish's source distribution; the binary's path.
+
+    Args:
+      version: pyffish version (default: the installed one, so the engine and the tests'
+        oracle are one program).
+      sdist: a local `pyffish-<version>.tar.gz` instead of downloading it with pip.
+      jobs: parallel compilers (default: the CPU count).
+      cxx: the C++ compiler (default `$CXX`, else g++).
+      force: rebuild even if the cache has the binary (otherwise it is reused at once).
+      python: the interpreter whose pip downloads the archive.
+      log: progress lines (default: stderr).
+
+    Raises EngineBuildError with a one-line message when g++ or pip is missing, the download
+    fails, a file does not compile, or the result does not answer `uci`.
+    """
+    if log is None:
+        log = lambda line: print(line, file=sys.stderr, flush=True)
+    if version is None and sdist is not None:
+        version = os.path.basename(sdist).removeprefix("pyffish-").removesuffix(".tar.gz")
+    version = version or pyffish_version()
+    if not version:
+        raise EngineBuildError(
+            "pyffish is not installed, so the engine version is unknown: pip install -e "
+            "'.[test]' (or pass --version)"
+        )
+    build_dir = engine_build_dir(version)
+    binary = build_dir / ENGINE_BINARY
+    with _locked(cache_root() / f".fairy-stockfish-pyffish-{version}.lock"):
+        if binary.is_file() and os.access(binary, os.X_OK) and not force:
+            return str(binary)
+        cxx = cxx or os.environ.get("CXX") or "g++"
+        compiler = shutil.which(cxx)
+        if compiler is None:
+            raise EngineBuildError(
+                f"no C++ compiler {cxx!r}: install g++ (apt-get install g++) or set CXX"
+            )
+        jobs = jobs or os.cpu_count() or 1
+        start = time.monotonic()
+        build_dir.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryDirectory(prefix="fairy-stockfish-", dir=build_dir) as tmp:
+            if sdist is None:
+                log(f"downloading pyffish=={version}'s source distribution with pip ...")
+                sdist = _download_sdist(version, tmp, python)
+            elif not os.path.isfile(sdist):
+                raise EngineBuildError(f"no source archive at {sdist!r}")
+            src = _extract(sdist, tmp)
+            objdir = Path(tmp) / "obj"
+            objdir.mkdir()
+            objects = _compile(compiler, src, objdir, jobs, log)
+            linked = Path(tmp) / ENGINE_BINARY
+            done = subprocess.run(
+                [compiler, "-pthread", *objects, "-o", str(linked)],
+                capture_output=True,
+                text=True,
+            )
+            if done.returncode != 0:
+                raise EngineBuildError(f"linking failed: {_last_lines(done.stderr)}")
+            id_name = _engine_id(str(linked))
+            os.replace(linked, binary)  # atomic: a reader never sees half a binary
+        seconds = time.monotonic() - start
+        info = {
+            "pyffish": version,
+            "id_name": id_name,
+            "compiler": compiler,
+            "flags": list(BUILD_FLAGS),
+            "jobs": jobs,
+            "seconds": round(seconds, 1),
+        }
+        (build_dir / "build.json").write_text(json.dumps(info, indent=1) + "\n")
+        log(f"built {id_name} in {seconds:.0f} s: {binary}")
+        return str(binary)
+
+
+def ensure_engine(log: Callable[[str], None] | None = None) -> str:
+    """The engine for tests and CI: `$MMC_ENGINE` if set, else the cached build, building it
+    first if there is none (falling back to an installed engine, with a warning, when the
+    build fails and one exists)."""
+    if os.environ.get("MMC_ENGINE"):
+        return os.environ["MMC_ENGINE"]
+    try:
+        return build_engine(log=log)
+    except EngineBuildError as error:
+        fallback = default_engine()
+        if os.path.isfile(fallback) and os.access(fallback, os.X_OK):
+            print(f"warning: {error}; using {fallback}", file=sys.stderr)
+            return fallback
+        raise
 
 
 # ---------------------------------------------------------------------------------------------
@@ -295,6 +582,8 @@ class UciEngine:
       hash_mb: the engine's hash table (small: it is cleared before every move).
       threads: search threads (1 keeps node-limited searches deterministic).
       handshake_timeout: seconds for start-up answers (uciok, readyok, perft).
+      uci_timeout: seconds for the very first `uciok`; a program that does not answer in
+        time (or exits first) is not a UCI engine: `EngineNotUci`.
       probe: check the engine's legal moves in `PROBES[variant]` before use.
     """
 
@@ -307,6 +596,7 @@ class UciEngine:
         hash_mb: int = DEFAULT_HASH_MB,
         threads: int = 1,
         handshake_timeout: float = DEFAULT_HANDSHAKE_TIMEOUT,
+        uci_timeout: float = DEFAULT_UCI_TIMEOUT,
         probe: bool = True,
     ):
         check_variant(variant)
@@ -321,6 +611,7 @@ class UciEngine:
         self.command = _command(engine)
         self.variant_path = variants_file() if variant_path is None else variant_path
         self.handshake_timeout = handshake_timeout
+        self.uci_timeout = uci_timeout
         self.name = os.path.basename(self.command[-1] if len(self.command) > 1 else self.command[0])
         self.id_name: str | None = None
         self.options: dict[str, str] = {}
@@ -448,10 +739,12 @@ class UciEngine:
 
     # -- protocol
 
-    def _uci(self) -> list[str]:
+    def _uci(self, timeout: float | None = None) -> list[str]:
         self.send("uci")
         return self._read_until(
-            lambda line: line.strip() == "uciok", self.handshake_timeout, "waiting for uciok"
+            lambda line: line.strip() == "uciok",
+            self.handshake_timeout if timeout is None else timeout,
+            "waiting for uciok",
         )
 
     def _parse_options(self, lines: list[str]) -> None:
@@ -466,7 +759,19 @@ class UciEngine:
                     self.variants = [words[i + 1] for i, w in enumerate(words[:-1]) if w == "var"]
 
     def _handshake(self, hash_mb: int, threads: int) -> None:
-        first = self._uci()
+        try:
+            first = self._uci(min(self.uci_timeout, self.handshake_timeout))
+        except (EngineTimeout, EngineCrashed) as error:
+            raise EngineNotUci(
+                f"{self.command[0]} is not a UCI engine: "
+                + (
+                    f"no `uciok` within {min(self.uci_timeout, self.handshake_timeout):g} s "
+                    "after `uci`"
+                    if isinstance(error, EngineTimeout)
+                    else "it exited before answering `uci` with `uciok`"
+                )
+                + f"; last output: {self._output_tail()}"
+            ) from None
         self._parse_options(first)
         loaded = []
         if self.variant_path and "VariantPath" in self.options:
@@ -692,20 +997,54 @@ def check_engine(
                     "reason": f"{e.id_name}: UCI_Variant {e.uci_variant}, legal moves agree in "
                     f"{1 + len(PROBES.get(variant, ()))} probe positions",
                 }
-        except EngineNotFound:
-            raise
+        except (EngineNotFound, EngineNotUci):
+            raise  # about the program, not the variant: no use trying the others
         except EngineError as error:
             report[variant] = {"playable": False, "reason": str(error)}
     return report
 
 
-def main(argv: list[str] | None = None) -> int:
-    """`python -m mmc_jax.uci`: which variants can the engine play?"""
+def build_main(argv: list[str]) -> int:
+    """`python -m mmc_jax.uci build`: build the engine, print its path."""
     parser = argparse.ArgumentParser(
-        prog="python -m mmc_jax.uci",
+        prog="python -m mmc_jax.uci build",
+        description="Build Fairy-Stockfish from the source distribution of pyffish (the "
+        "installed version by default) with g++ into the cache "
+        f"({cache_root()}), where it becomes the default engine; print the binary's path. "
+        "A second call reuses the build.",
+    )
+    parser.add_argument("--version", help=f"pyffish version (default {pyffish_version()})")
+    parser.add_argument("--sdist", help="a local pyffish-<version>.tar.gz (no download)")
+    parser.add_argument(
+        "--jobs", type=int, default=None, help="parallel compilers (default: CPU count)"
+    )
+    parser.add_argument("--force", action="store_true", help="rebuild even if cached")
+    args = parser.parse_args(argv)
+    if args.jobs is not None and args.jobs < 1:
+        parser.error(f"--jobs must be a positive integer, got {args.jobs}")
+    try:
+        path = build_engine(args.version, sdist=args.sdist, jobs=args.jobs, force=args.force)
+    except EngineBuildError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 1
+    print(path)
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    """`python -m mmc_jax.uci [check] ...`: which variants can the engine play?
+    `python -m mmc_jax.uci build`: build Fairy-Stockfish into the cache."""
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if argv[:1] == ["build"]:
+        return build_main(argv[1:])
+    if argv[:1] == ["check"]:
+        argv = argv[1:]
+    parser = argparse.ArgumentParser(
+        prog="python -m mmc_jax.uci [check]",
         description="Check which of the project's variants a UCI engine (Fairy-Stockfish) can "
         "play: it must list the variant after loading the shipped variants file and generate "
-        "exactly the rules' legal moves in a few probe positions.",
+        "exactly the rules' legal moves in a few probe positions. "
+        "`python -m mmc_jax.uci build --help`: build the engine from pyffish's sources.",
     )
     parser.add_argument(
         "--engine", default=None, help=f"engine binary (default: {default_engine()})"
@@ -722,7 +1061,7 @@ def main(argv: list[str] | None = None) -> int:
             parser.error(str(error))
     try:
         report = check_engine(args.engine, args.variants)
-    except EngineNotFound as error:
+    except (EngineNotFound, EngineNotUci) as error:
         print(f"error: {error}", file=sys.stderr)
         return 1
     if args.json:

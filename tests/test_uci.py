@@ -1,13 +1,20 @@
 """Tests for mmc_jax.uci: the real Fairy-Stockfish plays legal moves; fake engines that crash,
-hang, or play illegal moves are reported, never scored.
+hang, or play illegal moves are reported, never scored; a program that is no UCI engine fails
+fast; the engine build (`python -m mmc_jax.uci build`) works and fails clearly.
 
-The engine binary is installed by CI (`apt-get install fairy-stockfish`, see .ci/run): these
-tests do not skip themselves. The fake engines (tests/fake_uci_engine.py) answer the legal-move
-probe through pyffish. Only one test compiles anything (the arena at 2 games).
+The engine is Fairy-Stockfish built from pyffish's sources (`uci.ensure_engine`, the
+`fairy_stockfish` fixture: the cached build, built on first use, about a minute; or
+`$MMC_ENGINE`): these tests do not skip themselves. The fake engines
+(tests/fake_uci_engine.py) answer the legal-move probe through pyffish. Only one test compiles
+anything JAX (the arena at 2 games).
 """
 
+import json
 import os
+import shutil
 import sys
+import tarfile
+import time
 from pathlib import Path
 
 import pyffish as sf
@@ -22,6 +29,12 @@ START = R.START_FENS["gardner"]
 
 def fake(mode: str, nth: int = 1) -> list[str]:
     return [sys.executable, FAKE, mode, str(nth)]
+
+
+@pytest.fixture(scope="module", autouse=True)
+def fairy_stockfish():
+    """The engine of these tests (built into the cache if missing; see tests/conftest.py)."""
+    return uci.ensure_engine()
 
 
 @pytest.fixture(scope="module")
@@ -75,6 +88,46 @@ def test_which_variants_the_engine_plays():
         assert playable == {"gardner", "baby", "mallet", "dark"}
         assert "Variant template 'atomic' does not exist" in report["atomic"]["reason"]
         assert "by other rules" in report["extinction"]["reason"]
+    if "221126" in version:  # pyffish 0.0.90's sources (`python -m mmc_jax.uci build`)
+        assert playable == set(R.FAIRY_STOCKFISH_NAMES)
+        assert playable == {"gardner", "baby", "mallet", "atomic", "dark", "extinction"}
+
+
+def test_built_engine_plays_atomic_and_extinction(fairy_stockfish, ffish):
+    """The default engine (the build) plays the variants Debian's 11.1 cannot: a few moves of
+    atomic and extinction, each legal for pyffish."""
+    if os.environ.get("MMC_ENGINE") or fairy_stockfish != uci.built_engine():
+        pytest.skip(f"the engine is {fairy_stockfish}, not the build (python -m mmc_jax.uci build)")
+    for variant in ("atomic", "extinction"):
+        name = R.FAIRY_STOCKFISH_NAMES[variant]
+        with uci.UciEngine(variant) as engine:
+            assert engine.id_name.startswith("Fairy-Stockfish 221126"), engine.id_name
+            moves = []
+            for _ in range(6):
+                legal = ffish.legal_moves(name, R.START_FENS[variant], moves)
+                if not legal or ffish.is_immediate_game_end(name, R.START_FENS[variant], moves)[0]:
+                    break
+                move = engine.best_move(R.START_FENS[variant], moves, uci.Limits(nodes=50))
+                assert move in legal, (variant, moves, move)
+                moves.append(move)
+
+
+def test_not_a_uci_engine_fails_fast(capsys, tmp_path):
+    """`uci --engine /bin/cat` (issue 13): no `uciok`, one line, status 1, within seconds; a
+    program that exits at once likewise."""
+    start = time.monotonic()
+    assert uci.main(["--engine", "/bin/cat"]) == 1
+    elapsed = time.monotonic() - start
+    err = capsys.readouterr().err
+    assert elapsed < uci.DEFAULT_UCI_TIMEOUT + 4, elapsed
+    assert err.startswith("error: /bin/cat is not a UCI engine: no `uciok` within 5 s")
+    assert err.count("\n") == 1, err
+    with pytest.raises(uci.EngineNotUci, match="exited before answering"):
+        uci.UciEngine("gardner", shutil.which("true"))
+    with pytest.raises(uci.EngineNotUci, match="no `uciok` within 0.3 s"):
+        uci.UciEngine("gardner", "/bin/cat", uci_timeout=0.3)
+    with pytest.raises(uci.EngineNotUci):
+        uci.check_engine("/bin/cat", ["gardner", "atomic"])
 
 
 def test_engine_start_up_errors(tmp_path):
@@ -160,6 +213,88 @@ def test_check_cli(capsys):
     assert "no UCI engine at '/nonexistent/engine'" in capsys.readouterr().err
 
 
-def test_default_engine_is_found():
+def test_default_engine_is_found(fairy_stockfish):
     path = uci.default_engine()
     assert os.path.isfile(path) and os.access(path, os.X_OK), path
+    if not os.environ.get("MMC_ENGINE") and uci.built_engine():
+        assert path == uci.built_engine() == fairy_stockfish  # the build comes first
+
+
+def test_build_reuses_the_cache(fairy_stockfish):
+    """A second build is a no-op: same path, binary untouched, well under a second."""
+    if os.environ.get("MMC_ENGINE") or fairy_stockfish != uci.built_engine():
+        pytest.skip("the tests do not use the cached build")
+    before = os.stat(fairy_stockfish).st_mtime_ns
+    start = time.monotonic()
+    assert uci.build_engine(log=lambda line: None) == fairy_stockfish
+    assert time.monotonic() - start < 1.0
+    assert os.stat(fairy_stockfish).st_mtime_ns == before
+    info = json.loads((Path(fairy_stockfish).parent / "build.json").read_text())
+    assert info["pyffish"] == uci.pyffish_version() and "Fairy-Stockfish" in info["id_name"]
+
+
+# A pyffish-like source archive whose "engine" is a few lines of C++: the whole build path
+# (extract, parallel compile, link, `uci` check, cache) in a second or two.
+TINY_ENGINE = r"""
+#include <iostream>
+#include <string>
+int main() {
+  std::string line;
+  while (std::getline(std::cin, line)) {
+    if (line == "uci") std::cout << "id name TinyEngine 1\nuciok" << std::endl;
+    if (line == "quit") break;
+  }
+}
+"""
+
+
+def tiny_sdist(tmp_path, version="9.9.9") -> str:
+    root = tmp_path / f"pyffish-{version}"
+    (root / "src").mkdir(parents=True)
+    (root / "src" / "main.cpp").write_text(TINY_ENGINE)
+    (root / "src" / "pyffish.cpp").write_text("#error not part of the engine\n")
+    (root / "src" / "ffishjs.cpp").write_text("#error not part of the engine\n")
+    archive = tmp_path / f"pyffish-{version}.tar.gz"
+    with tarfile.open(archive, "w:gz") as tar:
+        tar.add(root, arcname=root.name)
+    return str(archive)
+
+
+def test_build_from_a_source_archive(tmp_path, monkeypatch):
+    monkeypatch.setenv("MMC_CACHE", str(tmp_path / "cache"))
+    lines = []
+    path = uci.build_engine(sdist=tiny_sdist(tmp_path), jobs=2, log=lines.append)
+    assert path == str(tmp_path / "cache" / "fairy-stockfish-pyffish-9.9.9" / "fairy-stockfish")
+    assert uci.built_engine("9.9.9") == path
+    assert lines[0] == "compiling 1 files with 2 parallel g++ jobs ..."  # not pyffish/ffishjs
+    assert lines[-1].startswith("built TinyEngine 1 in ")
+    info = json.loads((Path(path).parent / "build.json").read_text())
+    assert info["id_name"] == "TinyEngine 1" and "-DLARGEBOARDS" in info["flags"]
+    mtime = os.stat(path).st_mtime_ns
+    assert uci.build_engine("9.9.9", log=lines.append) == path  # cached: nothing downloaded
+    assert os.stat(path).st_mtime_ns == mtime
+    assert sorted(os.listdir(Path(path).parent)) == ["build.json", "fairy-stockfish"]
+
+
+def test_build_errors_are_one_line(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("MMC_CACHE", str(tmp_path / "cache"))
+    quiet = dict(log=lambda line: None)
+    with pytest.raises(uci.EngineBuildError, match="no C\\+\\+ compiler 'no-such-g\\+\\+'"):
+        uci.build_engine("9.9.9", cxx="no-such-g++", **quiet)
+    no_pip = tmp_path / "python-without-pip"
+    no_pip.write_text("#!/bin/sh\necho 'No module named pip' >&2\nexit 1\n")
+    no_pip.chmod(0o755)
+    with pytest.raises(uci.EngineBuildError, match="pip is missing .*No module named pip"):
+        uci.build_engine("9.9.9", python=str(no_pip), **quiet)
+    monkeypatch.setenv("PIP_NO_INDEX", "1")  # no network use: the download fails at once
+    with pytest.raises(uci.EngineBuildError, match="downloading pyffish==9.9.9's source"):
+        uci.build_engine("9.9.9", **quiet)
+    with pytest.raises(uci.EngineBuildError, match="no source archive at"):
+        uci.build_engine(sdist=str(tmp_path / "pyffish-1.0.tar.gz"), **quiet)
+    assert uci.built_engine("9.9.9") is None
+    monkeypatch.setenv("CXX", "no-such-g++")
+    assert uci.main(["build", "--version", "9.9.9"]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("error: no C++ compiler") and err.count("\n") == 1
+    with pytest.raises(SystemExit):
+        uci.main(["build", "--jobs", "0"])
