@@ -6,6 +6,8 @@ drift apart; a preset picks a size and overrides what differs, in its own file.
 
 from __future__ import annotations
 
+import glob
+import os
 import sys
 
 import ml_collections
@@ -89,14 +91,25 @@ def checkpointing(every: int, max_to_keep: int) -> ml_collections.ConfigDict:
     return section
 
 
+def has_accelerator() -> bool:
+    """Whether this machine has a GPU or TPU, read from devices and the environment without
+    starting JAX (a multi-process run must call `jax.distributed.initialize` first)."""
+    if os.environ.get("JAX_PLATFORMS", "").strip().lower() == "cpu":
+        return False
+    return bool(
+        glob.glob("/dev/nvidia[0-9]*")
+        or glob.glob("/dev/accel[0-9]*")
+        or os.environ.get("TPU_ACCELERATOR_TYPE")
+        or os.environ.get("TPU_NAME")
+    )
+
+
 def default_preset(arg: str | None, config_name: str) -> str:
     """`arg`, or without one `full` on an accelerator and `cpu` on a CPU-only machine (said on
     stderr: the full preset is sized for an H100 and would run for days on a laptop)."""
     if arg:
         return arg
-    import jax
-
-    if jax.default_backend() == "cpu":
+    if not has_accelerator():
         print(
             f"note: no accelerator found; using the cpu preset ({config_name}:cpu). "
             f"Ask for {config_name}:full to run the accelerator-sized one anyway.",

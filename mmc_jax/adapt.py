@@ -35,7 +35,7 @@ from typing import Any
 import jax
 import ml_collections
 
-from mmc_jax import alphazero, cli, match, runloop
+from mmc_jax import alphazero, cli, distributed, match, runloop
 from mmc_jax import checkpoint as checkpoint_lib
 from mmc_jax import metrics as metrics_lib
 from mmc_jax import network as network_lib
@@ -529,6 +529,10 @@ def main(argv) -> None:
 
     if len(argv) > 1:
         cli.fail(f"unexpected arguments: {argv[1:]}")
+    try:
+        distributed.initialize_from_flags()  # several processes: before any other JAX call
+    except (ValueError, RuntimeError) as error:
+        cli.fail(f"multi-process start-up: {error}")
     if not flags.FLAGS["verbosity"].present:
         logging.set_verbosity(logging.WARNING)
     FLAGS = flags.FLAGS
@@ -581,4 +585,5 @@ if __name__ == "__main__":
     from absl import app
 
     define_flags()
+    distributed.define_flags()
     app.run(main, flags_parser=cli.absl_flags_parser(__doc__))

@@ -4,9 +4,11 @@ errors (argparse prints `usage` and the error, and exits 2)."""
 from __future__ import annotations
 
 import argparse
+import contextlib
 import difflib
 import functools
 import importlib.util
+import io
 import os
 import sys
 from typing import Any
@@ -145,8 +147,9 @@ def _load_config_quietly(path_and_arg: str | None) -> ml_collections.ConfigDict 
     try:
         spec = importlib.util.spec_from_file_location("_mmc_config", path)
         module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
-        return module.get_config(arg) if arg else module.get_config()
+        with contextlib.redirect_stderr(io.StringIO()):  # its notes come with the real load
+            spec.loader.exec_module(module)
+            return module.get_config(arg) if arg else module.get_config()
     except Exception:
         return None
 

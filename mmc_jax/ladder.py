@@ -466,8 +466,9 @@ def _add_common(parser: argparse.ArgumentParser, games_default: int) -> None:
     parser.add_argument(
         "--engine",
         default=None,
-        help=f"UCI engine binary (default {uci.default_engine()}; Debian's 11.1 plays "
-        "gardner, baby, mallet and dark)",
+        help=f"UCI engine binary (default {uci.default_engine()}; build one with `python -m "
+        "mmc_jax.uci build`: Fairy-Stockfish 221126 plays gardner, baby, mallet, atomic, dark, "
+        "extinction)",
     )
     parser.add_argument(
         "--engine-processes",

@@ -27,9 +27,10 @@ import os
 import sys
 from typing import Any
 
+import jax
 import ml_collections
 
-from mmc_jax import alphazero, cli, meta, runloop
+from mmc_jax import alphazero, cli, distributed, meta, runloop
 
 
 def is_meta_config(config: ml_collections.ConfigDict) -> bool:
@@ -69,6 +70,10 @@ def main(argv) -> None:
 
     if len(argv) > 1:
         cli.fail(f"unexpected arguments: {argv[1:]}")
+    try:
+        distributed.initialize_from_flags()  # several processes: before any other JAX call
+    except (ValueError, RuntimeError) as error:
+        cli.fail(f"multi-process start-up: {error}")
     if not flags.FLAGS["verbosity"].present:
         logging.set_verbosity(logging.WARNING)  # orbax logs every save at INFO
     config = flags.FLAGS.config
@@ -91,7 +96,7 @@ def main(argv) -> None:
     except KeyboardInterrupt:
         print("interrupted before training started; nothing was lost", file=sys.stderr)
         raise SystemExit(130) from None
-    if not result.stopped:
+    if not result.stopped and jax.process_index() == 0:
         where = os.path.abspath(workdir)
         print(
             f"done: {where}/metrics.jsonl (metrics), {where}/plots/ (plots), "
@@ -136,4 +141,5 @@ if __name__ == "__main__":
     from absl import app
 
     define_flags()
+    distributed.define_flags()
     app.run(main, flags_parser=cli.absl_flags_parser(__doc__))

@@ -495,3 +495,12 @@ def stop_process(process: subprocess.Popen) -> None:
     if process.poll() is None:
         process.kill()
         process.communicate()
+
+
+@pytest.fixture(scope="session")
+def fairy_stockfish():
+    """Fairy-Stockfish for engine tests: $MMC_ENGINE, or the cached build of pyffish's sources
+    (built on first use, about a minute: `python -m mmc_jax.uci build`)."""
+    from mmc_jax import uci
+
+    return uci.ensure_engine()

@@ -6,11 +6,15 @@ greedy and Fairy-Stockfish at 1 and 10 nodes, 2 games per pairing.
 
 import json
 import os
+import sys
+from pathlib import Path
 
 import ladder_run
 import pytest
 
 from mmc_jax import evaluate, ladder
+
+pytestmark = pytest.mark.usefixtures("fairy_stockfish")
 
 RUNGS = ["random", "greedy", "engine:nodes=1", "engine:nodes=10"]
 
@@ -90,19 +94,20 @@ def test_cli_errors(argv, status, message, capsys):
     assert message in capsys.readouterr().err
 
 
-def test_engine_that_cannot_play_the_variant_is_a_clear_error(capsys):
-    """Debian's Fairy-Stockfish 11.1 has no atomic; a newer build passes the check, so accept
-    both (the ladder must then fail later, not here: stop at the variant check)."""
-    from mmc_jax import uci
-
-    try:
-        uci.UciEngine("atomic").close()
-    except uci.EngineUnsupported:
-        with pytest.raises(SystemExit) as exit_info:
-            evaluate.main(["ladder", "--variant", "atomic", "--out", "/tmp/unused"])
-        assert exit_info.value.code == 1
-        err = capsys.readouterr().err
-        assert "cannot play atomic" in err and "--no-engine" in err
+def test_engine_that_cannot_play_the_variant_is_a_clear_error(capsys, tmp_path):
+    """An engine without the variant (a fake one listing no minichess variant) stops the
+    ladder at the variant check, with the way out."""
+    fake = Path(__file__).resolve().parent / "fake_uci_engine.py"
+    script = tmp_path / "novariant"
+    script.write_text(f"#!/bin/sh\nexec {sys.executable} {fake} novariant\n")
+    script.chmod(0o755)
+    with pytest.raises(SystemExit) as exit_info:
+        evaluate.main(
+            ["ladder", "--variant", "atomic", "--engine", str(script), "--out", str(tmp_path)]
+        )
+    assert exit_info.value.code == 1
+    err = capsys.readouterr().err
+    assert "cannot play atomic" in err and "--no-engine" in err
 
 
 def test_tournament_unknown_step(capsys):

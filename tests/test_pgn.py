@@ -15,6 +15,8 @@ import pytest
 from mmc_jax import match, pgn, uci
 from mmc_jax import rules as R
 
+pytestmark = pytest.mark.usefixtures("fairy_stockfish")
+
 RECORD = {
     "variant": "baby",
     "white": 'engine "x"',

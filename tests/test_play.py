@@ -16,6 +16,8 @@ import pytest
 from mmc_jax import pgn, play, uci
 from mmc_jax import rules as R
 
+pytestmark = pytest.mark.usefixtures("fairy_stockfish")
+
 
 def run(argv, lines):
     out = io.StringIO()
