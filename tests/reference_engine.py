@@ -284,7 +284,7 @@ def _start_board(value: str) -> str:
     return board_to_str(board)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def rule_set(variant) -> RuleSet:
     """Parse a variant spelling into a :class:`RuleSet` (a RuleSet is returned as is)."""
     if isinstance(variant, RuleSet):

@@ -39,7 +39,6 @@ from mmc_jax.rules.game import (
 )
 from mmc_jax.rules.notation import parse_fen, render
 from mmc_jax.rules.variants import (
-    CAPTURE_ATOMIC,
     CAPTURE_RIFLE,
     COMPONENTS,
     FAIRY_STOCKFISH_NAMES,

@@ -56,14 +56,14 @@ FAIRY_STOCKFISH_NAMES = {
 }
 
 # Fairy-Stockfish sections by (capture, goal); the start is given by the FEN, and fog does not
-# change the legal moves. Colour rules and rifle captures have no Fairy-Stockfish equivalent.
+# change the legal moves. Colour rules, rifle captures and atomic without a royal king (goal
+# king / extinction: Fairy-Stockfish's atomic king either may not step into attack or may
+# capture) have no Fairy-Stockfish equivalent; the reference engine covers those.
 FAIRY_STOCKFISH_RULES = {
     ("normal", "checkmate"): "gardner",
     ("normal", "king"): "dark-gardner",
     ("normal", "extinction"): "extinction-gardner-qrbn",
     ("atomic", "checkmate"): "atomic-gardner",
-    ("atomic", "king"): "atomic-king-gardner",
-    ("atomic", "extinction"): "atomic-extinction-gardner",
 }
 
 DEFAULT_MAX_PLIES = 256
