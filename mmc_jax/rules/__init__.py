@@ -269,9 +269,11 @@ def _validate(name: str, board: str, turn: int) -> None:
         return  # a missing king is a finished game there; there is no check
     for side, bits in ((colour[0], own), (colour[1], occ & ~own)):
         if not pieces[T.KING] & bits:
+            if v.capture == "atomic":
+                return  # an exploded king: the game is over
             raise ValueError(
                 f"impossible position {board!r} in {name}: the {side} king is missing "
-                f"(goal=checkmate needs both kings)"
+                f"(goal=checkmate without atomic captures needs both kings)"
             )
     # The side not to move, seen as if it were to move: may it be in check?
     mirrored = [notation.mirror_bits(p) for p in pieces]
@@ -287,8 +289,9 @@ def _validate(name: str, board: str, turn: int) -> None:
 def validate_position(variant: str | Variant, fen: str) -> None:
     """Raise ValueError naming the problem when `fen` cannot arise in `variant`.
 
-    Impossible are: a pawn on rank 1 or 5; with `goal=checkmate`, a missing king or the side
-    not to move in check. Under `goal=king` / `extinction` a missing king is a finished game.
+    Impossible are: a pawn on rank 1 or 5; with `goal=checkmate`, the side not to move in
+    check, and a missing king unless captures are atomic. Under `goal=king` / `extinction` and
+    atomic captures a missing king is a finished game.
     """
     position = parse_fen(fen)
     _validate(canonical(variant), fen.split()[0], position.turn)
