@@ -154,6 +154,14 @@ def test_sample_variants_skips_unplayable_points():
         R.sample_variants(1, 11, space=space)
 
 
+def test_one_trace_serves_composed_and_named_batches(engine):
+    """`Engine.ply` is wrapped in chex.assert_max_traces(n=1): a retrace would fail here."""
+    composed = R.sample_variants(5, B)
+    for specs in (composed, list(R.VARIANTS), composed[:3] + ["dark", "rifle"]):
+        out = engine.play(engine.rules(specs), engine.states([R.start_fen(s) for s in specs]))
+        assert out.mask.shape == (B, R.NUM_ACTIONS)
+
+
 def test_batch_accepts_specs():
     specs = ["gardner", "dark,capture=atomic", "start=shuffle:17,colour=other"]
     rules = R.batch(specs, 5)
