@@ -68,6 +68,7 @@ def test_shuffle_start_arrays():
     assert R.start_fen("start=shuffle:17").split()[0] == "kbnrq/ppppp/5/PPPPP/KBNRQ"
     assert R.start_fen("start=shuffle:119").split()[0] == "nbrqk/ppppp/5/PPPPP/NBRQK"
     assert R.start_fen("start=shuffle:137").split()[0] == "qrnbk/ppppp/5/PPPPP/KBNRQ"
+    assert R.START_FENS["start=shuffle:17,colour=other"] == "kbnrq/ppppp/5/PPPPP/KBNRQ w - - 0 1"
     perms = ["".join(p) for p in itertools.permutations("KQRBN")]
     for n in range(240):
         board = R.start_fen(f"start=shuffle:{n}").split()[0]

@@ -394,7 +394,15 @@ def _make(name: str, max_plies: int) -> Rules:
     )
 
 
-START_FENS = {name: start_fen(name) for name in VARIANTS}
+class _StartFens(dict):
+    """{name: start FEN} of the named variants; any other spelling is looked up on demand
+    (`START_FENS[spec] == start_fen(spec)`), so code written for names takes specs."""
+
+    def __missing__(self, spec):
+        return start_fen(spec)
+
+
+START_FENS = _StartFens({name: start_fen(name) for name in VARIANTS})
 
 
 def get(spec: str | Variant, *, max_plies: int = DEFAULT_MAX_PLIES) -> Rules:
