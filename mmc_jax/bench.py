@@ -6,7 +6,9 @@
 finished games in place. It reports env steps per second per batch size, the compile time,
 the bytes one game's state takes, and legal moves enumerated per second (move generation
 alone, like a perft). `--vs-pgx` runs pgx `gardner_chess` under the same protocol in the same
-process and prints the ratio.
+process and prints the ratio. `--mixed` also runs, per batch size, a batch of that many distinct
+random combinations of the rule space (`mmc_jax.rules.sample_variants`, seed `--seed`) and
+prints its steps/s against the single-variant batch, measured in the same run, as a ratio.
 
 `selfplay` measures self-play moves per second: B games (default 64) each searched with
 `mctx.gumbel_muzero_policy` (32 simulations, a 2-block x 32-channel net) and stepped, inside one
@@ -177,6 +179,11 @@ def bench_env(args) -> dict:
             run, state = pgx_env_runner(batch, args.scan_length)
             p_compile, p_sps = _time_scan(run, state, args.scan_length, batch, args.repeats)
             row.update(pgx_steps_per_s=p_sps, pgx_compile_s=p_compile, ratio=sps / p_sps)
+        if args.mixed:
+            specs = R.sample_variants(args.seed, batch)
+            run, state = mmc_env_runner(specs, batch, args.scan_length)
+            m_compile, m_sps = _time_scan(run, state, args.scan_length, batch, args.repeats)
+            row.update(mixed_steps_per_s=m_sps, mixed_compile_s=m_compile, mixed_ratio=m_sps / sps)
         result["rows"].append(row)
         if not args.json:
             _print_row(row)
@@ -456,6 +463,12 @@ def _print_row(row):
             f" | pgx {row['pgx_steps_per_s']:>10,.0f} steps/s "
             f"(compile {row['pgx_compile_s']:.1f} s) | ratio {row['ratio']:.1f}x"
         )
+    if "mixed_steps_per_s" in row:
+        line += (
+            f" | mixed {row['batch']} combinations {row['mixed_steps_per_s']:>10,.0f} steps/s "
+            f"(compile {row['mixed_compile_s']:.1f} s) | mixed / single "
+            f"{row['mixed_ratio']:.2f}"
+        )
     print(line, flush=True)
 
 
@@ -482,6 +495,12 @@ def main(argv=None):
         help="batch for the legal-moves-per-second count (0 skips it)",
     )
     env.add_argument("--vs-pgx", action="store_true", help="also run pgx gardner_chess")
+    env.add_argument(
+        "--mixed",
+        action="store_true",
+        help="also run a batch of random rule-space combinations (one per game) per batch size",
+    )
+    env.add_argument("--seed", type=int, default=0, help="seed of the --mixed combinations")
     env.add_argument("--json", action="store_true", help="print one JSON object")
     sp = sub.add_parser("selfplay", help="self-play moves/s with mctx search (gardner)")
     sp.add_argument("--batch", type=int, default=64, help="games in parallel (default 64)")
@@ -514,8 +533,7 @@ def main(argv=None):
         return
     if args.benchmark == "env":
         try:
-            for v in args.variants:
-                R.check_variant(v)
+            args.variants = [R.check_variant(v) for v in args.variants]
         except ValueError as e:
             parser.error(str(e))
         if any(b < 1 for b in args.batch_sizes) or args.scan_length < 1 or args.repeats < 1:

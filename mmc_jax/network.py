@@ -31,9 +31,13 @@ import ml_collections
 from mmc_jax.rules import game as _game
 
 NUM_ACTIONS = 1225
-# Observation channels before the variant one-hot (pieces, hidden, colour, clocks, repetition).
-# A network built with `variant_planes=False` reads only these: it is not told the variant.
-BOARD_CHANNELS = _game.OBS_CHANNELS - _game.NUM_VARIANTS
+# Observation channels before the rules descriptor (pieces, hidden, colour, clocks, repetition,
+# ply). A network built with `rule_planes="none"` reads only these: it is not told the rules.
+BOARD_CHANNELS = _game.BOARD_CHANNELS
+RULE_PLANES = ("none", "descriptor")
+# The observation layout this code produces; checkpoints record `obs_layout(config)` and
+# loading calls `check_obs_layout`.
+OBS_LAYOUT = _game.OBS_LAYOUT
 
 # Logit given to illegal actions. A large finite negative rather than -inf (or finfo.min):
 # softmax still gives them exactly zero probability, while `0 * log_softmax` stays finite, so a
@@ -176,8 +180,10 @@ def make_network(config: ml_collections.ConfigDict) -> PolicyValueNet:
     Required fields: `num_blocks`, `channels`. Optional: `num_actions` (1225), `policy_head`
     ("conv" | "dense", default "conv"), `policy_channels` (32), `value_channels` (8),
     `value_hidden` (64), `layer_norm` (False), `dtype` ("float32" | "bfloat16" | "float16"),
-    `variant_planes` (True: the observation's variant one-hot is an input; False: the net
-    reads only the `BOARD_CHANNELS` board channels and is not told which variant it plays).
+    `rule_planes` ("descriptor": the observation's rules descriptor (capture, goal, fog,
+    colour one-hots) is an input; "none": the net reads only the `BOARD_CHANNELS` board
+    channels and is not told the rules). The retired `variant_planes` field is still read
+    (`rule_planes_of`).
     """
     dtype = config.get("dtype", "float32")
     if dtype not in _DTYPES:
@@ -192,8 +198,77 @@ def make_network(config: ml_collections.ConfigDict) -> PolicyValueNet:
         value_hidden=int(config.get("value_hidden", 64)),
         layer_norm=bool(config.get("layer_norm", False)),
         dtype=_DTYPES[dtype],
-        input_channels=None if config.get("variant_planes", True) else BOARD_CHANNELS,
+        input_channels=None if rule_planes_of(config) == "descriptor" else BOARD_CHANNELS,
     )
+
+
+def rule_planes_of(config: ml_collections.ConfigDict) -> str:
+    """`network.rule_planes` of a network config: "none" or "descriptor".
+
+    The retired boolean `variant_planes` is mapped (True -> "descriptor", False -> "none": the
+    descriptor replaces the variant one-hot); giving both with different meanings, or an
+    unknown value, raises ValueError.
+    """
+    rule_planes = config.get("rule_planes", None)
+    old = config.get("variant_planes", None)
+    if old is not None:
+        mapped = "descriptor" if old else "none"
+        if rule_planes is not None and rule_planes != mapped:
+            raise ValueError(
+                f"network.variant_planes={old} (retired; it means rule_planes={mapped!r}) "
+                f"contradicts network.rule_planes={rule_planes!r}: set only rule_planes"
+            )
+        rule_planes = mapped
+    rule_planes = "descriptor" if rule_planes is None else rule_planes
+    if rule_planes not in RULE_PLANES:
+        raise ValueError(
+            f"network.rule_planes must be one of {', '.join(RULE_PLANES)}, got {rule_planes!r}"
+        )
+    return rule_planes
+
+
+def obs_layout(config: ml_collections.ConfigDict) -> str:
+    """The observation layout a network of this config reads, to record in checkpoints:
+    `OBS_LAYOUT` and which channels it reads (e.g. `...;rule_planes=none`)."""
+    return f"{OBS_LAYOUT};rule_planes={rule_planes_of(config)}"
+
+
+def input_channels(params: Any) -> int:
+    """Observation channels the first convolution of a `PolicyValueNet` parameter tree reads."""
+    return int(params["Conv_0"]["kernel"].shape[2])
+
+
+def check_obs_layout(saved_layout: str | None, config: ml_collections.ConfigDict, params=None):
+    """Refuse a checkpoint whose observation layout differs from this code's.
+
+    Args:
+      saved_layout: the `obs_layout(...)` string the checkpoint recorded (None: a checkpoint
+        from before the rules descriptor, which recorded none).
+      config: the network config the checkpoint is loaded into.
+      params: optionally the checkpoint's parameters, to check the first kernel's width.
+
+    Raises ValueError saying why: the old layout had a variant one-hot (channels 17-25), an
+    observed ply fraction relative to the ply cap, and clocks visible under fog, so a network
+    trained on it reads today's observations wrongly.
+    """
+    expected = obs_layout(config)
+    if saved_layout != expected:
+        raise ValueError(
+            f"checkpoint observation layout {saved_layout or 'unrecorded (pre-descriptor)'!r} "
+            f"differs from this code's {expected!r}: observations changed (the rules "
+            f"descriptor replaced the variant one-hot at channels 17+, ply is observed as "
+            f"ply / {_game.PLY_SCALE:g} instead of ply / max_plies, and under fog the 50-move "
+            f"clock and repetition flag are hidden), so the network would misread them; "
+            f"retrain, or load with a matching network.rule_planes"
+        )
+    if params is not None:
+        want = _game.OBS_CHANNELS if rule_planes_of(config) == "descriptor" else BOARD_CHANNELS
+        have = input_channels(params)
+        if have != want:
+            raise ValueError(
+                f"checkpoint's first convolution reads {have} observation channels, this "
+                f"layout gives {want} (network.rule_planes={rule_planes_of(config)!r})"
+            )
 
 
 def init_params(network: PolicyValueNet, key: jax.Array, obs_shape: Sequence[int]) -> Any:

@@ -227,6 +227,17 @@ def obs_board(obs: np.ndarray, turn: int) -> str:
     return "/".join(rows)
 
 
+def descriptor_planes(variant) -> np.ndarray:
+    """[5, 5, 10] rules-descriptor channels (17-26) expected for a variant spelling, built from
+    the reference engine's parser: capture, goal one-hots, fog, colour one-hot."""
+    rs = REF.rule_set(variant)
+    flat = [rs.capture == c for c in ("normal", "rifle", "atomic")]
+    flat += [rs.goal == g for g in ("checkmate", "king", "extinction")]
+    flat += [rs.fog == "on"]
+    flat += [rs.colour == c for c in ("any", "same", "other")]
+    return np.broadcast_to(np.asarray(flat, np.float32), (5, 5, len(flat)))
+
+
 # --------------------------------------------------------------------------------- random play
 
 

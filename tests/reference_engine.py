@@ -3,7 +3,13 @@
 Written only from ``rules.md`` (the project specification), deliberately without reading or
 importing anything from ``mmc_jax``, so that it can serve as an oracle for the jitted engine,
 in particular for the variants Fairy-Stockfish cannot express (rifle, monochromatic,
-bichromatic).  Pure Python, no numpy / JAX.  Speed is not a goal; clarity is.
+bichromatic, and the composed variants of the rule space).  Pure Python, no numpy / JAX.
+Speed is not a goal; clarity is.
+
+Every ``variant`` argument is a spelling of the rule space of ``rules.md`` (a registered name,
+a name with overrides, or overrides alone: ``"dark,capture=atomic"``,
+``"start=shuffle:17,colour=other"``) or a :class:`RuleSet`; ``rule_set(spec)`` parses one
+(with its own parser, written from ``rules.md``) and ``start_fen(spec)`` gives its start.
 
 Public API (all module-level, all accept a FEN string or a :class:`Position`):
 
@@ -17,7 +23,7 @@ Public API (all module-level, all accept a FEN string or a :class:`Position`):
   (checkmate, stalemate, captured / exploded king, extinction, no legal move).  The automatic
   draws (50-move rule, repetition, K vs K, ply cap) are NOT applied here.
 - ``perft(variant, fen, depth) -> int``.
-- ``fog_fen(fen) -> str``: the dark-variant observation of the side to move, in the format of
+- ``fog_fen(fen, variant="dark") -> str``: the fog observation of the side to move, in the format of
   ``pyffish.get_fog_fen(fen, "dark-gardner")``.
 
 Board representation: a tuple of 25 one-character strings, index ``sq = 5 * rank + file``
@@ -26,7 +32,10 @@ Board representation: a tuple of 25 one-character strings, index ``sq = 5 * rank
 
 from __future__ import annotations
 
+import functools
+import itertools
 from dataclasses import dataclass
+from typing import NamedTuple
 
 VARIANTS = (
     "gardner",
@@ -213,15 +222,114 @@ def to_fen(pos: Position) -> str:
 
 
 # --------------------------------------------------------------------------------------------
+# The rule space (rules.md, "The rule space")
+# --------------------------------------------------------------------------------------------
+
+
+class RuleSet(NamedTuple):
+    """One point of the rule space: the start board field and the four rule components."""
+
+    start: str  # FEN board field of the start array
+    capture: str  # normal | rifle | atomic
+    goal: str  # checkmate | king | extinction
+    fog: str  # off | on
+    colour: str  # any | same | other
+
+
+_NAMED_START = {
+    "gardner": "rnbqk/ppppp/5/PPPPP/RNBQK",
+    "baby": "kqbnr/ppppp/5/PPPPP/RNBQK",
+    "mallet": "rbkqb/ppppp/5/PPPPP/RNKQN",
+}
+# The nine named variants as component overrides on top of gardner.
+_NAMED_POINT = {
+    "gardner": {},
+    "baby": {"start": "baby"},
+    "mallet": {"start": "mallet"},
+    "rifle": {"capture": "rifle"},
+    "atomic": {"capture": "atomic"},
+    "dark": {"goal": "king", "fog": "on"},
+    "extinction": {"goal": "extinction"},
+    "monochromatic": {"colour": "same"},
+    "bichromatic": {"colour": "other"},
+}
+_ALLOWED = {
+    "capture": ("normal", "rifle", "atomic"),
+    "goal": ("checkmate", "king", "extinction"),
+    "fog": ("off", "on"),
+    "colour": ("any", "same", "other"),
+}
+
+
+def shuffle_start(n: int) -> str:
+    """Board field of ``shuffle:N``: White's rank 1 is permutation ``N % 120`` of KQRBN;
+    Black mirrors it file by file (N < 120) or holds it reversed (N >= 120)."""
+    perm = list(itertools.permutations("KQRBN"))[n % 120]
+    white = "".join(perm)
+    black = white.lower() if n < 120 else white.lower()[::-1]
+    return black + "/ppppp/5/PPPPP/" + white
+
+
+def _start_board(value: str) -> str:
+    if value in _NAMED_START:
+        return _NAMED_START[value]
+    if value.startswith("shuffle:"):
+        n = int(value.split(":", 1)[1])
+        if not 0 <= n < 240:
+            raise ValueError(f"shuffle number out of range: {value!r}")
+        return shuffle_start(n)
+    board = parse_fen(value + " w - - 0 1").board
+    if board.count("K") != 1 or board.count("k") != 1:
+        raise ValueError(f"start board needs one king per side: {value!r}")
+    return board_to_str(board)
+
+
+@functools.cache
+def rule_set(variant) -> RuleSet:
+    """Parse a variant spelling into a :class:`RuleSet` (a RuleSet is returned as is)."""
+    if isinstance(variant, RuleSet):
+        return variant
+    chosen = {"start": "gardner", "capture": "normal", "goal": "checkmate", "fog": "off"}
+    chosen["colour"] = "any"
+    seen = set()
+    for i, token in enumerate(t.strip() for t in variant.split(",")):
+        if "=" not in token:
+            if i != 0 or token not in _NAMED_POINT:
+                raise ValueError(f"unknown variant {token!r} in {variant!r}")
+            chosen.update(_NAMED_POINT[token])
+            continue
+        key, value = (x.strip() for x in token.split("=", 1))
+        if key in seen or key not in ("start", *_ALLOWED):
+            raise ValueError(f"bad component {key!r} in {variant!r}")
+        seen.add(key)
+        if key != "start" and value not in _ALLOWED[key]:
+            raise ValueError(f"bad value {value!r} of {key} in {variant!r}")
+        chosen[key] = value
+    rs = RuleSet(_start_board(chosen.pop("start")), **chosen)
+    if rs.fog == "on" and rs.goal == "checkmate":
+        raise ValueError("fog=on needs goal king or extinction")
+    if rs.goal == "extinction" and not all(
+        ch in rs.start for ch in EXTINCTION_TYPES + EXTINCTION_TYPES.lower()
+    ):
+        raise ValueError("goal=extinction needs every piece type on each side at the start")
+    return rs
+
+
+def start_fen(variant) -> str:
+    return rule_set(variant).start + " w - - 0 1"
+
+
+# --------------------------------------------------------------------------------------------
 # Piece movement
 # --------------------------------------------------------------------------------------------
 
 
-def _colour_ok(variant: str, frm: int, to: int) -> bool:
-    """Monochromatic: same colour as the start square; bichromatic: the other colour."""
-    if variant == "monochromatic":
+def _colour_ok(variant, frm: int, to: int) -> bool:
+    """colour=same: same colour as the start square; colour=other: the other colour."""
+    colour = rule_set(variant).colour
+    if colour == "same":
         return is_dark(frm) == is_dark(to)
-    if variant == "bichromatic":
+    if colour == "other":
         return is_dark(frm) != is_dark(to)
     return True
 
@@ -280,10 +388,10 @@ def _raw_targets(board, frm: int):
             rr += dr
 
 
-def attacks_from(variant: str, board, frm: int) -> set[int]:
+def attacks_from(variant, board, frm: int) -> set[int]:
     """Squares the piece on ``frm`` attacks: where it could capture under the variant's rules."""
     piece = board[frm]
-    if variant == "atomic" and piece.upper() == "K":
+    if rule_set(variant).capture == "atomic" and piece.upper() == "K":
         return set()  # kings cannot capture in atomic
     return {
         to
@@ -292,7 +400,7 @@ def attacks_from(variant: str, board, frm: int) -> set[int]:
     }
 
 
-def is_attacked(variant: str, board, sq: int, by_color: str) -> bool:
+def is_attacked(variant, board, sq: int, by_color: str) -> bool:
     for frm in range(SIZE * SIZE):
         piece = board[frm]
         if (
@@ -324,7 +432,8 @@ def move_to_uci(move) -> str:
     return sq_name(frm) + sq_name(to) + promo
 
 
-def _pseudo_moves(variant: str, pos: Position):
+def _pseudo_moves(variant, pos: Position):
+    rs = rule_set(variant)
     board = pos.board
     us = pos.turn
     last_rank = SIZE - 1 if us == "w" else 0
@@ -338,25 +447,26 @@ def _pseudo_moves(variant: str, pos: Position):
             capture = kind == "capture"
             if not _colour_ok(variant, frm, to):
                 continue
-            if variant == "atomic" and piece.upper() == "K" and capture:
+            if rs.capture == "atomic" and piece.upper() == "K" and capture:
                 continue  # kings cannot capture in atomic (it would explode the king)
             promotes = piece.upper() == "P" and rank_of(to) == last_rank
-            if promotes and not (variant == "rifle" and capture):
+            if promotes and not (rs.capture == "rifle" and capture):
                 for promo in PROMOTION_PIECES:
                     yield (frm, to, promo, capture)
             else:
                 yield (frm, to, "", capture)
 
 
-def _apply_board(variant: str, board, move):
+def _apply_board(variant, board, move):
     """The board after ``move`` (no legality check)."""
+    mode = rule_set(variant).capture
     frm, to, promo, capture = move
     b = list(board)
     piece = b[frm]
-    if capture and variant == "rifle":
+    if capture and mode == "rifle":
         b[to] = EMPTY  # the capturer stays on its square
         return tuple(b)
-    if capture and variant == "atomic":
+    if capture and mode == "atomic":
         b[frm] = EMPTY
         b[to] = EMPTY
         for n in neighbours(to):
@@ -378,13 +488,14 @@ def _kings_adjacent(board) -> bool:
     return max(abs(file_of(wk) - file_of(bk)), abs(rank_of(wk) - rank_of(bk))) == 1
 
 
-def _is_legal(variant: str, pos: Position, move) -> bool:
-    if variant in ("dark", "extinction"):
-        return True
+def _is_legal(variant, pos: Position, move) -> bool:
+    rs = rule_set(variant)
+    if rs.goal != "checkmate":
+        return True  # no check: every pseudo-legal move is legal
     us, them = pos.turn, opponent(pos.turn)
     board = _apply_board(variant, pos.board, move)
     own_king = king_square(board, us)
-    if variant == "atomic":
+    if rs.capture == "atomic":
         if own_king is None:
             return False  # exploding your own king is illegal (even if theirs explodes too)
         if king_square(board, them) is None:
@@ -397,38 +508,39 @@ def _is_legal(variant: str, pos: Position, move) -> bool:
     return not is_attacked(variant, board, own_king, them)
 
 
-def in_check(variant: str, fen) -> bool:
-    """Whether the side to move is in check (always False in dark and extinction)."""
+def in_check(variant, fen) -> bool:
+    """Whether the side to move is in check (always False unless goal=checkmate)."""
     pos = parse_fen(fen)
-    if variant in ("dark", "extinction"):
+    rs = rule_set(variant)
+    if rs.goal != "checkmate":
         return False
     king = king_square(pos.board, pos.turn)
     if king is None:
         return False
-    if variant == "atomic" and _kings_adjacent(pos.board):
+    if rs.capture == "atomic" and _kings_adjacent(pos.board):
         return False
     return is_attacked(variant, pos.board, king, opponent(pos.turn))
 
 
-def _check_variant(variant: str) -> None:
-    if variant not in VARIANTS:
-        raise ValueError(f"unknown variant {variant!r}; expected one of {VARIANTS}")
+def _check_variant(variant) -> None:
+    rule_set(variant)  # raises on bad spellings
 
 
-def _validate_kings(variant: str, pos: Position) -> None:
-    if variant == "extinction":
-        return
+def _validate_kings(variant, pos: Position) -> None:
+    rs = rule_set(variant)
     for color in ("w", "b"):
         sq = king_square(pos.board, color)  # raises on two kings
-        if sq is None and variant in CHECK_BASED:
+        # A king can be lost only where capturing or exploding it ends the game.
+        if sq is None and rs.goal == "checkmate" and rs.capture != "atomic":
             raise ValueError(
                 f"{variant}: the {'white' if color == 'w' else 'black'} king is missing"
             )
 
 
-def _result_by_position(variant: str, pos: Position):
+def _result_by_position(variant, pos: Position):
     """Game over regardless of the legal moves: captured / exploded king, extinction."""
-    if variant in ("dark", "atomic"):
+    rs = rule_set(variant)
+    if rs.goal == "king" or (rs.goal == "checkmate" and rs.capture == "atomic"):
         wk = king_square(pos.board, "w")
         bk = king_square(pos.board, "b")
         if wk is None and bk is None:
@@ -439,7 +551,7 @@ def _result_by_position(variant: str, pos: Position):
         if bk is None:
             return "1-0"
         return None
-    if variant == "extinction":
+    if rs.goal == "extinction":
         # The side that just moved is examined first (so promoting your last pawn loses even
         # if the move also wiped out a type of the opponent), then the side to move.
         just_moved = opponent(pos.turn)
@@ -451,20 +563,20 @@ def _result_by_position(variant: str, pos: Position):
     return None
 
 
-def _legal(variant: str, pos: Position):
+def _legal(variant, pos: Position):
     if _result_by_position(variant, pos) is not None:
         return []
     return [m for m in _pseudo_moves(variant, pos) if _is_legal(variant, pos, m)]
 
 
-def legal_moves(variant: str, fen) -> list[str]:
+def legal_moves(variant, fen) -> list[str]:
     _check_variant(variant)
     pos = parse_fen(fen)
     _validate_kings(variant, pos)
     return sorted(move_to_uci(m) for m in _legal(variant, pos))
 
 
-def _play(variant: str, pos: Position, move) -> Position:
+def _play(variant, pos: Position, move) -> Position:
     frm, _, _, capture = move
     board = _apply_board(variant, pos.board, move)
     pawn_move = pos.board[frm].upper() == "P"
@@ -473,7 +585,7 @@ def _play(variant: str, pos: Position, move) -> Position:
     return Position(board, opponent(pos.turn), halfmove, fullmove)
 
 
-def make_move(variant: str, fen, uci: str) -> str:
+def make_move(variant, fen, uci: str) -> str:
     _check_variant(variant)
     pos = parse_fen(fen)
     _validate_kings(variant, pos)
@@ -483,7 +595,7 @@ def make_move(variant: str, fen, uci: str) -> str:
     raise ValueError(f"illegal move {uci!r} in {variant} position {to_fen(pos)!r}")
 
 
-def result(variant: str, fen):
+def result(variant, fen):
     """'1-0', '0-1', '1/2-1/2' if the game is over by position, else None."""
     _check_variant(variant)
     pos = parse_fen(fen)
@@ -493,21 +605,21 @@ def result(variant: str, fen):
         return res
     if _legal(variant, pos):
         return None
-    if variant in ("dark", "extinction"):
+    if rule_set(variant).goal != "checkmate":
         return "1/2-1/2"  # no legal move is a draw where there is no check
     if in_check(variant, pos):
         return "0-1" if pos.turn == "w" else "1-0"  # checkmate
     return "1/2-1/2"  # stalemate
 
 
-def _perft(variant: str, pos: Position, depth: int) -> int:
+def _perft(variant, pos: Position, depth: int) -> int:
     moves = _legal(variant, pos)
     if depth == 1:
         return len(moves)
     return sum(_perft(variant, _play(variant, pos, m), depth - 1) for m in moves)
 
 
-def perft(variant: str, fen, depth: int) -> int:
+def perft(variant, fen, depth: int) -> int:
     _check_variant(variant)
     pos = parse_fen(fen)
     _validate_kings(variant, pos)
@@ -516,11 +628,12 @@ def perft(variant: str, fen, depth: int) -> int:
     return _perft(variant, pos, depth)
 
 
-def fog_fen(fen) -> str:
-    """Dark-variant view of the side to move: own pieces and targets of its legal moves are
-    visible, every other square is '*' (hidden pieces and hidden empty squares look alike)."""
+def fog_fen(fen, variant="dark") -> str:
+    """Fog view of the side to move: own pieces and targets of its legal moves (under
+    ``variant``) are visible, every other square is '*' (hidden pieces and hidden empty
+    squares look alike)."""
     pos = parse_fen(fen)
     visible = {sq for sq, p in enumerate(pos.board) if p != EMPTY and color_of(p) == pos.turn}
-    visible |= {m[1] for m in _legal("dark", pos)}
+    visible |= {m[1] for m in _legal(variant, pos)}
     hidden = set(range(SIZE * SIZE)) - visible
     return f"{board_to_str(pos.board, hidden)} {pos.turn} - - {pos.halfmove} {pos.fullmove}"

@@ -26,6 +26,7 @@ from conftest import (
     VARIANTS,
     B,
     board_of,
+    descriptor_planes,
     obs_board,
     playable_start,
     row,
@@ -93,9 +94,10 @@ def test_rollout_invariants(rollout, variant):
             assert obs_board(o, turn) == board, f"{variant} observation of {fen!r}"
             repeated = since[i][:-1].count(position_key(fen)) >= 1
             scalars = [o[0, 0, 13], o[0, 0, 14], o[0, 0, 15], o[0, 0, 16]]
-            expected = [turn, int(s.halfmove) / 100, float(repeated), int(s.ply) / 256]
+            clear = REF.rule_set(variant).fog == "off"  # fog hides the clock and repetitions
+            expected = [turn, clear * int(s.halfmove) / 100, clear * repeated, int(s.ply) / 256]
             np.testing.assert_allclose(scalars, expected, rtol=1e-6, err_msg=fen)
-            assert np.argmax(o[0, 0, 17:]) == VARIANTS.index(variant)
+            np.testing.assert_array_equal(o[:, :, 17:], descriptor_planes(variant))
 
             # Counters and pieces.
             assert int(a.turn) == 1 - int(s.turn) and int(a.ply) == int(s.ply) + 1
@@ -321,8 +323,9 @@ def test_threefold_repetition(engine):
                 f"{v}: {' '.join(moves[i])} from {fens[v]!r}: terminated after ply {k}?"
             )
             assert out.after.rewards[i].tolist() == [0.0, 0.0]
-            if k >= 5:  # from ply 4 on the position has been seen before
-                assert out.obs[i][0, 0, 15] == 1.0, f"{v}: repetition plane at ply {k - 1}"
+            if k >= 5:  # from ply 4 on the position has been seen before (fog hides it)
+                seen = 0.0 if REF.rule_set(v).fog == "on" else 1.0
+                assert out.obs[i][0, 0, 15] == seen, f"{v}: repetition plane at ply {k - 1}"
 
 
 KK_CASES = [  # (variant, FEN, move, terminated): a capture leaves the two kings alone
@@ -356,7 +359,8 @@ def test_max_plies_is_a_draw(engine):
     done = np.zeros(B, bool)
     for k in range(1, 5):
         out = engine.play(rules, state, seed=50 + k)
-        np.testing.assert_allclose(out.obs[~done][:, 0, 0, 16], (k - 1) / 4)
+        # The ply channel is on an absolute scale, whatever the ply cap.
+        np.testing.assert_allclose(out.obs[~done][:, 0, 0, 16], (k - 1) / R.PLY_SCALE)
         for i in np.flatnonzero(~done):
             fen = R.to_fen(row(out.after, i))
             decisive = REF.result(variants[i], fen)

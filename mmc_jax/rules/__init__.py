@@ -9,8 +9,12 @@ Batched core (leading batch axis B; a batch may mix variants; `jax.jit` them you
     obs = observe(rules_b, state)               # float32 [B, 5, 5, C]
 
 The single-game versions live in `mmc_jax.rules.game`. Python-facing helpers (FEN, UCI,
-legal move lists, perft, fog FEN, rendering) take a variant name and raise `ValueError` on bad
-input.
+legal move lists, perft, fog FEN, rendering) take a variant spec (a registered name, a name
+with overrides, or overrides alone: `"dark,capture=atomic"`, see rules.md "The rule space") and
+raise `ValueError` on bad input, impossible positions included.
+
+The rule space: `get(spec)`, `canonical(spec)`, `start_fen(spec)`, `check_variant(spec)`
+(returns the canonical spelling), `sample_variants(seed, n, space, exclude)`.
 """
 
 from __future__ import annotations
@@ -23,23 +27,58 @@ import numpy as np
 
 from mmc_jax.rules import game, notation
 from mmc_jax.rules import tables as T
-from mmc_jax.rules.game import OBS_CHANNELS, OBS_SHAPE, State, state_bytes
+from mmc_jax.rules.game import (
+    BOARD_CHANNELS,
+    DESCRIPTOR_CHANNELS,
+    OBS_CHANNELS,
+    OBS_LAYOUT,
+    OBS_SHAPE,
+    PLY_SCALE,
+    State,
+    state_bytes,
+)
 from mmc_jax.rules.notation import parse_fen, render
 from mmc_jax.rules.variants import (
     CAPTURE_RIFLE,
+    COMPONENTS,
     FAIRY_STOCKFISH_NAMES,
+    NAMED,
     START_FENS,
     VARIANTS,
     Rules,
+    Space,
+    Variant,
     batch,
+    canonical,
     check_variant,
+    fairy_stockfish_name,
     get,
+    parse,
+    space_points,
     stack,
+    start_fen,
 )
 
 NUM_ACTIONS = T.NUM_ACTIONS
 
 __all__ = [
+    "BOARD_CHANNELS",
+    "COMPONENTS",
+    "DESCRIPTOR_CHANNELS",
+    "NAMED",
+    "OBS_LAYOUT",
+    "PLY_SCALE",
+    "Space",
+    "Variant",
+    "canonical",
+    "check_variant",
+    "fairy_stockfish_name",
+    "is_playable",
+    "parse",
+    "sample_variants",
+    "space_points",
+    "start_fen",
+    "validate_position",
     "FAIRY_STOCKFISH_NAMES",
     "NUM_ACTIONS",
     "OBS_CHANNELS",
@@ -127,9 +166,14 @@ def random_legal_action(key: jax.Array, legal_action_mask: jax.Array) -> jax.Arr
 # ----------------------------------------------------------------------------- FEN <-> State
 
 
-def from_fen(fen: str) -> State:
-    """An unbatched State from a FEN (no move history before it)."""
+def from_fen(fen: str, variant: str | Variant | None = None) -> State:
+    """An unbatched State from a FEN (no move history before it).
+
+    With `variant`, the position is also checked to be possible in it (`validate_position`).
+    """
     position = parse_fen(fen)
+    if variant is not None:
+        validate_position(variant, fen)
     return game.from_position(
         np.asarray(position.pieces, np.uint32),
         np.uint32(position.own),
@@ -201,10 +245,64 @@ def _analyse_one(rules, pieces, own):
     return planes[0], in_check[0]
 
 
-def _position(variant: str, fen: str):
-    check_variant(variant)
+def _occupied(pieces) -> int:
+    occ = 0
+    for p in pieces:
+        occ |= int(p)
+    return occ
+
+
+@functools.lru_cache(maxsize=65536)
+def _validate(name: str, board: str, turn: int) -> None:
+    v = parse(name)
+    position = parse_fen(f"{board} {'wb'[turn]} - - 0 1")
+    pieces, own = position.pieces, position.own
+    occ = _occupied(pieces)
+    colour = ("White", "Black") if turn == 0 else ("Black", "White")
+    last_ranks = T.RANK_MASKS[0] | T.RANK_MASKS[4]
+    if pieces[T.PAWN] & last_ranks:
+        raise ValueError(
+            f"impossible position {board!r}: a pawn stands on rank 1 or 5 (pawns promote on "
+            f"their last rank and never stand on their first)"
+        )
+    if v.goal != "checkmate":
+        return  # a missing king is a finished game there; there is no check
+    for side, bits in ((colour[0], own), (colour[1], occ & ~own)):
+        if not pieces[T.KING] & bits:
+            if v.capture == "atomic":
+                return  # an exploded king: the game is over
+            raise ValueError(
+                f"impossible position {board!r} in {name}: the {side} king is missing "
+                f"(goal=checkmate without atomic captures needs both kings)"
+            )
+    # The side not to move, seen as if it were to move: may it be in check?
+    mirrored = [notation.mirror_bits(p) for p in pieces]
+    other_own = notation.mirror_bits(occ & ~own)
+    _, in_check = _analyse_one(get(name), np.asarray(mirrored), np.uint32(other_own))
+    if bool(in_check):
+        raise ValueError(
+            f"impossible position {board!r} in {name}: the side not to move ({colour[1]}) is "
+            f"in check, so the side to move could capture its king"
+        )
+
+
+def validate_position(variant: str | Variant, fen: str) -> None:
+    """Raise ValueError naming the problem when `fen` cannot arise in `variant`.
+
+    Impossible are: a pawn on rank 1 or 5; with `goal=checkmate`, the side not to move in
+    check, and a missing king unless captures are atomic. Under `goal=king` / `extinction` and
+    atomic captures a missing king is a finished game.
+    """
     position = parse_fen(fen)
-    return get(variant), position
+    _validate(canonical(variant), fen.split()[0], position.turn)
+
+
+def _position(variant: str | Variant, fen: str, validate: bool = True):
+    name = canonical(variant)
+    position = parse_fen(fen)
+    if validate:
+        _validate(name, fen.split()[0], position.turn)
+    return get(name), position
 
 
 def _legal_actions(rules, position) -> list[int]:
@@ -220,13 +318,13 @@ def _uci(rules, position, action: int) -> str:
     return notation.action_to_uci(action, position.turn, position.pieces, position.own, rifle)
 
 
-def legal_moves(variant: str, fen: str) -> list[str]:
+def legal_moves(variant: str | Variant, fen: str) -> list[str]:
     """Legal moves of a position as sorted UCI strings (automatic draws are ignored)."""
     rules, position = _position(variant, fen)
     return sorted(_uci(rules, position, a) for a in _legal_actions(rules, position))
 
 
-def uci_to_action(variant: str, fen: str, move: str) -> int:
+def uci_to_action(variant: str | Variant, fen: str, move: str) -> int:
     """Action id of a legal UCI move; raises ValueError for malformed or illegal moves."""
     rules, position = _position(variant, fen)
     legal = {_uci(rules, position, a): a for a in _legal_actions(rules, position)}
@@ -234,14 +332,14 @@ def uci_to_action(variant: str, fen: str, move: str) -> int:
         return legal[move]
     notation.uci_to_action(move, position.turn)  # raises for malformed strings
     raise ValueError(
-        f"illegal move {move!r} in {variant} position {fen!r}; legal moves: "
+        f"illegal move {move!r} in {canonical(variant)} position {fen!r}; legal moves: "
         f"{', '.join(sorted(legal)) or 'none (the game is over)'}"
     )
 
 
-def action_to_uci(variant: str, fen: str, action: int) -> str:
+def action_to_uci(variant: str | Variant, fen: str, action: int) -> str:
     """UCI string of an action id in a position."""
-    rules, position = _position(variant, fen)
+    rules, position = _position(variant, fen, validate=False)
     return _uci(rules, position, action)
 
 
@@ -250,24 +348,23 @@ def _step_one(rules, state, action):
     return game.step(rules, state, action)
 
 
-def apply_move(variant: str, fen: str, move: str) -> str:
+def apply_move(variant: str | Variant, fen: str, move: str) -> str:
     """FEN after playing the UCI `move`; raises ValueError for an illegal or malformed move."""
     action = uci_to_action(variant, fen, move)
     rules = get(variant)
     return to_fen(_step_one(rules, from_fen(fen), jnp.int32(action)))
 
 
-def result(variant: str, fen: str) -> str | None:
+def result(variant: str | Variant, fen: str) -> str | None:
     """'1-0', '0-1' or '1/2-1/2' if the position is over by itself, else None.
 
     Covers checkmate, stalemate (no legal move), captured or exploded kings and extinction;
     the automatic draws that need history (50 moves, repetition, ply cap) are not applied.
+    If both sides have lost (both kings gone), the side that just moved has lost.
     """
     rules, position = _position(variant, fen)
     pieces = position.pieces
-    occ = 0
-    for p in pieces:
-        occ |= p
+    occ = _occupied(pieces)
     sides = {"to_move": position.own, "moved": occ & ~position.own}
     extinction = bool(rules.extinction)
 
@@ -289,11 +386,11 @@ def result(variant: str, fen: str) -> str | None:
     return moved_wins if bool(in_check) else "1/2-1/2"
 
 
-def fog_fen(variant: str, fen: str) -> str:
+def fog_fen(variant: str | Variant, fen: str) -> str:
     """The FEN the side to move sees: `*` on every square it cannot see.
 
     Visible are its own pieces and the target squares of its legal moves; the format is that
-    of `pyffish.get_fog_fen`. Works for every variant (it is the `dark` observation).
+    of `pyffish.get_fog_fen`. Works for every variant (it is the observation under fog=on).
     """
     rules, position = _position(variant, fen)
     pieces = jnp.asarray(position.pieces, jnp.uint32)
@@ -312,7 +409,7 @@ def fog_fen(variant: str, fen: str) -> str:
     )
 
 
-def perft(variant: str, fen: str, depth: int) -> int:
+def perft(variant: str | Variant, fen: str, depth: int) -> int:
     """Number of legal move sequences of exactly `depth` plies (finished games: no children)."""
     rules, position = _position(variant, fen)
     if not isinstance(depth, int) or depth < 0:
@@ -341,3 +438,62 @@ def perft(variant: str, fen: str, depth: int) -> int:
             plane.astype(np.int32),
         )
     raise AssertionError("unreachable")
+
+
+# ----------------------------------------------------------------------------- generator
+
+
+@functools.lru_cache(maxsize=16384)
+def is_playable(variant: str | Variant) -> bool:
+    """Whether the side to move has a legal move in the variant's start position."""
+    name = canonical(variant)
+    position = parse_fen(start_fen(name))
+    planes, _ = _analyse_one(get(name), np.asarray(position.pieces), np.uint32(position.own))
+    return bool(np.any(planes))
+
+
+def _seed_of(key_or_seed) -> int:
+    if isinstance(key_or_seed, (int, np.integer)) and not isinstance(key_or_seed, bool):
+        return int(key_or_seed)
+    try:
+        bits = jax.random.bits(key_or_seed, (2,), jnp.uint32)
+    except (TypeError, ValueError) as e:
+        raise ValueError(
+            f"sample_variants needs an integer seed or a jax.random key, got {key_or_seed!r}"
+        ) from e
+    hi, lo = (int(x) for x in np.asarray(bits))
+    return (hi << 32) | lo
+
+
+def sample_variants(
+    key_or_seed,
+    n: int,
+    space: Space | None = None,
+    exclude=(),
+) -> list[str]:
+    """`n` distinct random playable variants of `space`, as canonical spellings.
+
+    Draws without replacement, uniformly over the valid points of `space` (default: `Space()`,
+    the whole rule space less `colour=same`), skipping every point whose start position has
+    no legal move and every point equal to one in `exclude` (any spellings). Deterministic for
+    a seed (an int or a `jax.random` key). Raises ValueError if the space has fewer than `n`
+    such points.
+    """
+    if not isinstance(n, int) or n < 0:
+        raise ValueError(f"n must be a non-negative integer, got {n!r}")
+    if isinstance(exclude, (str, Variant)):
+        exclude = [exclude]
+    excluded = {canonical(e) for e in exclude}
+    points = [p for p in space_points(space) if p not in excluded]
+    order = np.random.default_rng(_seed_of(key_or_seed)).permutation(len(points))
+    out: list[str] = []
+    for i in order:
+        if len(out) == n:
+            break
+        if is_playable(points[i]):
+            out.append(points[i])
+    if len(out) < n:
+        raise ValueError(
+            f"the space has only {len(out)} playable points outside `exclude`, {n} requested"
+        )
+    return out

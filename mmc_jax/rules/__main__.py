@@ -35,7 +35,7 @@ def play_random_games(variant: str, games: int, max_plies: int, seed: int):
         return jax.lax.scan(body, carry, jax.random.split(key, max_plies))
 
     (final, returns), (states, actions, was_over) = jax.device_get(run(jax.random.key(seed)))
-    rifle = variant == "rifle"
+    rifle = R.parse(variant).capture == "rifle"
     records = []
     for g in range(games):
         moves, fens = [], []
@@ -59,7 +59,12 @@ def main(argv=None) -> int:
         description="Play random games of a minichess variant with the jitted engine and "
         "print them as Unicode boards.",
     )
-    parser.add_argument("--variant", default="gardner", help=f"one of: {', '.join(R.VARIANTS)}")
+    parser.add_argument(
+        "--variant",
+        default="gardner",
+        help=f"a variant spec: one of {', '.join(R.VARIANTS)}, optionally with overrides, or "
+        "overrides alone (e.g. 'dark,capture=atomic', 'start=shuffle:17,colour=other')",
+    )
     parser.add_argument("--games", type=int, default=3, help="number of games (default 3)")
     parser.add_argument("--max-plies", type=int, default=256, help="ply cap (draw by rule)")
     parser.add_argument("--seed", type=int, default=0)
@@ -67,7 +72,7 @@ def main(argv=None) -> int:
     parser.add_argument("--quiet", action="store_true", help="print only moves and results")
     args = parser.parse_args(argv)
     try:
-        R.check_variant(args.variant)
+        args.variant = R.check_variant(args.variant)
     except ValueError as e:
         parser.error(str(e))
     if args.games < 1 or args.max_plies < 1 or args.every < 1:
@@ -81,7 +86,8 @@ def main(argv=None) -> int:
             for ply, fen in enumerate(fens):
                 if ply % args.every and ply != len(fens) - 1:
                     continue
-                shown = R.fog_fen(args.variant, fen) if args.variant == "dark" else fen
+                fog = R.parse(args.variant).fog == "on"
+                shown = R.fog_fen(args.variant, fen) if fog else fen
                 header = "start" if ply == 0 else f"after {ply}. {moves[ply - 1]}"
                 print(f"\n{header}   {fen}")
                 print(R.render(shown))

@@ -19,16 +19,32 @@ import numpy as np
 from flax import struct
 
 from mmc_jax.rules import tables as T
-from mmc_jax.rules.variants import CAPTURE_ATOMIC, CAPTURE_RIFLE, VARIANTS, Rules
+from mmc_jax.rules.variants import (
+    CAPTURE_ATOMIC,
+    CAPTURE_RIFLE,
+    CAPTURES,
+    COLOURS,
+    GOALS,
+    VARIANTS,
+    Rules,
+)
 
 HISTORY = 100  # positions kept for repetition: none older than the 50-move window can recur
 FULL = jnp.uint32(T.FULL)
 ZERO = jnp.uint32(0)
 NUM_VARIANTS = len(VARIANTS)
 # Observation channels: 6 own pieces, 6 opponent pieces, hidden, colour, 50-move clock,
-# repetition, ply fraction, variant one-hot.
-OBS_CHANNELS = 17 + NUM_VARIANTS
+# repetition, ply / PLY_SCALE, then the rules descriptor: capture (3), goal (3), fog (1),
+# colour (3) one-hots.
+BOARD_CHANNELS = 17
+DESCRIPTOR_CHANNELS = len(CAPTURES) + len(GOALS) + 1 + len(COLOURS)
+OBS_CHANNELS = BOARD_CHANNELS + DESCRIPTOR_CHANNELS
 OBS_SHAPE = (5, 5, OBS_CHANNELS)
+# The observation layout's name; checkpoints record it (see network.check_obs_layout).
+OBS_LAYOUT = "board17-abs-ply-fogsafe+descriptor10"
+# Plies are observed as ply / PLY_SCALE whatever the ply cap, so the channel means the same
+# under every `max_plies`.
+PLY_SCALE = 256.0
 
 
 @struct.dataclass(kw_only=True)
@@ -305,6 +321,8 @@ def analyse(rules: Rules, pieces, own) -> Analysis:
                 jnp.where(atomic, atomic_sources[vec], quiet_ok),
             )
         safe = (quiet & quiet_ok) | (capture & capture_ok)
+        if is_king:  # atomic forbids king captures under every goal
+            return jnp.where(check_based, safe, jnp.where(atomic, quiet, from_sq))
         return jnp.where(check_based, safe, from_sq)
 
     planes = [ZERO] * T.NUM_PLANES
@@ -553,12 +571,27 @@ _SQUARE_BITS_RANK_FILE = np.array(
 )
 
 
+def rules_descriptor(rules: Rules):
+    """float32[10] one-hots of capture (3), goal (3), fog (1), colour (3): what the rules are,
+    the same for a named variant and the composed point equal to it."""
+    return jnp.concatenate(
+        [
+            jax.nn.one_hot(rules.capture_mode, len(CAPTURES), dtype=jnp.float32),
+            jax.nn.one_hot(rules.goal, len(GOALS), dtype=jnp.float32),
+            rules.fog.astype(jnp.float32)[None],
+            jax.nn.one_hot(rules.colour, len(COLOURS), dtype=jnp.float32),
+        ]
+    )
+
+
 def observe(rules: Rules, state: State, fog: bool = True, planes=None):
     """float32[5, 5, C] observation from the side to move's view, indexed [rank, file, channel].
 
-    Channels: 0-5 own P N B R Q K, 6-11 opponent's, 12 hidden (dark: squares the mover cannot
+    Channels: 0-5 own P N B R Q K, 6-11 opponent's, 12 hidden (fog: squares the mover cannot
     see; the opponent's pieces there are not shown), 13 colour (1 when Black moves), 14 50-move
-    clock / 100, 15 position seen before, 16 ply / max_plies, 17+ variant one-hot.
+    clock / 100, 15 position seen before, 16 ply / `PLY_SCALE` (an absolute scale: the same
+    under every ply cap), 17-26 the rules descriptor (`rules_descriptor`). Under fog the clock
+    and the repetition flag are zero: both would reveal the opponent's hidden moves.
     With `fog=False` (static) the fog of war is skipped, which is exact for every variant
     whose `rules.fog` is False and saves a move generation; so does passing the position's
     `planes` (`legal_planes`) when they are at hand.
@@ -576,16 +609,16 @@ def observe(rules: Rules, state: State, fog: bool = True, planes=None):
     bits = ((boards[None, None, :] & squares[:, :, None]) != 0).astype(jnp.float32)
     window = jnp.arange(1, HISTORY) <= state.halfmove
     seen_before = jnp.any((state.hash_history[1:] == state.hash_history[0]) & window)
+    clear = ~rules.fog
     scalars = jnp.stack(
         [
             state.turn.astype(jnp.float32),
-            state.halfmove.astype(jnp.float32) / 100.0,
-            seen_before.astype(jnp.float32),
-            state.ply.astype(jnp.float32) / rules.max_plies.astype(jnp.float32),
+            jnp.where(clear, state.halfmove.astype(jnp.float32) / 100.0, 0.0),
+            (seen_before & clear).astype(jnp.float32),
+            state.ply.astype(jnp.float32) / PLY_SCALE,
         ]
     )
-    variant = jax.nn.one_hot(rules.variant_id, NUM_VARIANTS, dtype=jnp.float32)
-    flat = jnp.concatenate([scalars, variant])
+    flat = jnp.concatenate([scalars, rules_descriptor(rules)])
     return jnp.concatenate([bits, jnp.broadcast_to(flat, (5, 5, flat.shape[0]))], axis=-1)
 
 

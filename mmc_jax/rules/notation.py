@@ -195,18 +195,36 @@ _UNICODE = dict(zip("KQRBNPkqrbnp", "♔♕♖♗♘♙♚♛♜♝♞♟", stri
 
 
 def render(fen: str, hidden_char: str = "⊙", empty_char: str = "·") -> str:
-    """A Unicode board of a FEN (White at the bottom); `*` squares (fog) print as `⊙`."""
+    """A Unicode board of a FEN (White at the bottom); `*` squares (fog) print as `⊙`.
+
+    Raises ValueError naming the problem when the board field is malformed.
+    """
+    if not isinstance(fen, str) or not fen.split():
+        raise ValueError(f"cannot render {fen!r}: expected a FEN (or a FEN board field)")
     board = fen.split()[0]
+    ranks = board.split("/")
+    if len(ranks) != 5:
+        raise ValueError(f"cannot render {fen!r}: the board field needs 5 ranks, got {len(ranks)}")
     lines = []
-    for i, text in enumerate(board.split("/")):
+    for i, text in enumerate(ranks):
         row = []
         for ch in text:
             if ch.isdigit():
                 row += [empty_char] * int(ch)
             elif ch == "*":
                 row.append(hidden_char)
-            else:
+            elif ch in _UNICODE:
                 row.append(_UNICODE[ch])
+            else:
+                raise ValueError(
+                    f"cannot render {fen!r}: unknown piece {ch!r} on rank {5 - i} (expected "
+                    f"PNBRQK / pnbrqk, a digit or '*')"
+                )
+        if len(row) != 5:
+            raise ValueError(
+                f"cannot render {fen!r}: rank {5 - i} ({text!r}) covers {len(row)} squares, "
+                f"expected 5"
+            )
         lines.append(f"{5 - i} " + " ".join(row))
     lines.append("  " + " ".join(FILES))
     return "\n".join(lines)

@@ -1,4 +1,10 @@
-"""Every variant as one `Rules` value: data, not code.
+"""Every variant as one `Rules` value: data, not code; and the rule space it is a point of.
+
+A variant is a combination of five rule components (rules.md, "The rule space"): `start`
+(the start array), `capture` (normal, rifle, atomic), `goal` (checkmate, king, extinction),
+`fog` (off, on) and `colour` (any, same, other). It is spelled as a registered name, a name
+followed by overrides, or overrides alone on top of gardner, e.g. `dark,capture=atomic` or
+`gardner,start=shuffle:17,colour=other`; `canonical(spec)` gives the one canonical spelling.
 
 A `Rules` pytree holds arrays only, so a batch may mix variants (`stack`) and one compiled
 `step` serves them all. The game branches on these fields with `jnp.where`, never in Python.
@@ -6,6 +12,9 @@ A `Rules` pytree holds arrays only, so a batch may mix variants (`stack`) and on
 
 from __future__ import annotations
 
+import dataclasses
+import functools
+import itertools
 from collections.abc import Sequence
 
 import jax
@@ -17,6 +26,10 @@ from mmc_jax.rules import tables as T
 
 # Capture modes.
 CAPTURE_NORMAL, CAPTURE_RIFLE, CAPTURE_ATOMIC = 0, 1, 2
+# Goals.
+GOAL_CHECKMATE, GOAL_KING, GOAL_EXTINCTION = 0, 1, 2
+# Colour rules.
+COLOUR_ANY, COLOUR_SAME, COLOUR_OTHER = 0, 1, 2
 
 GARDNER_FEN = "rnbqk/ppppp/5/PPPPP/RNBQK w - - 0 1"
 
@@ -42,7 +55,263 @@ FAIRY_STOCKFISH_NAMES = {
     "extinction": "extinction-gardner-qrbn",
 }
 
+# Fairy-Stockfish sections by (capture, goal); the start is given by the FEN, and fog does not
+# change the legal moves. Colour rules, rifle captures and atomic without a royal king (goal
+# king / extinction: Fairy-Stockfish's atomic king either may not step into attack or may
+# capture) have no Fairy-Stockfish equivalent; the reference engine covers those.
+FAIRY_STOCKFISH_RULES = {
+    ("normal", "checkmate"): "gardner",
+    ("normal", "king"): "dark-gardner",
+    ("normal", "extinction"): "extinction-gardner-qrbn",
+    ("atomic", "checkmate"): "atomic-gardner",
+}
+
 DEFAULT_MAX_PLIES = 256
+
+# ----------------------------------------------------------------------------- the rule space
+
+COMPONENTS = ("start", "capture", "goal", "fog", "colour")
+CAPTURES = ("normal", "rifle", "atomic")
+GOALS = ("checkmate", "king", "extinction")
+FOGS = ("off", "on")
+COLOURS = ("any", "same", "other")
+GOAL_FOGS = (
+    ("checkmate", "off"),
+    ("king", "off"),
+    ("king", "on"),
+    ("extinction", "off"),
+    ("extinction", "on"),
+)
+NAMED_STARTS = {
+    "gardner": "rnbqk/ppppp/5/PPPPP/RNBQK",
+    "baby": "kqbnr/ppppp/5/PPPPP/RNBQK",
+    "mallet": "rbkqb/ppppp/5/PPPPP/RNKQN",
+}
+NUM_SHUFFLES = 240
+_PERMUTATIONS = tuple("".join(p) for p in itertools.permutations("KQRBN"))
+
+
+def shuffle_board(n: int) -> str:
+    """FEN board field of `start=shuffle:N` (0 <= N < 240), as rules.md defines it."""
+    white = _PERMUTATIONS[n % 120]
+    black = white.lower() if n < 120 else white[::-1].lower()
+    return f"{black}/ppppp/5/PPPPP/{white}"
+
+
+def _board_to_name() -> dict[str, str]:
+    names = {}
+    for n in range(NUM_SHUFFLES):
+        names.setdefault(shuffle_board(n), f"shuffle:{n}")
+    names.update({board: name for name, board in NAMED_STARTS.items()})
+    return names
+
+
+_START_NAME = _board_to_name()  # board field -> canonical start spelling
+
+
+@dataclasses.dataclass(frozen=True)
+class Variant:
+    """One point of the rule space; `start` is its canonical start spelling.
+
+    Build one with `parse(spec)`; `canonical(variant)` spells it.
+    """
+
+    start: str = "gardner"
+    capture: str = "normal"
+    goal: str = "checkmate"
+    fog: str = "off"
+    colour: str = "any"
+
+
+NAMED = {
+    "gardner": Variant(),
+    "baby": Variant(start="baby"),
+    "mallet": Variant(start="mallet"),
+    "rifle": Variant(capture="rifle"),
+    "atomic": Variant(capture="atomic"),
+    "dark": Variant(goal="king", fog="on"),
+    "extinction": Variant(goal="extinction"),
+    "monochromatic": Variant(colour="same"),
+    "bichromatic": Variant(colour="other"),
+}
+_NAME_OF = {v: k for k, v in NAMED.items()}
+_VALUES = {"capture": CAPTURES, "goal": GOALS, "fog": FOGS, "colour": COLOURS}
+
+
+def _board_counts(board: str) -> tuple[list[str], str]:
+    """Validate a FEN board field as a start array; returns (25 squares rank 5 first, normal
+    form). Raises ValueError naming the problem."""
+    ranks = board.split("/")
+    if len(ranks) != 5:
+        raise ValueError(f"start={board!r}: a FEN board field needs 5 ranks, got {len(ranks)}")
+    squares: list[str] = []
+    for i, text in enumerate(ranks):
+        row: list[str] = []
+        for ch in text:
+            if ch.isdigit():
+                row += ["."] * int(ch)
+            elif ch.lower() in T.PIECE_LETTERS:
+                row.append(ch)
+            else:
+                raise ValueError(
+                    f"start={board!r}: unknown piece {ch!r} (expected PNBRQK / pnbrqk or a digit)"
+                )
+        if len(row) != 5:
+            raise ValueError(
+                f"start={board!r}: rank {5 - i} ({text!r}) covers {len(row)} squares, expected 5"
+            )
+        squares += row
+    for letter, colour in (("K", "White"), ("k", "Black")):
+        kings = squares.count(letter)
+        if kings != 1:
+            raise ValueError(f"start={board!r}: needs exactly one {colour} king, has {kings}")
+    if any(ch in "Pp" for ch in squares[:5] + squares[20:]):
+        raise ValueError(f"start={board!r}: a pawn stands on rank 1 or 5")
+    rows = []
+    for r in range(5):
+        out, empty = "", 0
+        for ch in squares[5 * r : 5 * r + 5]:
+            if ch == ".":
+                empty += 1
+                continue
+            out += (str(empty) if empty else "") + ch
+            empty = 0
+        rows.append(out + (str(empty) if empty else ""))
+    return squares, "/".join(rows)
+
+
+def _parse_start(value: str) -> str:
+    """Canonical start spelling of a `start=` value; ValueError listing the valid values."""
+    if value in NAMED_STARTS:
+        return value
+    if value.startswith("shuffle:"):
+        number = value[len("shuffle:") :]
+        if not number.isdigit() or not 0 <= int(number) < NUM_SHUFFLES:
+            raise ValueError(f"start={value!r}: shuffle:N needs an integer 0 <= N < {NUM_SHUFFLES}")
+        return _START_NAME[shuffle_board(int(number))]
+    if "/" in value:
+        _, board = _board_counts(value)
+        return _START_NAME.get(board, board)
+    raise ValueError(
+        f"unknown start {value!r}; valid starts: {', '.join(NAMED_STARTS)}, "
+        f"shuffle:N (0 <= N < {NUM_SHUFFLES}), or a FEN board field such as "
+        f"'k4/ppppp/5/PPPPP/K4'"
+    )
+
+
+def start_board(start: str) -> str:
+    """FEN board field of a canonical start spelling."""
+    if start in NAMED_STARTS:
+        return NAMED_STARTS[start]
+    if start.startswith("shuffle:"):
+        return shuffle_board(int(start.split(":")[1]))
+    return start
+
+
+def _check_constraints(v: Variant) -> None:
+    if v.fog == "on" and v.goal == "checkmate":
+        raise ValueError(
+            "fog=on needs goal=king or goal=extinction (with check rules the legal moves "
+            "would reveal hidden attackers)"
+        )
+    if v.goal == "extinction":
+        squares = start_board(v.start)
+        board, _ = _board_counts(squares)
+        for colour, letters in (("White", "PNBRQK"), ("Black", "pnbrqk")):
+            missing = [ch for ch in letters if ch not in board]
+            if missing:
+                raise ValueError(
+                    f"goal=extinction needs a start where each side has every piece type; "
+                    f"{colour} has no {', '.join(missing)} in start={v.start}"
+                )
+
+
+@functools.lru_cache(maxsize=4096)
+def _parse_str(spec: str) -> Variant:
+    tokens = [t.strip() for t in spec.split(",")]
+    if any(not t for t in tokens):
+        raise ValueError(f"malformed variant {spec!r}: empty component between commas")
+    base = Variant()
+    given: dict[str, str] = {}
+    for i, token in enumerate(tokens):
+        if "=" not in token:
+            if i > 0:
+                raise ValueError(
+                    f"malformed variant {spec!r}: a registered name ({token!r}) may come only "
+                    f"first; components are given as key=value"
+                )
+            if token not in NAMED:
+                raise ValueError(
+                    f"unknown variant {token!r}; valid variants: {', '.join(VARIANTS)}, or "
+                    f"components {', '.join(c + '=...' for c in COMPONENTS)}"
+                )
+            base = NAMED[token]
+            continue
+        key, value = (s.strip() for s in token.split("=", 1))
+        if key not in COMPONENTS:
+            raise ValueError(
+                f"unknown component {key!r} in variant {spec!r}; valid components: "
+                f"{', '.join(COMPONENTS)}"
+            )
+        if key in given:
+            raise ValueError(f"component {key!r} given twice in variant {spec!r}")
+        if key == "start":
+            given[key] = _parse_start(value)
+        elif value not in _VALUES[key]:
+            raise ValueError(
+                f"unknown {key} {value!r} in variant {spec!r}; valid values of {key}: "
+                f"{', '.join(_VALUES[key])}"
+            )
+        else:
+            given[key] = value
+    variant = dataclasses.replace(base, **given)
+    _check_constraints(variant)
+    return variant
+
+
+def parse(spec: str | Variant) -> Variant:
+    """The `Variant` (rule-space point) of a spelling; ValueError naming what is wrong."""
+    if isinstance(spec, Variant):
+        _check_constraints(spec)
+        return spec
+    if not isinstance(spec, str):
+        raise ValueError(f"a variant must be a string, got {type(spec).__name__}")
+    return _parse_str(spec)
+
+
+def canonical(spec: str | Variant) -> str:
+    """The canonical spelling: a registered name when the point is one, else the overrides on
+    top of gardner in the order start, capture, goal, fog, colour (e.g.
+    `start=shuffle:17,colour=other`)."""
+    v = parse(spec)
+    if v in _NAME_OF:
+        return _NAME_OF[v]
+    default = Variant()
+    return ",".join(
+        f"{c}={getattr(v, c)}" for c in COMPONENTS if getattr(v, c) != getattr(default, c)
+    )
+
+
+def check_variant(spec: str | Variant) -> str:
+    """Validate a spelling and return its canonical form (for CLIs, configs, PGN headers)."""
+    return canonical(spec)
+
+
+def start_fen(spec: str | Variant) -> str:
+    """Start FEN of a variant (White to move)."""
+    return f"{start_board(parse(spec).start)} w - - 0 1"
+
+
+def fairy_stockfish_name(spec: str | Variant) -> str | None:
+    """Fairy-Stockfish variant (from `fairy-variants.ini`) whose legal moves and results equal
+    this variant's from any position given by FEN, or None when it cannot express it."""
+    v = parse(spec)
+    if v.colour != "any":
+        return None
+    return FAIRY_STOCKFISH_RULES.get((v.capture, v.goal))
+
+
+# ----------------------------------------------------------------------------- Rules
 
 
 @struct.dataclass(kw_only=True)
@@ -50,14 +319,17 @@ class Rules:
     """The rules of one variant (or, stacked, of a batch of games).
 
     Fields:
-      variant_id: int32, index into `VARIANTS`.
+      variant_id: int32, index into `VARIANTS` of a named variant, -1 for a composed one.
       start_pieces: uint32[6] start position bitboards (P, N, B, R, Q, K), White's view.
       start_own: uint32, White's pieces at the start.
-      check_based: bool, a move may not leave the mover's king attacked; no move in check loses.
+      check_based: bool, a move may not leave the mover's king attacked; no move in check loses
+        (`goal=checkmate`).
       capture_mode: int32, `CAPTURE_NORMAL`, `CAPTURE_RIFLE` (capturer stays) or
         `CAPTURE_ATOMIC` (explosions).
+      goal: int32, `GOAL_CHECKMATE`, `GOAL_KING` or `GOAL_EXTINCTION`.
       extinction: bool, a side left without one of the six piece types loses.
       fog: bool, observations show only what the mover can see (dark).
+      colour: int32, `COLOUR_ANY`, `COLOUR_SAME` or `COLOUR_OTHER`.
       kk_draw: bool, K vs K is a draw.
       vector_allowed: bool[40], which move vectors (32 queen-like direction x distance, then
         8 knight jumps) pieces may use; colour rules forbid some of them.
@@ -69,8 +341,10 @@ class Rules:
     start_own: jax.Array
     check_based: jax.Array
     capture_mode: jax.Array
+    goal: jax.Array
     extinction: jax.Array
     fog: jax.Array
+    colour: jax.Array
     kk_draw: jax.Array
     vector_allowed: jax.Array
     max_plies: jax.Array
@@ -90,61 +364,53 @@ def _vector_parities() -> np.ndarray:
 VECTOR_PARITY = _vector_parities()
 
 
-def _make(name: str, start_fen: str, **fields) -> Rules:
+@functools.lru_cache(maxsize=1024)
+def _make(name: str, max_plies: int) -> Rules:
     from mmc_jax.rules.notation import parse_fen  # notation imports this module
 
-    position = parse_fen(start_fen)
-    colour_rule = fields.pop("colour_rule", "any")
-    if colour_rule == "same":
+    v = parse(name)
+    position = parse_fen(start_fen(v))
+    if v.colour == "same":
         allowed = VECTOR_PARITY == 0
-    elif colour_rule == "other":
+    elif v.colour == "other":
         allowed = VECTOR_PARITY == 1
     else:
         allowed = np.ones(T.NUM_VECTORS, bool)
-    check_based = fields.get("check_based", True)
+    check_based = v.goal == "checkmate"
+    atomic = v.capture == "atomic"
     return Rules(
-        variant_id=jnp.int32(VARIANTS.index(name)),
+        variant_id=jnp.int32(VARIANTS.index(name) if name in NAMED else -1),
         start_pieces=jnp.asarray(position.pieces, jnp.uint32),
         start_own=jnp.uint32(position.own),
         check_based=jnp.bool_(check_based),
-        capture_mode=jnp.int32(fields.get("capture_mode", CAPTURE_NORMAL)),
-        extinction=jnp.bool_(fields.get("extinction", False)),
-        fog=jnp.bool_(fields.get("fog", False)),
-        kk_draw=jnp.bool_(check_based),
+        capture_mode=jnp.int32(CAPTURES.index(v.capture)),
+        goal=jnp.int32(GOALS.index(v.goal)),
+        extinction=jnp.bool_(v.goal == "extinction"),
+        fog=jnp.bool_(v.fog == "on"),
+        colour=jnp.int32(COLOURS.index(v.colour)),
+        kk_draw=jnp.bool_(check_based or atomic),
         vector_allowed=jnp.asarray(allowed),
-        max_plies=jnp.int32(fields.get("max_plies", DEFAULT_MAX_PLIES)),
+        max_plies=jnp.int32(max_plies),
     )
 
 
-_SPECS = {
-    "gardner": dict(start_fen=GARDNER_FEN),
-    "baby": dict(start_fen="kqbnr/ppppp/5/PPPPP/RNBQK w - - 0 1"),
-    "mallet": dict(start_fen="rbkqb/ppppp/5/PPPPP/RNKQN w - - 0 1"),
-    "rifle": dict(start_fen=GARDNER_FEN, capture_mode=CAPTURE_RIFLE),
-    "atomic": dict(start_fen=GARDNER_FEN, capture_mode=CAPTURE_ATOMIC),
-    "dark": dict(start_fen=GARDNER_FEN, check_based=False, fog=True),
-    "extinction": dict(start_fen=GARDNER_FEN, check_based=False, extinction=True),
-    "monochromatic": dict(start_fen=GARDNER_FEN, colour_rule="same"),
-    "bichromatic": dict(start_fen=GARDNER_FEN, colour_rule="other"),
-}
+class _StartFens(dict):
+    """{name: start FEN} of the named variants; any other spelling is looked up on demand
+    (`START_FENS[spec] == start_fen(spec)`), so code written for names takes specs."""
 
-START_FENS = {name: spec["start_fen"] for name, spec in _SPECS.items()}
+    def __missing__(self, spec):
+        return start_fen(spec)
 
 
-def check_variant(name: str) -> str:
-    """Return `name` if it is a registered variant, else raise a ValueError listing them."""
-    if not isinstance(name, str) or name not in _SPECS:
-        raise ValueError(f"unknown variant {name!r}; valid variants: {', '.join(VARIANTS)}")
-    return name
+START_FENS = _StartFens({name: start_fen(name) for name in VARIANTS})
 
 
-def get(name: str, *, max_plies: int = DEFAULT_MAX_PLIES) -> Rules:
-    """The `Rules` of variant `name` (unbatched). Raises ValueError for unknown names."""
-    check_variant(name)
-    if not isinstance(max_plies, int) or max_plies < 1:
+def get(spec: str | Variant, *, max_plies: int = DEFAULT_MAX_PLIES) -> Rules:
+    """The `Rules` of a variant spelling (unbatched). Raises ValueError for bad specs."""
+    name = canonical(spec)
+    if not isinstance(max_plies, int) or isinstance(max_plies, bool) or max_plies < 1:
         raise ValueError(f"max_plies must be a positive integer, got {max_plies!r}")
-    spec = dict(_SPECS[name])
-    return _make(name, spec.pop("start_fen"), max_plies=max_plies, **spec)
+    return _make(name, max_plies)
 
 
 def stack(rules: Sequence[Rules]) -> Rules:
@@ -154,17 +420,74 @@ def stack(rules: Sequence[Rules]) -> Rules:
     return jax.tree.map(lambda *xs: jnp.stack(xs), *rules)
 
 
-def batch(variants: str | Rules | Sequence[str | Rules], batch_size: int | None = None) -> Rules:
+def batch(
+    variants: str | Variant | Rules | Sequence[str | Variant | Rules],
+    batch_size: int | None = None,
+) -> Rules:
     """Batched `Rules` [B].
 
-    `batch("atomic", 64)` repeats one variant; `batch(["gardner", "dark", ...])` gives one game
-    per entry (a mixed batch); with `batch_size` the list is tiled cyclically to that size.
+    `batch("atomic", 64)` repeats one variant; `batch(["gardner", "dark,capture=atomic", ...])`
+    gives one game per entry (a mixed batch); with `batch_size` the list is tiled cyclically to
+    that size. Entries are variant spellings or `Rules` values.
     """
-    if isinstance(variants, (str, Rules)):
+    if isinstance(variants, (str, Variant, Rules)):
         variants = [variants]
-    items = [get(v) if isinstance(v, str) else v for v in variants]
+    items = [v if isinstance(v, Rules) else get(v) for v in variants]
     if batch_size is not None:
         if batch_size < 1:
             raise ValueError(f"batch_size must be positive, got {batch_size}")
         items = [items[i % len(items)] for i in range(batch_size)]
     return stack(items)
+
+
+# ----------------------------------------------------------------------------- generator
+
+
+@dataclasses.dataclass(frozen=True)
+class Space:
+    """A declared region of the rule space for `sample_variants`.
+
+    starts: start spellings; `"shuffle"` stands for all 240 shuffles (duplicates of named
+      arrays count once).
+    captures: capture values. goal_fogs: (goal, fog) pairs. colours: colour values.
+    The default is the whole space less `colour=same` (whose gardner-like starts have no move).
+    """
+
+    starts: tuple[str, ...] = ("gardner", "baby", "mallet", "shuffle")
+    captures: tuple[str, ...] = CAPTURES
+    goal_fogs: tuple[tuple[str, str], ...] = GOAL_FOGS
+    colours: tuple[str, ...] = ("any", "other")
+
+
+def space_points(space: Space | None = None) -> list[str]:
+    """Canonical spellings of every valid point of `space` (sorted, without duplicates).
+
+    Playability (a legal move from the start) is not checked here.
+    """
+    space = Space() if space is None else space
+    starts: list[str] = []
+    for s in space.starts:
+        if s == "shuffle":
+            starts += [_START_NAME[shuffle_board(n)] for n in range(NUM_SHUFFLES)]
+        else:
+            starts.append(_parse_start(s))
+    for c in space.captures:
+        if c not in CAPTURES:
+            raise ValueError(f"unknown capture {c!r}; valid values of capture: {CAPTURES}")
+    for gf in space.goal_fogs:
+        if tuple(gf) not in GOAL_FOGS:
+            raise ValueError(f"unknown goal/fog pair {gf!r}; valid pairs: {GOAL_FOGS}")
+    for c in space.colours:
+        if c not in COLOURS:
+            raise ValueError(f"unknown colour {c!r}; valid values of colour: {COLOURS}")
+    points = set()
+    for start, capture, (goal, fog), colour in itertools.product(
+        dict.fromkeys(starts), space.captures, space.goal_fogs, space.colours
+    ):
+        v = Variant(start, capture, goal, fog, colour)
+        try:
+            _check_constraints(v)
+        except ValueError:
+            continue
+        points.add(canonical(v))
+    return sorted(points)
