@@ -20,11 +20,11 @@ NETWORK_SIZES = {
 }
 
 
-def network(size: str, *, variant_planes: bool) -> ml_collections.ConfigDict:
+def network(size: str, *, rule_planes: str) -> ml_collections.ConfigDict:
     """The `network` section at `size` ("full", "cpu", "smoke").
 
-    `variant_planes`: whether the network reads the observation's variant planes (told which
-    variant it plays) or only the board channels.
+    `rule_planes`: "descriptor" (the network reads the rules descriptor planes: capture, goal,
+    fog, colour; it is told the rules) or "none" (only the board channels).
     """
     blocks, channels, policy_channels, value_channels, value_hidden = NETWORK_SIZES[size]
     net = ml_collections.ConfigDict()
@@ -36,7 +36,7 @@ def network(size: str, *, variant_planes: bool) -> ml_collections.ConfigDict:
     net.value_hidden = value_hidden
     net.layer_norm = False
     net.dtype = "float32"
-    net.variant_planes = variant_planes
+    net.rule_planes = rule_planes
     return net
 
 

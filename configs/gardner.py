@@ -58,8 +58,8 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
     config.num_iterations = 400
 
     size = "smoke" if preset == "smoke" else "cpu" if preset == "cpu" else "full"
-    # The variant planes are read (the default before the configs package): one variant.
-    config.network = common.network(size, variant_planes=True)
+    # The network is told the rules (one variant here, so the planes are constant).
+    config.network = common.network(size, rule_planes="descriptor")
 
     config.selfplay = common.selfplay()
     config.selfplay.batch_size = 1024  # games played in parallel (divisible by the devices)

@@ -34,9 +34,9 @@ misspelt field is an error):
                                     --config.meta.updates_per_iteration=8 it takes as many
                                     gradient steps as k = 8
   --config.meta.outer_lr=0.5 --config.meta.outer_lr_schedule=linear   Reptile's annealed eps
-  --config.network.variant_planes=True   tell the network which variant it plays (variant
-                                    one-hot observation planes become inputs; checkpoints of
-                                    the other setting are refused)
+  --config.network.rule_planes=descriptor   tell the network the rules (capture, goal, fog,
+                                    colour planes become inputs; checkpoints of the other
+                                    setting are refused)
 
 The `adapt` section holds the settings of `python -m mmc_jax.adapt` for checkpoints of this run
 (AlphaZero iterations on one variant: games, plies, simulations, learner, evaluation).
@@ -97,8 +97,8 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
     config.num_iterations = 300
 
     size = "smoke" if preset == "smoke" else "full" if preset == "full" else "cpu"
-    # Off by default: the net is not told the variant (a held-out one is no unseen input).
-    config.network = common.network(size, variant_planes=False)
+    # Off by default: the net is not told the rules (a held-out variant is no unseen input).
+    config.network = common.network(size, rule_planes="none")
     config.selfplay = _selfplay()
     config.learner = _learner()
 

@@ -51,7 +51,7 @@ def prepare_config(config: ml_collections.ConfigDict) -> ml_collections.ConfigDi
         an unknown search algorithm or a `variants` list that disagrees with `variant`.
     """
     config = ml_collections.ConfigDict(config.to_dict())  # a copy; FieldReferences resolved
-    R.check_variant(config.variant)
+    config.variant = R.check_variant(config.variant)  # recorded in its canonical spelling
     variants = tuple(config.get("variants") or ())
     if variants and variants != (config.variant,):
         raise ValueError(

@@ -287,7 +287,7 @@ def legal_actions(planes: np.ndarray) -> list[int]:
 
 def legal_uci(variant: str, turn: int, pieces, own, planes: np.ndarray) -> dict[str, int]:
     """{UCI move: action} of one position (mover's-view bitboards, planes [49])."""
-    rifle = variant == "rifle"
+    rifle = R.parse(variant).capture == "rifle"
     return {notation.action_to_uci(a, turn, pieces, own, rifle): a for a in legal_actions(planes)}
 
 
@@ -469,7 +469,7 @@ def play_games(
                 continue
             moves[g].append(
                 notation.action_to_uci(
-                    action, int(turn[g]), pieces[g], own[g], variants[g] == "rifle"
+                    action, int(turn[g]), pieces[g], own[g], R.parse(variants[g]).capture == "rifle"
                 )
             )
         state, planes = _advance(rules, state, planes, jnp.asarray(actions))
@@ -601,7 +601,7 @@ class SingleGame:
             raise ValueError(f"action {action} is not legal here ({self.fen})")
         s = self._host
         move = notation.action_to_uci(
-            int(action), int(s.turn), s.pieces, s.own, self.variant == "rifle"
+            int(action), int(s.turn), s.pieces, s.own, R.parse(self.variant).capture == "rifle"
         )
         actions = jnp.zeros(self.planes.shape[0], jnp.int32).at[0].set(action)
         self.state, self.planes = _advance(self.rules, self.state, self.planes, actions)

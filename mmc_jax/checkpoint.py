@@ -58,6 +58,7 @@ DEFAULT_SHAPE_KEYS = (
     "network.layer_norm",
     "network.num_actions",
     "network.variant_planes",
+    "network.rule_planes",
     "obs_channels",
     "variants",
 )
@@ -112,7 +113,10 @@ def _check_compatible(
     shape_keys: Sequence[str],
     where: str,
 ) -> None:
-    """Raises ValueError listing every config-field and leaf-shape mismatch."""
+    """Raises ValueError listing every config-field and leaf-shape mismatch; first of all, a
+    checkpoint of another observation layout (`network.check_obs_layout` says why)."""
+    if config is not None and "network" in config:
+        network_lib.check_obs_layout(meta.get("obs_layout"), _as_config(config).network)
     problems = []
     if config is not None and meta.get("config") is not None:
         new_config = _jsonable(config)
@@ -145,6 +149,19 @@ def _check_compatible(
             f"checkpoint {where} does not match the model being restored "
             f"({len(problems)} mismatches):\n  " + "\n  ".join(shown)
         )
+
+
+def _as_config(config: Any) -> ml_collections.ConfigDict:
+    if isinstance(config, ml_collections.ConfigDict):
+        return config
+    return ml_collections.ConfigDict(_jsonable(config))
+
+
+def _layout_of(config: Any | None) -> str | None:
+    """The observation layout of the run's network (None for a config without one)."""
+    if config is None or "network" not in config:
+        return None
+    return network_lib.obs_layout(_as_config(config).network)
 
 
 class Checkpointer:
@@ -194,6 +211,7 @@ class Checkpointer:
             "time": time.time(),
             "versions": library_versions(),
             "config": None if config is None else _jsonable(config),
+            "obs_layout": _layout_of(config),
             "shapes": leaf_shapes(state),
             "extra": _jsonable(dict(extra or {})),
         }
@@ -435,6 +453,7 @@ def load_model(path: str | os.PathLike, step: int | None = None):
             "sidecar; cannot rebuild the network"
         )
     config = ml_collections.ConfigDict(saved)
+    network_lib.check_obs_layout(meta.get("obs_layout"), config.network)
     network = network_lib.make_network(config.network)
     shapes = jax.eval_shape(
         lambda k: network_lib.init_params(network, k, R.OBS_SHAPE), jax.random.key(0)
@@ -479,10 +498,10 @@ EXPORT_PARAMS = "params.msgpack"
 SHIPPED_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data", "models")
 
 
-def observation_layout() -> str:
-    """A tag naming the observation layout the networks read (shape and meaning of the input
-    channels); an exported model of another layout is refused."""
-    return str(getattr(R, "OBS_LAYOUT", f"obs{list(R.OBS_SHAPE)}"))
+def observation_layout(config: Any) -> str:
+    """The observation layout a run's network reads (`network.obs_layout`); an exported model
+    of another layout than this code gives for its config is refused."""
+    return _layout_of(config)
 
 
 def export_model(
@@ -497,7 +516,7 @@ def export_model(
         handle.write(flax.serialization.to_bytes(host))
     record = {
         "format": 1,
-        "observation_layout": observation_layout(),
+        "observation_layout": observation_layout(config),
         "config": _jsonable(config),
         "shapes": leaf_shapes(host),
         "num_params": int(sum(x.size for x in jax.tree.leaves(host))),
@@ -543,15 +562,15 @@ def load_exported(path: str | os.PathLike):
     folder = resolve_model_path(path)
     with open(os.path.join(folder, EXPORT_FILE), encoding="utf-8") as handle:
         record = json.load(handle)
-    if record.get("observation_layout") != observation_layout():
+    config = ml_collections.ConfigDict(record["config"])
+    if record.get("observation_layout") != observation_layout(config):
         raise ValueError(
             f"the model in {folder} was exported for the observation layout "
             f"{record.get('observation_layout')!r}, but this code observes "
-            f"{observation_layout()!r}; re-export it from its checkpoint with "
+            f"{observation_layout(config)!r}; re-export it from its checkpoint with "
             "`python -m mmc_jax.export` (or retrain it: "
             f"{record.get('command', 'its training command')})"
         )
-    config = ml_collections.ConfigDict(record["config"])
     network = network_lib.make_network(config.network)
     template = jax.eval_shape(
         lambda k: network_lib.init_params(network, k, R.OBS_SHAPE), jax.random.key(0)

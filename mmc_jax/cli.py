@@ -18,8 +18,14 @@ import ml_collections
 from mmc_jax import checkpoint
 from mmc_jax import rules as R
 
+VARIANT_HELP = (
+    f"a variant spec: a name ({', '.join(R.VARIANTS)}), a name with overrides "
+    "('gardner,capture=atomic'), or overrides alone (docs/rules.md, 'The rule space')"
+)
+
 
 def variant_arg(name: str) -> str:
+    """argparse type: a variant spec, returned in its canonical spelling."""
     try:
         return R.check_variant(name)
     except ValueError as error:

@@ -38,7 +38,6 @@ from typing import Any
 import jax
 
 from mmc_jax import cli
-from mmc_jax import rules as R
 from mmc_jax.match import NETWORK_OPENING_PLIES, play_match
 from mmc_jax.policies import NAMED_OPPONENTS
 
@@ -59,9 +58,7 @@ def _parser() -> argparse.ArgumentParser:
         "search, i.e. zero logits and zero value, guided only by terminal rewards",
     )
     parser.add_argument("--step", type=cli.integer_arg("--step", 0), default=None)
-    parser.add_argument(
-        "--variant", type=cli.variant_arg, required=True, help=f"one of: {', '.join(R.VARIANTS)}"
-    )
+    parser.add_argument("--variant", type=cli.variant_arg, required=True, help=cli.VARIANT_HELP)
     parser.add_argument(
         "--opponent", default="random", help="random, greedy, or another run's workdir"
     )

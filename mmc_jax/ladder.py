@@ -421,9 +421,7 @@ def _positive_even(flag: str, allow_zero: bool = False):
 
 
 def _add_common(parser: argparse.ArgumentParser, games_default: int) -> None:
-    parser.add_argument(
-        "--variant", type=cli.variant_arg, required=True, help=f"one of: {', '.join(R.VARIANTS)}"
-    )
+    parser.add_argument("--variant", type=cli.variant_arg, required=True, help=cli.VARIANT_HELP)
     parser.add_argument(
         "--games",
         type=_positive_even("--games"),

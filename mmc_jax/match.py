@@ -314,7 +314,7 @@ def play_match(
       mean_plies; `illegal_moves` {model, opponent} (games lost by an illegal move: always 0
       for the built-in policies); plus the match settings.
     """
-    R.check_variant(variant)
+    variant = R.check_variant(variant)  # the canonical spelling, recorded in the results
     if isinstance(num_games, bool) or not isinstance(num_games, int) or num_games <= 0:
         raise ValueError(f"num_games must be a positive even integer, got {num_games!r}")
     if num_games % 2:
@@ -400,7 +400,7 @@ def game_records(
     """The recorded games of an `_arena` output (host arrays) as dicts for `mmc_jax.pgn`."""
     log = output.record
     num_games = len(output.plies)
-    rifle = variant == "rifle"
+    rifle = R.parse(variant).capture == "rifle"
     records = []
     for g in range(num_games):
         model_white = g < num_games // 2

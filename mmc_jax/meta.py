@@ -39,10 +39,11 @@ the average of n per-task steps.
 To give the control the same number of gradient evaluations as a k-step JOAT run, run it with
 `updates_per_iteration = k` (k joint steps per self-play batch).
 
-The network is told which variant it plays only with `network.variant_planes = True` (the
-observation's variant one-hot becomes an input; off by default, so a held-out variant is not an
-unseen input). The switch changes the first convolution's input channels; resuming a run with
-the other setting is refused with a message naming `network.variant_planes`.
+The network is told the rules only with `network.rule_planes = "descriptor"` (the rules
+descriptor planes, capture / goal / fog / colour, become inputs; "none" by default, so a
+held-out variant is not an unseen input). The switch changes the first convolution's input
+channels and the recorded observation layout; resuming a run with the other setting is refused
+with a message naming `network.rule_planes`.
 
 Data parallelism follows `mmc_jax.train`: a one-axis `data` mesh; the game pool and the
 self-play batch are sharded along it, each replay ring along its sample axis, parameters and
@@ -623,11 +624,11 @@ def evaluate_meta(config, params, key) -> dict[str, float]:
 
 def _restore_error(error: ValueError, config) -> ValueError:
     text = str(error)
-    if "Conv_0" in text and "variant_planes" not in text:
+    if ("Conv_0" in text or "rule_planes" in text) and "network.rule_planes" not in text:
         text += (
             "\n  (the first convolution's input channels differ: was the run started with "
-            "another network.variant_planes? this config has "
-            f"{config.network.get('variant_planes', True)})"
+            "another network.rule_planes? this config has "
+            f"{network_lib.rule_planes_of(config.network)!r})"
         )
     return ValueError(text)
 
@@ -675,7 +676,7 @@ class JOAT(Algorithm):
     def describe(self, config, mesh, state):
         meta = config.meta
         num_params = network_lib.num_params(state.params)
-        planes = "on" if config.network.get("variant_planes", True) else "off"
+        planes = network_lib.rule_planes_of(config.network)
         return (
             f"meta-training on {', '.join(config.variants)}"
             + (f" (held out: {config.holdout})" if config.holdout else "")
@@ -684,7 +685,7 @@ class JOAT(Algorithm):
             f"simulations per iteration, k={meta.inner_steps} inner steps x "
             f"{meta.updates_per_iteration} updates, eps {meta.outer_lr} "
             f"({meta.outer_lr_schedule}); net {config.network.num_blocks}x"
-            f"{config.network.channels} ({num_params:,} params, variant planes {planes}); "
+            f"{config.network.channels} ({num_params:,} params, rule planes {planes}); "
             f"{mesh.size} device(s)"
         )
 

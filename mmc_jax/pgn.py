@@ -64,8 +64,11 @@ class PgnGame:
         name = self.headers.get("Variant", "").strip()
         if not name:
             raise ValueError("PGN game has no [Variant] header")
-        name = _FSF_TO_PROJECT.get(name, name)
-        return R.check_variant(name.lower())
+        name = _FSF_TO_PROJECT.get(name, _FSF_TO_PROJECT.get(name.lower(), name))
+        try:
+            return R.check_variant(name)
+        except ValueError:  # a registered name in another case ("Gardner")
+            return R.check_variant(name.lower())
 
     @property
     def fen(self) -> str:

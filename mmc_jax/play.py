@@ -38,9 +38,7 @@ def _parser() -> argparse.ArgumentParser:
         description="Play a minichess variant against a model (or the uniform-prior search) "
         "in the terminal, moves in UCI.",
     )
-    parser.add_argument(
-        "--variant", type=cli.variant_arg, required=True, help=f"one of: {', '.join(R.VARIANTS)}"
-    )
+    parser.add_argument("--variant", type=cli.variant_arg, required=True, help=cli.VARIANT_HELP)
     parser.add_argument(
         "--checkpoint",
         default=None,
@@ -126,7 +124,7 @@ def main(
         name = args.checkpoint
     model = arena.model_player(name, network, params, args.simulations)
     human = 0 if args.colour == "white" else 1
-    dark = args.variant == "dark"
+    dark = R.parse(args.variant).fog == "on"
 
     def say(text: str = "") -> None:
         stdout.write(text + "\n")

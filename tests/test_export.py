@@ -13,6 +13,7 @@ import pytest
 from mmc_jax import checkpoint, export
 
 LEGACY = Path(__file__).resolve().parent / "fixtures" / "legacy" / "gardner_smoke"
+OBS26 = Path(__file__).resolve().parent / "fixtures" / "obs26" / "gardner_smoke"
 
 
 @pytest.fixture(scope="module")
@@ -33,7 +34,7 @@ def test_exported_params_equal_the_checkpoint(exported):
         np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
     record = json.loads((out / checkpoint.EXPORT_FILE).read_text())
     assert record["command"] == "x" and record["step"] == 1
-    assert record["observation_layout"] == checkpoint.observation_layout()
+    assert record["observation_layout"] == checkpoint.observation_layout(config)
     assert (out / checkpoint.EXPORT_PARAMS).stat().st_size < 100_000  # no optimizer, no replay
 
 
@@ -61,3 +62,8 @@ def test_shipped_models_load():
     for name in checkpoint.shipped_models():
         network, params, config = checkpoint.load_model(name)
         assert config.network.channels > 0 and jax.tree.leaves(params)
+
+
+def test_a_checkpoint_of_the_old_observation_layout_is_refused():
+    with pytest.raises(ValueError, match="observation layout"):
+        checkpoint.load_model(OBS26)

@@ -347,7 +347,7 @@ def test_smoke_meta_training_writes_metrics_checkpoints_and_plots(meta_run):
     assert "compiled the iteration" in log and "it 2/2" in log
     saved = checkpoint.load_metadata(workdir)["config"]
     assert saved["holdout"] == HELD_OUT and HELD_OUT not in saved["variants"]
-    assert saved["network"]["variant_planes"] is False
+    assert saved["network"]["rule_planes"] == "none"
 
 
 def test_resume_continues_and_refuses_a_mismatch(meta_run):
@@ -361,8 +361,8 @@ def test_resume_continues_and_refuses_a_mismatch(meta_run):
     assert [r["step"] for r in metrics.read_metrics(workdir)] == [1, 2, 3]
 
     planes = load_config("smoke")
-    planes.network.variant_planes = True
-    with pytest.raises(ValueError, match="network.variant_planes"):
+    planes.network.rule_planes = "descriptor"
+    with pytest.raises(ValueError, match="rule_planes"):
         train.train(planes, workdir, stream=None)
     other = load_config("smoke")
     other.holdout = "atomic"
@@ -392,7 +392,7 @@ def test_adapts_to_a_held_out_variant(meta_run, adapt_process, workdirs):
     assert "| 1 | 16 |" in table and "vs greedy" in table
     assert (adapt_workdir / "plots" / "adaptation.png").stat().st_size > 0
     saved = checkpoint.load_metadata(adapt_workdir)["config"]
-    assert saved["variant"] == HELD_OUT and saved["network"]["variant_planes"] is False
+    assert saved["variant"] == HELD_OUT and saved["network"]["rule_planes"] == "none"
 
     from mmc_jax import adapt
 

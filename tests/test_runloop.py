@@ -167,3 +167,12 @@ def test_itstime_and_progress_helpers():
     assert summary == "eval@4 dark:greedy 0.75 [0.60,0.90]"
     with pytest.raises(FloatingPointError, match="train/total"):
         runloop.check_finite({"train/total": float("nan")}, 3, "note")
+
+
+@pytest.mark.parametrize("name", list(ALGORITHMS))
+def test_a_workdir_of_the_old_observation_layout_is_refused(tmp_path, name):
+    algorithm, module, fixture = ALGORITHMS[name]
+    workdir = tmp_path / fixture
+    shutil.copytree(FIXTURES.parent / "obs26" / fixture, workdir)
+    with pytest.raises(ValueError, match="observation layout .* differs .* rules descriptor"):
+        runloop.run(algorithm, smoke(module, 2), workdir, stream=None)

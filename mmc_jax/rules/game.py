@@ -30,8 +30,8 @@ from mmc_jax.rules.variants import (
 )
 
 HISTORY = 100  # positions kept for repetition: none older than the 50-move window can recur
-FULL = jnp.uint32(T.FULL)
-ZERO = jnp.uint32(0)
+FULL = np.uint32(T.FULL)  # numpy: importing the rules must not start a JAX backend
+ZERO = np.uint32(0)
 NUM_VARIANTS = len(VARIANTS)
 # Observation channels: 6 own pieces, 6 opponent pieces, hidden, colour, 50-move clock,
 # repetition, ply / PLY_SCALE, then the rules descriptor: capture (3), goal (3), fog (1),
