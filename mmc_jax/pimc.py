@@ -1,0 +1,503 @@
+"""Fair play under fog: determinized (PIMC) search over sampled worlds, and fair players.
+
+`search.run_search` steps the true state, so under fog its tree reads hidden squares (the
+opponent's replies, king captures by hidden pieces, every child's value). The players here read
+only what `mmc_jax.belief` allows (the fairness contract in its docstring):
+
+  fair_search         PIMC: sample K worlds per game from the mover's `Belief`
+                      (`belief.sample_worlds`), run one batched Gumbel MuZero search over the
+                      B x K worlds (the root prior and value come from the real observation,
+                      the same for all K; inside the tree `search.make_recurrent_fn` steps the
+                      world), and combine the K root results: the move most often chosen by the
+                      K searches, ties broken by the mean improved policy; the policy target is
+                      that mean (`action_weights`), the value the mean root value.
+  observation_policy  the raw network on the observation (argmax of the legal logits): no
+                      search, fair by construction.
+  omniscient_search   the old behaviour, `search.run_search` on the true state: an UPPER BOUND
+                      only, never a fair player; label it that way wherever it is reported.
+
+Perfect-information variants keep `search.run_search` (nothing here runs for them:
+`uses_fog(variants)` is the static switch a caller needs).
+
+Games under fog carry both players' beliefs: `FogGames` (state and White's / Black's `Belief`).
+`fog_selfplay` is `selfplay.selfplay` with the fair search (same `Trajectory`, same targets),
+and `fog_match` a colour-balanced jitted arena between any two `FogPlayer`s, which tracks the
+beliefs of both sides and counts sampling failures.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+from typing import Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import mctx
+import ml_collections
+import numpy as np
+from flax import struct
+
+from mmc_jax import belief as B
+from mmc_jax import rules as R
+from mmc_jax import search
+from mmc_jax.rules import tables as T
+
+NUM_ACTIONS = T.NUM_ACTIONS
+PLAYER_KINDS = ("pimc", "raw", "omniscient", "greedy", "random")
+
+
+def uses_fog(variants) -> bool:
+    """Whether any of the named variants (or `Rules`) has fog: the static switch between
+    `search.run_search` and `fair_search`."""
+    if isinstance(variants, (str, R.Rules)):
+        variants = [variants]
+    return any(bool(np.any((R.get(v) if isinstance(v, str) else v).fog)) for v in variants)
+
+
+class FairSearchOutput(NamedTuple):
+    """`fair_search` results, all batched [B].
+
+    action: int32 [B] the move played (0 for finished games).
+    action_weights: float32 [B, 1225] mean of the K worlds' improved policies (the policy
+      target; zero on illegal moves).
+    value: float32 [B] mean of the K worlds' root values (mover's view).
+    world_actions: int32 [B, K] each world's chosen move.
+    num_consistent: int32 [B] consistent candidate worlds (0: sampling failed).
+    """
+
+    action: jax.Array
+    action_weights: jax.Array
+    value: jax.Array
+    world_actions: jax.Array
+    num_consistent: jax.Array
+
+
+def fair_search(
+    network,
+    params: Any,
+    rules: R.Rules,
+    observation: B.Observation,
+    belief: B.Belief,
+    key: jax.Array,
+    *,
+    num_worlds: int,
+    num_simulations: int,
+    num_candidates: int = 32,
+    gumbel_scale: float = 1.0,
+    max_num_considered_actions: int = 16,
+) -> FairSearchOutput:
+    """PIMC search of B games from the mover's `observation` [B] and updated `belief` [B].
+
+    Runs `num_simulations` Gumbel MuZero simulations in each of `num_worlds` (K) sampled
+    worlds per game: K x (num_simulations + 1) network evaluations per move, in one mctx
+    call over B x K roots. Reads no `State`. Consumes `key`.
+    """
+    batch, k = observation.own.shape[0], num_worlds
+    sample_key, search_key = jax.random.split(key)
+    worlds = B.sample_worlds_batch(
+        sample_key, rules, observation, belief, num_worlds, num_candidates
+    )
+    states = jax.tree.map(
+        lambda x: x.reshape(batch * k, *x.shape[2:]), B.world_states(worlds, observation)
+    )
+
+    def repeat(x):
+        return jnp.repeat(x, k, axis=0)
+
+    rules_k = jax.tree.map(repeat, rules)
+    legal = R.planes_to_mask(observation.planes)
+    logits, value = network.apply({"params": params}, observation.tensor, legal)
+    # Every consistent world has the observed legal moves (equal planes is the consistency
+    # check), so all K trees share the root's slots.
+    planes = repeat(observation.planes)
+    actions, valid = search.all_slot_actions(planes)
+    invalid = ~(valid | (jnp.arange(search.MAX_LEGAL_MOVES) == 0))
+    root = mctx.RootFnOutput(
+        prior_logits=search.compact(repeat(logits), actions, valid),
+        value=repeat(value),
+        embedding=(states, planes),
+    )
+    output = mctx.gumbel_muzero_policy(
+        params,
+        search_key,
+        root,
+        search.make_recurrent_fn(network, rules_k),
+        num_simulations=num_simulations,
+        invalid_actions=invalid,
+        max_num_considered_actions=max_num_considered_actions,
+        gumbel_scale=gumbel_scale,
+    )
+    weights = search.expand(output.action_weights, actions, valid).reshape(batch, k, -1)
+    chosen = jnp.take_along_axis(actions, output.action[:, None].astype(jnp.int32), axis=1)
+    chosen = chosen.reshape(batch, k)
+    mean_weights = weights.mean(axis=1)
+    votes = jax.nn.one_hot(chosen, NUM_ACTIONS, dtype=jnp.float32).sum(axis=1)
+    score = jnp.where(legal, votes + 0.5 * mean_weights, -1.0)
+    has_move = jnp.any(legal, axis=-1)
+    action = jnp.where(has_move, jnp.argmax(score, axis=-1), 0).astype(jnp.int32)
+    root_value = output.search_tree.summary().value.reshape(batch, k).mean(axis=1)
+    return FairSearchOutput(
+        action=action,
+        action_weights=jnp.where(legal, mean_weights, 0.0),
+        value=root_value,
+        world_actions=chosen,
+        num_consistent=worlds.num_consistent,
+    )
+
+
+def observation_policy(network, params: Any, observation: B.Observation) -> jax.Array:
+    """int32 [B]: the raw network's best legal move from the observation (no search)."""
+    legal = R.planes_to_mask(observation.planes)
+    logits, _ = network.apply({"params": params}, observation.tensor, legal)
+    return jnp.argmax(logits, axis=-1).astype(jnp.int32)
+
+
+def omniscient_search(network, params, rules, state, key, *, num_simulations, **kwargs):
+    """UPPER BOUND, NOT FAIR: `search.run_search` on the true state (it reads hidden squares
+    under fog). Kept only for comparison; report it labelled as an upper bound."""
+    return search.run_search(
+        network, params, rules, state, key, num_simulations=num_simulations, **kwargs
+    )
+
+
+# ----------------------------------------------------------------------------- games with beliefs
+
+
+@struct.dataclass(kw_only=True)
+class FogGames:
+    """B games under fog with both players' beliefs.
+
+    Fields: state State [B]; white, black Belief [B] (each in its owner's view).
+    """
+
+    state: R.State
+    white: B.Belief
+    black: B.Belief
+
+
+def start_games(state: R.State, *, exact: bool = True) -> FogGames:
+    """`FogGames` from states [B] with no history before them (`exact`: the positions are
+    public, as a game's start position is; see `belief.initial_belief`)."""
+    white, black = jax.vmap(functools.partial(B.initial_beliefs, exact=exact))(state)
+    return FogGames(state=state, white=white, black=black)
+
+
+def _select(condition, a, b):
+    def pick(x, y):
+        return jnp.where(condition.reshape(condition.shape + (1,) * (x.ndim - 1)), x, y)
+
+    return jax.tree.map(pick, a, b)
+
+
+def mover_belief(games: FogGames) -> B.Belief:
+    """Belief [B] of the side to move in each game."""
+    return _select(games.state.turn == 0, games.white, games.black)
+
+
+def with_mover_belief(games: FogGames, belief: B.Belief) -> FogGames:
+    """`games` with the side to move's belief replaced by `belief` [B]."""
+    white_moves = games.state.turn == 0
+    return games.replace(
+        white=_select(white_moves, belief, games.white),
+        black=_select(white_moves, games.black, belief),
+    )
+
+
+def observe_and_update(rules: R.Rules, games: FogGames, planes: jax.Array):
+    """(Observation [B], the mover's updated Belief [B]) at the present ply."""
+    observation = B.observe_batch(rules, games.state, planes)
+    return observation, B.update_batch(mover_belief(games), observation)
+
+
+def play(rules: R.Rules, games: FogGames, observation, belief, action, planes):
+    """Plays `action` [B]: the mover's belief records its move, the state steps.
+
+    Returns (FogGames after the move, next legal planes [B, 49]).
+    """
+    belief = B.after_move_batch(belief, rules, observation, action)
+    games = with_mover_belief(games, belief)
+    state, next_planes = R.step_with_planes(rules, games.state, action, planes)
+    return games.replace(state=state), next_planes
+
+
+def fog_selfplay(
+    network,
+    params,
+    rules_b: R.Rules,
+    games: FogGames,
+    key: jax.Array,
+    config: ml_collections.ConfigDict,
+):
+    """`selfplay.selfplay` under fog: the same scan, targets and `Trajectory`, with the moves
+    and policy targets from `fair_search` (K = `config.selfplay.num_worlds`, default 4;
+    `config.selfplay.num_candidates`, default 32) and both players' beliefs carried in
+    `FogGames` (reset with the game).
+
+    Returns (FogGames [B] after the last ply, `selfplay.Trajectory` [T, B]).
+    """
+    from mmc_jax import selfplay  # the Trajectory type and the move sampler
+
+    sp = config.selfplay
+    temperature = float(sp.get("temperature", 1.0))
+    start = start_games(R.init(rules_b))
+
+    def one_ply(games: FogGames, ply_key):
+        search_key, sample_key = jax.random.split(ply_key)
+        state = games.state
+        valid = ~state.terminated
+        planes = R.legal_planes(rules_b, state)
+        observation, belief = observe_and_update(rules_b, games, planes)
+        legal = R.planes_to_mask(planes)
+        output = fair_search(
+            network,
+            params,
+            rules_b,
+            observation,
+            belief,
+            search_key,
+            num_worlds=int(sp.get("num_worlds", 4)),
+            num_simulations=int(sp.num_simulations),
+            num_candidates=int(sp.get("num_candidates", 32)),
+            gumbel_scale=float(sp.gumbel_scale),
+            max_num_considered_actions=int(sp.max_num_considered_actions),
+        )
+        weights = jnp.where(legal, output.action_weights, 0.0)
+        explore = state.ply < int(sp.temperature_plies)
+        sampled = selfplay.sample_action(sample_key, weights, legal, temperature)
+        action = jnp.where(explore, sampled, output.action)
+        games, _ = play(rules_b, games, observation, belief, action, planes)
+        done = games.state.terminated
+        record = selfplay.Trajectory(
+            obs=observation.tensor,
+            legal_action_mask=legal,
+            action_weights=weights,
+            action=action,
+            mover=state.turn,
+            ply=state.ply,
+            terminated=done,
+            rewards=games.state.rewards,
+            valid=valid,
+        )
+        return _select(done, start, games), record
+
+    keys = jax.random.split(key, int(sp.num_plies))
+    return jax.lax.scan(one_ply, games, keys)
+
+
+# ----------------------------------------------------------------------------- fair arena
+
+
+@dataclasses.dataclass(frozen=True)
+class FogPlayer:
+    """A player of `fog_match` (static, hashable).
+
+    kind: "pimc" (fair_search, K = num_worlds, deterministic: gumbel_scale 0), "raw"
+      (observation_policy), "omniscient" (UPPER BOUND: search on the true state), "greedy"
+      (the most material a legal move captures, from the observation; ties at random),
+      "random".
+    """
+
+    kind: str
+    num_simulations: int = 0
+    num_worlds: int = 1
+    num_candidates: int = 32
+
+    def __post_init__(self):
+        if self.kind not in PLAYER_KINDS:
+            raise ValueError(f"unknown player kind {self.kind!r}; expected one of {PLAYER_KINDS}")
+
+    @property
+    def name(self) -> str:
+        if self.kind == "pimc":
+            return f"pimc K={self.num_worlds} sims={self.num_simulations}"
+        if self.kind == "omniscient":
+            return f"omniscient (upper bound) sims={self.num_simulations}"
+        return self.kind
+
+    @property
+    def network_evaluations(self) -> int:
+        """Network evaluations per move."""
+        if self.kind == "pimc":
+            return self.num_worlds * (self.num_simulations + 1) - (self.num_worlds - 1)
+        if self.kind == "omniscient":
+            return self.num_simulations + 1
+        return int(self.kind == "raw")
+
+    def act(self, network, params, rules, state, observation, belief, key):
+        """(actions int32 [n], consistent-world counts int32 [n] (-1: no sampling))."""
+        n = observation.own.shape[0]
+        none = jnp.full((n,), -1, jnp.int32)
+        if self.kind == "pimc":
+            out = fair_search(
+                network,
+                params,
+                rules,
+                observation,
+                belief,
+                key,
+                num_worlds=self.num_worlds,
+                num_simulations=self.num_simulations,
+                num_candidates=self.num_candidates,
+                gumbel_scale=0.0,
+            )
+            return out.action, out.num_consistent
+        if self.kind == "raw":
+            return observation_policy(network, params, observation), none
+        if self.kind == "omniscient":
+            out = omniscient_search(
+                network,
+                params,
+                rules,
+                state,
+                key,
+                num_simulations=self.num_simulations,
+                gumbel_scale=0.0,
+                planes=observation.planes,
+            )
+            return out.action.astype(jnp.int32), none
+        legal = R.planes_to_mask(observation.planes)
+        if self.kind == "random":
+            return R.random_legal_action(key, legal), none
+        return _greedy(key, rules, observation, legal), none
+
+
+def _greedy(key, rules, observation, legal):
+    """Greedy from the observation: every capture target of a legal move is visible, so the
+    board of own and seen pieces gives the same material gains as the true board."""
+    from mmc_jax import evaluate  # material_gain (evaluate imports the arena machinery)
+
+    seen_board = R.State(
+        pieces=observation.own_pieces | observation.seen,
+        own=observation.own,
+        turn=observation.turn,
+        halfmove=jnp.zeros_like(observation.ply),
+        fullmove=jnp.zeros_like(observation.ply),
+        ply=observation.ply,
+        terminated=observation.terminated,
+        rewards=jnp.zeros(observation.ply.shape + (2,), jnp.float32),
+        hash_history=jnp.zeros(observation.ply.shape + (1,), jnp.uint32),
+    )
+    gain = jnp.where(legal, evaluate.material_gain(rules, seen_board), -1.0)
+    best = legal & (gain == gain.max(axis=-1, keepdims=True))
+    return R.random_legal_action(key, best)
+
+
+class FogMatchOutput(NamedTuple):
+    """Per game [N]: player A's reward, length, finished; and A's sampling counters."""
+
+    a_reward: jax.Array
+    plies: jax.Array
+    finished: jax.Array
+    a_searches: jax.Array  # int32 [N] A's moves that sampled worlds
+    a_failures: jax.Array  # int32 [N] of which no candidate was consistent
+
+
+@functools.partial(jax.jit, static_argnames=("network", "player_a", "player_b"))
+def _fog_arena(params, rules, key, opening_plies, *, network, player_a, player_b):
+    num_games = rules.variant_id.shape[0]
+    half = num_games // 2
+    a_colour = (jnp.arange(num_games) >= half).astype(jnp.int32)
+    limit = jnp.max(rules.max_plies) + 1
+
+    def halves(tree, first):
+        """The half of the batch starting at game `first * half`."""
+        return jax.tree.map(lambda x: jax.lax.dynamic_slice_in_dim(x, first * half, half), tree)
+
+    def body(carry):
+        games, planes, ply, rewards, searches, failures = carry
+        ply_key = jax.random.fold_in(key, ply)
+        a_key, b_key, opening_key = jax.random.split(ply_key, 3)
+        observation, belief = observe_and_update(rules, games, planes)
+        # All games move in step: at ply t colour t % 2 moves, so A moves in one half.
+        a_half = ply % 2
+        args = (rules, games.state, observation, belief)
+        a_act, a_seen = player_a.act(network, params, *(halves(x, a_half) for x in args), a_key)
+        b_act, _ = player_b.act(network, params, *(halves(x, 1 - a_half) for x in args), b_key)
+        actions = jnp.where(
+            a_half == 0, jnp.concatenate([a_act, b_act]), jnp.concatenate([b_act, a_act])
+        )
+        a_seen = jnp.where(
+            a_half == 0,
+            jnp.concatenate([a_seen, jnp.full_like(a_seen, -1)]),
+            jnp.concatenate([jnp.full_like(a_seen, -1), a_seen]),
+        )
+        # Paired random openings: the same key on both halves.
+        legal = R.planes_to_mask(planes)
+        opening = jnp.concatenate(
+            [
+                R.random_legal_action(opening_key, legal[:half]),
+                R.random_legal_action(opening_key, legal[half:]),
+            ]
+        )
+        in_opening = ply < opening_plies
+        actions = jnp.where(in_opening, opening, actions)
+        live = ~games.state.terminated & ~in_opening
+        searches = searches + (live & (a_seen >= 0))
+        failures = failures + (live & (a_seen == 0))
+        games, planes = play(rules, games, observation, belief, actions, planes)
+        rewards = rewards + games.state.rewards
+        return games, planes, ply + 1, rewards, searches, failures
+
+    def cond(carry):
+        return ~jnp.all(carry[0].state.terminated) & (carry[2] < limit)
+
+    state = R.init(rules)
+    planes = R.legal_planes(rules, state)
+    zeros = jnp.zeros(num_games, jnp.int32)
+    carry = (start_games(state), planes, jnp.int32(0), jnp.zeros((num_games, 2)), zeros, zeros)
+    games, _, _, rewards, searches, failures = jax.lax.while_loop(cond, body, carry)
+    return FogMatchOutput(
+        a_reward=jnp.take_along_axis(rewards, a_colour[:, None], axis=1)[:, 0],
+        plies=games.state.ply,
+        finished=games.state.terminated,
+        a_searches=searches,
+        a_failures=failures,
+    )
+
+
+def fog_match(
+    network,
+    params,
+    variant: str,
+    player_a: FogPlayer,
+    player_b: FogPlayer,
+    num_games: int,
+    key: jax.Array,
+    *,
+    opening_plies: int = 2,
+    max_plies: int | None = None,
+) -> dict[str, Any]:
+    """Colour-balanced match of A against B under `variant` (A is White in games [0, N/2)).
+
+    Both sides' beliefs are tracked from the (public) start position. Returns
+    `evaluate.match_statistics` of A's results plus A's sampling counters
+    (`sampling_failures` / `searches`: moves with no consistent candidate world).
+    """
+    from mmc_jax import evaluate
+
+    if num_games <= 0 or num_games % 2:
+        raise ValueError(f"num_games must be a positive even integer, got {num_games}")
+    single = R.get(variant) if max_plies is None else R.get(variant, max_plies=max_plies)
+    out = jax.device_get(
+        _fog_arena(
+            params,
+            R.batch(single, num_games),
+            key,
+            jnp.int32(opening_plies),
+            network=network,
+            player_a=player_a,
+            player_b=player_b,
+        )
+    )
+    result = evaluate.match_statistics(out.a_reward, out.plies)
+    result.update(
+        variant=variant,
+        player=player_a.name,
+        opponent=player_b.name,
+        searches=int(out.a_searches.sum()),
+        sampling_failures=int(out.a_failures.sum()),
+        unfinished=int((~out.finished).sum()),
+        opening_plies=opening_plies,
+    )
+    return result
