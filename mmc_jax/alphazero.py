@@ -20,6 +20,7 @@ import flax.struct
 import jax
 import jax.numpy as jnp
 import ml_collections
+import numpy as np
 from jax.sharding import Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
 
@@ -214,7 +215,7 @@ def iteration_step(
     minibatches) and `selfplay/*` (`selfplay.trajectory_stats`).
     """
     network = network_lib.make_network(config.network)
-    play_key, mirror_key, sample_key, learn_key = jax.random.split(key, 4)
+    play_key, mirror_key, sample_key, learn_key = jax.random.split(sharding.as_key(key), 4)
     game_state, trajectory = selfplay.selfplay(
         network, state.params, rules_b, state.game_state, play_key, config
     )
@@ -309,7 +310,7 @@ class AlphaZero(Algorithm):
         return sharding.abstract_with_shardings(abstract, state_shardings(abstract, mesh))
 
     def check_start(self, config, state):
-        if bool(jax.device_get(state.game_state.terminated).all()):
+        if bool(np.all(sharding.to_host(state.game_state.terminated))):
             raise ValueError(
                 f"the start position of {config.variant!r} is already over (no legal move): "
                 "self-play has nothing to play"
@@ -327,13 +328,12 @@ class AlphaZero(Algorithm):
         )
 
     def compile(self, config, mesh, state, data, start):
-        replicated = NamedSharding(mesh, P())
-        example_key = jax.device_put(jax.random.key(0), replicated)
+        example_key = sharding.put_key(jax.random.key(0), mesh)
         compiled = make_iteration(config, mesh).lower(state, data, example_key).compile()
 
         def step(state, data, key, iteration):
             del iteration
-            state, metrics = compiled(state, data, jax.device_put(key, replicated))
+            state, metrics = compiled(state, data, sharding.put_key(key, mesh))
             return state, {k: v.item() for k, v in jax.device_get(metrics).items()}
 
         return CompiledStep(step)

@@ -503,7 +503,7 @@ def meta_step(
     """
     network = network_lib.make_network(config.network)
     num_tasks, games = int(config.meta.num_tasks), int(config.meta.games_per_task)
-    task_key, play_key, update_key = jax.random.split(key, 3)
+    task_key, play_key, update_key = jax.random.split(sharding.as_key(key), 3)
 
     tasks = sample_tasks(task_key, weights, num_tasks)
     slots = (tasks[:, None] * games + jnp.arange(games)[None, :]).reshape(-1)  # [n * G]
@@ -634,7 +634,7 @@ def _restore_error(error: ValueError, config) -> ValueError:
 
 
 def _check_playable(state: MetaState, variants: tuple[str, ...]) -> None:
-    over = np.asarray(jax.device_get(state.game_state.terminated)).reshape(len(variants), -1)
+    over = np.asarray(sharding.to_host(state.game_state.terminated)).reshape(len(variants), -1)
     dead = [v for v, done in zip(variants, over.all(axis=1), strict=True) if done]
     if dead:
         raise ValueError(
@@ -690,10 +690,9 @@ class JOAT(Algorithm):
         )
 
     def compile(self, config, mesh, state, data, start):
-        replicated = NamedSharding(mesh, P())
         table, weights = data
-        example_key = jax.device_put(jax.random.key(0), replicated)
-        example_eps = jax.device_put(jnp.float32(outer_lr(config, start)), replicated)
+        example_key = sharding.put_key(jax.random.key(0), mesh)
+        example_eps = sharding.put_replicated(np.float32(outer_lr(config, start)), mesh)
         compiled = (
             make_meta_step(config, mesh)
             .lower(state, table, weights, example_key, example_eps)
@@ -708,8 +707,8 @@ class JOAT(Algorithm):
                 state,
                 table,
                 weights,
-                jax.device_put(key, replicated),
-                jax.device_put(jnp.float32(eps), replicated),
+                sharding.put_key(key, mesh),
+                sharding.put_replicated(np.float32(eps), mesh),
             )
             return state, _record(jax.device_get(raw), variants, eps)
 

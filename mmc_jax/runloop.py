@@ -288,7 +288,7 @@ def _start_params(template: Any, params: Any, mesh) -> Any:
             + "; ".join(f"{p}: expected {want.get(p)}, got {got.get(p)}" for p in differ[:6])
         )
     params = jax.tree.map(lambda t, p: jnp.asarray(p, t.dtype), template, params)
-    return jax.device_put(params, sharding.replicated(params, mesh))
+    return sharding.put_replicated(jax.device_get(params), mesh)
 
 
 def _zeros_like(abstract: Any) -> Any:
@@ -441,7 +441,7 @@ def run(
                             algorithm, done, num_iterations, record, seconds, eta, latest_eval
                         )
                     )
-                    stopping = stop is not None and stop.requested is not None
+                    stopping = sharding.any_process(stop is not None and stop.requested is not None)
                     last = done == num_iterations or stopping
                     if is_chief and (
                         evaluated or last or time.time() - last_plot > PLOT_INTERVAL_SECONDS
@@ -460,8 +460,9 @@ def run(
                         )
                     if stopping:
                         ckpt.wait()
+                        signal_name = (stop and stop.requested) or "a signal to another process"
                         log(
-                            f"stopped by {stop.requested} after iteration {done}; checkpoint "
+                            f"stopped by {signal_name} after iteration {done}; checkpoint "
                             f"{ckpt.directory}/{done} is kept. Run the same command to resume."
                         )
                         stopped = True

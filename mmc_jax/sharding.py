@@ -98,3 +98,35 @@ def put_replicated(tree: Any, mesh: Mesh) -> Any:
         tree,
         shardings,
     )
+
+
+def to_host(tree: Any) -> Any:
+    """The global value of (possibly sharded, multi-process) arrays as numpy on every process."""
+    if jax.process_count() == 1:
+        return jax.device_get(tree)
+    from jax.experimental import multihost_utils
+
+    return multihost_utils.process_allgather(tree, tiled=True)
+
+
+def any_process(flag: bool) -> bool:
+    """Whether `flag` is set on any process (every process gets the same answer, so all stop
+    after the same iteration; one process: `flag`)."""
+    if jax.process_count() == 1:
+        return bool(flag)
+    from jax.experimental import multihost_utils
+
+    return bool(np.any(multihost_utils.process_allgather(np.asarray(flag, np.int32))))
+
+
+def put_key(key: jax.Array, mesh: Mesh) -> jax.Array:
+    """A PRNG key (the same on every process) as replicated raw key data (uint32), the form a
+    multi-process jit argument can take; `as_key` turns it back inside the jitted function."""
+    return put_replicated(np.asarray(jax.random.key_data(key)), mesh)
+
+
+def as_key(key: jax.Array) -> jax.Array:
+    """A typed PRNG key from a typed key or its raw key data (`put_key`)."""
+    if jax.dtypes.issubdtype(key.dtype, jax.dtypes.prng_key):
+        return key
+    return jax.random.wrap_key_data(key)
