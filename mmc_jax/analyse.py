@@ -12,8 +12,8 @@ BOUND that reads hidden squares, labelled so in the output. Without fog the sear
 `search.run_search`, as everywhere else.
 
 Without `--checkpoint` the network is a fresh, untrained `PolicyValueNet` with parameters
-from seed 0 (the output says so); with it, `mmc_jax.evaluate.load_model`. `--json` prints
-one object with `policy` (UCI move -> probability) and `value`, plus the settings. Bad input
+from seed 0 (the output says so); with it, `mmc_jax.checkpoint.load_model` (a run, an
+exported model or a shipped model's name). `--json` prints one object with `policy` (UCI move -> probability) and `value`, plus the settings. Bad input
 (FEN, variant, checkpoint) ends with a one-line error and exit status 2.
 """
 
@@ -171,10 +171,10 @@ def main(argv: list[str] | None = None) -> int:
         params = network_lib.init_params(network, jax.random.key(UNTRAINED_SEED), R.OBS_SHAPE)
         source = f"untrained network (seed {UNTRAINED_SEED})"
     else:
-        from mmc_jax import evaluate
+        from mmc_jax import checkpoint
 
         try:
-            network, params, _ = evaluate.load_model(args.checkpoint)
+            network, params, _ = checkpoint.load_model(args.checkpoint)
         except (FileNotFoundError, ValueError, OSError) as error:
             return fail(f"cannot load checkpoint {args.checkpoint!r}: {error}")
         source = f"checkpoint {args.checkpoint}"

@@ -365,7 +365,7 @@ class FogPlayer:
 def _greedy(key, rules, observation, legal):
     """Greedy from the observation: every capture target of a legal move is visible, so the
     board of own and seen pieces gives the same material gains as the true board."""
-    from mmc_jax import evaluate  # material_gain (evaluate imports the arena machinery)
+    from mmc_jax import policies  # material_gain
 
     seen_board = R.State(
         pieces=observation.own_pieces | observation.seen,
@@ -378,7 +378,7 @@ def _greedy(key, rules, observation, legal):
         rewards=jnp.zeros(observation.ply.shape + (2,), jnp.float32),
         hash_history=jnp.zeros(observation.ply.shape + (1,), jnp.uint32),
     )
-    gain = jnp.where(legal, evaluate.material_gain(rules, seen_board), -1.0)
+    gain = jnp.where(legal, policies.material_gain(rules, seen_board), -1.0)
     best = legal & (gain == gain.max(axis=-1, keepdims=True))
     return R.random_legal_action(key, best)
 
@@ -471,10 +471,10 @@ def fog_match(
     """Colour-balanced match of A against B under `variant` (A is White in games [0, N/2)).
 
     Both sides' beliefs are tracked from the (public) start position. Returns
-    `evaluate.match_statistics` of A's results plus A's sampling counters
+    `elo.match_statistics` of A's results plus A's sampling counters
     (`sampling_failures` / `searches`: moves with no consistent candidate world).
     """
-    from mmc_jax import evaluate
+    from mmc_jax import elo
 
     if num_games <= 0 or num_games % 2:
         raise ValueError(f"num_games must be a positive even integer, got {num_games}")
@@ -490,7 +490,7 @@ def fog_match(
             player_b=player_b,
         )
     )
-    result = evaluate.match_statistics(out.a_reward, out.plies)
+    result = elo.match_statistics(out.a_reward, out.plies)
     result.update(
         variant=variant,
         player=player_a.name,

@@ -74,8 +74,9 @@ def material_gain(rules: R.Rules, state: R.State) -> jax.Array:
     The value of the enemy piece on the action's to-square (P 1, N 3, B 3, R 5, Q 9, K 100),
     plus the promotion gain (promoted piece minus the pawn) when a pawn reaches the last rank
     and stays there (no promotion on rifle or atomic captures). Deliberately simple: in atomic
-    the blast's other victims and the capturer's own loss are ignored, and in dark the greedy
-    player sees the whole board. Legality is not considered here.
+    the blast's other victims and the capturer's own loss are ignored. In dark the greedy player
+    is fair: it ranks legal moves only, and every capture target of a legal move is a visible
+    square, so it reads nothing hidden. Legality is not considered here.
     """
     pieces = state.pieces  # [B, 6] mover's view
     occupied = (
