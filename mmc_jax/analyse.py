@@ -14,7 +14,8 @@ BOUND that reads hidden squares, labelled so in the output. Without fog the sear
 Without `--checkpoint` the network is a fresh, untrained `PolicyValueNet` with parameters
 from seed 0 (the output says so); with it, `mmc_jax.checkpoint.load_model` (a run, an
 exported model or a shipped model's name). `--json` prints one object with `policy` (UCI
-move -> probability) and `value`, plus the settings. Bad input (FEN, variant, checkpoint) ends with a one-line error and exit status 2.
+move -> probability) and `value`, plus the settings. Bad input (FEN, variant, checkpoint)
+ends with a one-line error and exit status 2.
 """
 
 from __future__ import annotations
