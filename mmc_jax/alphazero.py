@@ -24,7 +24,7 @@ import numpy as np
 from jax.sharding import Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
 
-from mmc_jax import learner, match, search, selfplay, sharding
+from mmc_jax import learner, match, pimc, search, selfplay, sharding
 from mmc_jax import network as network_lib
 from mmc_jax import rules as R
 from mmc_jax.runloop import Algorithm, CompiledStep
@@ -98,6 +98,33 @@ def _mirror_enabled(config: ml_collections.ConfigDict) -> bool:
     )
 
 
+def fair_fog(config: ml_collections.ConfigDict) -> bool:
+    """Whether self-play uses the fair search of `mmc_jax.pimc` (some variant of the run has
+    fog and `selfplay.omniscient` is off). A compile key carries it as `fog`."""
+    if "fog" in config:
+        return bool(config.fog)
+    return pimc.uses_fog(list(config.variants)) and not bool(
+        config.selfplay.get("omniscient", False)
+    )
+
+
+def init_games(rules_b: R.Rules, fog: bool):
+    """Start positions [B] (`R.State`), or `pimc.FogGames` with both players' beliefs."""
+    state = R.init(rules_b)
+    return pimc.start_games(state) if fog else state
+
+
+def board_state(games) -> R.State:
+    """The `R.State` of self-play games (`R.State` or `pimc.FogGames`)."""
+    return games.state if isinstance(games, pimc.FogGames) else games
+
+
+def play_games(network, params, rules_b, games, key, config, fog: bool):
+    """`selfplay.selfplay`, or under fog `pimc.fog_selfplay` (the fair determinized search)."""
+    play = pimc.fog_selfplay if fog else selfplay.selfplay
+    return play(network, params, rules_b, games, key, config)
+
+
 def _compile_key(config: ml_collections.ConfigDict) -> ml_collections.FrozenConfigDict:
     """The part of the config that shapes the compiled iteration (a hashable cache key).
 
@@ -107,6 +134,7 @@ def _compile_key(config: ml_collections.ConfigDict) -> ml_collections.FrozenConf
     return ml_collections.FrozenConfigDict(
         {
             "mirror": _mirror_enabled(config),
+            "fog": fair_fog(config),
             "network": config.network,
             "selfplay": config.selfplay,
             "learner": config.learner,
@@ -124,7 +152,8 @@ class TrainState:
     """Everything the jitted iteration carries from one iteration to the next.
 
     params, opt_state: network parameters and optimizer state (replicated).
-    game_state: `R.State` [B], the self-play games in progress (sharded along `data`).
+    game_state: `R.State` [B], the self-play games in progress (sharded along `data`);
+      `pimc.FogGames` (the state and both players' beliefs) under fair fog self-play.
     replay: `learner.ReplayBuffer`, the last `replay.iterations` iterations' samples.
     """
 
@@ -172,7 +201,7 @@ def _init_fn(config: ml_collections.ConfigDict):
         return TrainState(
             params=params,
             opt_state=optimizer.init(params),
-            game_state=R.init(rules_b),
+            game_state=init_games(rules_b, fair_fog(config)),
             replay=learner.replay_init(example_batch(), capacity),
         )
 
@@ -216,8 +245,8 @@ def iteration_step(
     """
     network = network_lib.make_network(config.network)
     play_key, mirror_key, sample_key, learn_key = jax.random.split(sharding.as_key(key), 4)
-    game_state, trajectory = selfplay.selfplay(
-        network, state.params, rules_b, state.game_state, play_key, config
+    game_state, trajectory = play_games(
+        network, state.params, rules_b, state.game_state, play_key, config, fair_fog(config)
     )
     batch = selfplay.compute_targets(trajectory)
     if _mirror_enabled(config):
@@ -310,7 +339,7 @@ class AlphaZero(Algorithm):
         return sharding.abstract_with_shardings(abstract, state_shardings(abstract, mesh))
 
     def check_start(self, config, state):
-        if bool(np.all(sharding.to_host(state.game_state.terminated))):
+        if bool(np.all(sharding.to_host(board_state(state.game_state).terminated))):
             raise ValueError(
                 f"the start position of {config.variant!r} is already over (no legal move): "
                 "self-play has nothing to play"

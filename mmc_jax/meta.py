@@ -219,6 +219,7 @@ def _compile_key(config: ml_collections.ConfigDict) -> ml_collections.FrozenConf
     return ml_collections.FrozenConfigDict(
         {
             "num_variants": len(config.variants),
+            "fog": alphazero.fair_fog(config),
             "network": config.network,
             "selfplay": config.selfplay,
             "learner": config.learner,
@@ -242,7 +243,8 @@ class MetaState:
     """What the outer iteration carries.
 
     params, opt_state: phi and the shared inner-optimizer state S (replicated).
-    game_state: `R.State` [V * G]; block v holds the G games in progress of training variant v.
+    game_state: `R.State` [V * G] (`pimc.FogGames` when a training variant has fog); block v
+      holds the G games in progress of training variant v.
     replay: `learner.ReplayBuffer` with a leading variant axis on every leaf ([V, capacity, ...]
       data, [V] counters): one ring per training variant.
     """
@@ -283,7 +285,7 @@ def _init_fn(config):
         return MetaState(
             params=params,
             opt_state=optimizer.init(params),
-            game_state=R.init(pool_rules),
+            game_state=alphazero.init_games(pool_rules, bool(config.fog)),
             replay=jax.tree.map(lambda x: jnp.zeros((num_variants, *x.shape), x.dtype), ring),
         )
 
@@ -512,8 +514,8 @@ def meta_step(
     games_in = sharding.constrain(
         jax.tree.map(lambda x: x[slots], state.game_state), mesh, P(DATA_AXIS)
     )
-    games_out, trajectory = selfplay.selfplay(
-        network, state.params, rules_b, games_in, play_key, config
+    games_out, trajectory = alphazero.play_games(
+        network, state.params, rules_b, games_in, play_key, config, bool(config.fog)
     )
     game_state = jax.tree.map(lambda pool, g: pool.at[slots].set(g), state.game_state, games_out)
 
@@ -634,7 +636,8 @@ def _restore_error(error: ValueError, config) -> ValueError:
 
 
 def _check_playable(state: MetaState, variants: tuple[str, ...]) -> None:
-    over = np.asarray(sharding.to_host(state.game_state.terminated)).reshape(len(variants), -1)
+    terminated = alphazero.board_state(state.game_state).terminated
+    over = np.asarray(sharding.to_host(terminated)).reshape(len(variants), -1)
     dead = [v for v, done in zip(variants, over.all(axis=1), strict=True) if done]
     if dead:
         raise ValueError(
