@@ -1,4 +1,4 @@
-"""Benchmarks: `python -m mmc_jax.bench env|selfplay [--vs-pgx] [--json]`.
+"""Benchmarks: `python -m mmc_jax.bench env|selfplay|learner [--json]`.
 
 `env` measures random-play throughput with one protocol for every engine: inside one jitted
 `lax.scan`, each ply computes the legal action mask, draws a uniformly random legal action
@@ -16,6 +16,12 @@ action space of 160 slots). `--vs-pgx` runs the same search, same network shape,
 tree spans its 1225 actions). `--breakdown` times the parts alone (network, rules, mctx
 bookkeeping over 160 slots and over 1225 actions); `--memory-batch 1024` reports the
 compiler's peak-memory estimate of one searched ply at that batch.
+
+`learner` times the AlphaZero learner (`learner.train_epoch`, a `lax.scan` of minibatch steps)
+and the JOAT inner loop (`meta.adapt_tasks`) against their limit, the same number of steps of
+one jitted `learner.train_step` called in a Python loop, and against the paths before issue 10
+(XLA's own convolution gradient; the inner loop vmapped over the tasks), all arms interleaved
+in one process, medians of `--repeats` rounds.
 
 Timings are wall-clock on whatever JAX sees (`jax.devices()`); run nothing else meanwhile.
 """
@@ -446,6 +452,179 @@ def bench_selfplay(args) -> dict:
     return result
 
 
+# ----------------------------------------------------------------------------- learner
+
+
+def _learner_config(args):
+    """The 2x32 net and Adam learner of `configs/gardner.py:cpu` / `configs/joat.py:quick`."""
+    import ml_collections
+
+    return ml_collections.ConfigDict(
+        dict(
+            network=dict(
+                num_blocks=args.blocks, channels=args.channels, policy_channels=16, value_hidden=64
+            ),
+            learner=dict(
+                optimizer="adam",
+                learning_rate=1e-3,
+                weight_decay=1e-4,
+                max_grad_norm=1.0,
+                batch_size=args.batch,
+            ),
+            meta=dict(num_tasks=args.tasks, inner_steps=args.inner_steps),
+        )
+    )
+
+
+def _random_batch(key, num_samples: int):
+    """Samples shaped like self-play's: observations, sparse legal masks, targets on them."""
+    from mmc_jax import learner
+
+    k_obs, k_mask, k_policy, k_value = jax.random.split(key, 4)
+    obs = (jax.random.uniform(k_obs, (num_samples, *R.OBS_SHAPE)) < 0.1).astype(jnp.float32)
+    legal = jax.random.bernoulli(k_mask, 0.02, (num_samples, R.NUM_ACTIONS)).at[:, 0].set(True)
+    weights = jnp.where(legal, jax.random.uniform(k_policy, legal.shape), 0.0)
+    return learner.Batch(
+        obs=obs,
+        legal_action_mask=legal,
+        policy_target=weights / weights.sum(-1, keepdims=True),
+        value_target=jnp.sign(jax.random.normal(k_value, (num_samples,))),
+        value_mask=jnp.ones((num_samples,), bool),
+    )
+
+
+def _before_adapt_tasks(params, opt_state, rings, keys, config):
+    """The inner loop as it was before issue 10: vmapped over the tasks, with JAX's own
+    convolution gradient (`config.network.xla_conv_grad` set by the caller)."""
+    import functools
+
+    from mmc_jax import meta
+
+    minibatches = jax.vmap(functools.partial(meta.task_minibatches, config=config))(rings, keys)
+    inner = functools.partial(meta.inner_updates, config=config)
+    return jax.vmap(inner, in_axes=(None, None, 0))(params, opt_state, minibatches)
+
+
+def bench_learner(args) -> dict:
+    """Seconds per call of each learner path, arms interleaved, medians of `repeats`."""
+    import functools
+
+    import ml_collections
+
+    from mmc_jax import learner, meta
+    from mmc_jax import network as network_lib
+
+    config = _learner_config(args)
+    before = _learner_config(args)
+    before.network.xla_conv_grad = True
+    frozen, frozen_before = (ml_collections.FrozenConfigDict(c) for c in (config, before))
+    network = network_lib.make_network(config.network)
+    optimizer = learner.make_optimizer(config.learner)
+    params = network_lib.init_params(network, jax.random.key(0), R.OBS_SHAPE)
+    # Away from the zero-initialised last convolutions, as after some training.
+    params = jax.tree.map(
+        lambda x: x + 0.05 * jax.random.normal(jax.random.key(1), x.shape), params
+    )
+    opt_state = optimizer.init(params)
+    steps, batch_size, tasks, inner = args.steps, args.batch, args.tasks, args.inner_steps
+    calls = max(steps, tasks * inner)
+    pool = _random_batch(jax.random.key(2), calls * batch_size)
+    samples = jax.tree.map(lambda x: x[: steps * batch_size], pool)
+    minibatches = [
+        jax.tree.map(lambda x, i=i: x[i * batch_size : (i + 1) * batch_size], pool)
+        for i in range(calls)
+    ]
+    capacity = 2 * inner * batch_size
+    rings = jax.vmap(
+        lambda key: learner.replay_add(
+            learner.replay_init(samples, capacity), _random_batch(key, capacity)
+        )
+    )(jax.random.split(jax.random.key(4), tasks))
+    keys = jax.random.split(jax.random.key(5), tasks)
+    key = jax.random.key(6)
+
+    step = jax.jit(
+        functools.partial(
+            learner.train_step, network=network, optimizer=optimizer, config=config.learner
+        )
+    )
+    epoch = jax.jit(learner.train_epoch, static_argnames="config")
+    adapt = jax.jit(meta.adapt_tasks, static_argnames=("config", "sequential"))
+    old_adapt = jax.jit(_before_adapt_tasks, static_argnames="config")
+
+    def loop(calls):
+        def run():
+            p, s = params, opt_state
+            for i in range(calls):
+                p, s, _ = step(p, s, minibatches[i])
+            return p
+
+        return run
+
+    arms = {
+        "learner": lambda: epoch(params, opt_state, samples, key, config=frozen)[0],
+        "learner_limit": loop(steps),
+        "learner_scan_before": lambda: epoch(params, opt_state, samples, key, config=frozen_before)[
+            0
+        ],
+        "inner_loop": lambda: adapt(params, opt_state, rings, keys, config=frozen)[0],
+        "inner_loop_limit": loop(tasks * inner),
+        "inner_loop_vmap": lambda: adapt(
+            params, opt_state, rings, keys, config=frozen, sequential=False
+        )[0],
+        "inner_loop_before": lambda: old_adapt(
+            params, opt_state, rings, keys, config=frozen_before
+        )[0],
+    }
+    first_call, times = {}, {name: [] for name in arms}
+    for name, fn in arms.items():  # compile and warm up
+        start = time.perf_counter()
+        jax.block_until_ready(fn())
+        first_call[name] = time.perf_counter() - start
+        if not args.json:
+            print(f"  {name}: first call (compile) {first_call[name]:.1f} s", flush=True)
+    for _ in range(args.repeats):
+        for name, fn in arms.items():
+            start = time.perf_counter()
+            jax.block_until_ready(fn())
+            times[name].append(time.perf_counter() - start)
+    seconds = {name: float(np.median(t)) for name, t in times.items()}
+    result = {
+        "benchmark": "learner",
+        "device": str(jax.devices()[0].device_kind),
+        "platform": jax.default_backend(),
+        "network": f"{args.blocks}x{args.channels}",
+        "batch": batch_size,
+        "learner_steps": steps,
+        "tasks": tasks,
+        "inner_steps": inner,
+        "repeats": args.repeats,
+        "seconds": seconds,
+        "first_call_seconds": first_call,
+        "learner_steps_per_s": steps / seconds["learner"],
+        "learner_limit_steps_per_s": steps / seconds["learner_limit"],
+        "inner_loop_steps_per_s": tasks * inner / seconds["inner_loop"],
+        "inner_loop_limit_steps_per_s": tasks * inner / seconds["inner_loop_limit"],
+        "learner_vs_limit": seconds["learner"] / seconds["learner_limit"],
+        "inner_loop_vs_limit": seconds["inner_loop"] / seconds["inner_loop_limit"],
+        "learner_speedup_vs_scan": seconds["learner_scan_before"] / seconds["learner"],
+        "inner_loop_speedup_vs_before": seconds["inner_loop_before"] / seconds["inner_loop"],
+    }
+    if not args.json:
+        for name, value in seconds.items():
+            print(f"{name:>20}: {value * 1e3:9.1f} ms per call", flush=True)
+        print(
+            f"learner {result['learner_steps_per_s']:.1f} steps/s = "
+            f"{result['learner_vs_limit']:.2f}x the limit's time, "
+            f"{result['learner_speedup_vs_scan']:.1f}x faster than the scan before; "
+            f"inner loop {result['inner_loop_steps_per_s']:.1f} steps/s = "
+            f"{result['inner_loop_vs_limit']:.2f}x the limit's time, "
+            f"{result['inner_loop_speedup_vs_before']:.1f}x faster than before",
+            flush=True,
+        )
+    return result
+
+
 def _print_row(row):
     line = (
         f"batch {row['batch']:>5}: {row['steps_per_s']:>12,.0f} steps/s "
@@ -459,6 +638,25 @@ def _print_row(row):
     print(line, flush=True)
 
 
+def _int_at_least(minimum: int):
+    """An argparse type: an int >= `minimum`, else a one-line usage error."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
+        if value < minimum:
+            raise argparse.ArgumentTypeError(f"must be >= {minimum}, got {value}")
+        return value
+
+    parse.__name__ = "int"  # argparse names the type in its messages
+    return parse
+
+
+POSITIVE, NON_NEGATIVE = _int_at_least(1), _int_at_least(0)
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(
         prog="python -m mmc_jax.bench",
@@ -466,47 +664,76 @@ def main(argv=None):
     )
     sub = parser.add_subparsers(dest="benchmark", required=True)
     env = sub.add_parser("env", help="random-play env steps per second (mask + step + reset)")
-    env.add_argument("--batch-sizes", type=int, nargs="+", default=[1, 64, 512, 4096])
+    env.add_argument(
+        "--batch-sizes",
+        type=POSITIVE,
+        nargs="+",
+        default=[1, 64, 512, 4096],
+        help="games in parallel, one row each (default 1 64 512 4096)",
+    )
     env.add_argument(
         "--variants",
         nargs="+",
         default=["gardner"],
         help="variants in the batch (several = a mixed batch); default gardner",
     )
-    env.add_argument("--scan-length", type=int, default=32, help="plies per jitted scan")
-    env.add_argument("--repeats", type=int, default=3, help="timed scans per batch size")
+    env.add_argument("--scan-length", type=POSITIVE, default=32, help="plies per jitted scan")
+    env.add_argument("--repeats", type=POSITIVE, default=3, help="timed scans per batch size")
     env.add_argument(
         "--movegen-batch",
-        type=int,
+        type=NON_NEGATIVE,
         default=4096,
         help="batch for the legal-moves-per-second count (0 skips it)",
     )
     env.add_argument("--vs-pgx", action="store_true", help="also run pgx gardner_chess")
     env.add_argument("--json", action="store_true", help="print one JSON object")
     sp = sub.add_parser("selfplay", help="self-play moves/s with mctx search (gardner)")
-    sp.add_argument("--batch", type=int, default=64, help="games in parallel (default 64)")
-    sp.add_argument("--plies", type=int, default=8, help="plies per timed scan")
-    sp.add_argument("--simulations", type=int, default=32)
-    sp.add_argument("--blocks", type=int, default=2)
-    sp.add_argument("--channels", type=int, default=32)
-    sp.add_argument("--repeats", type=int, default=2)
-    sp.add_argument("--breakdown", action="store_true", help="time the net and rules alone")
+    sp.add_argument("--batch", type=POSITIVE, default=64, help="games in parallel (default 64)")
+    sp.add_argument("--plies", type=POSITIVE, default=8, help="plies per timed scan (default 8)")
+    sp.add_argument(
+        "--simulations", type=POSITIVE, default=32, help="search simulations per move (default 32)"
+    )
+    sp.add_argument("--blocks", type=POSITIVE, default=2, help="residual blocks (default 2)")
+    sp.add_argument("--channels", type=POSITIVE, default=32, help="network width (default 32)")
+    sp.add_argument("--repeats", type=POSITIVE, default=2, help="timed scans (default 2)")
+    sp.add_argument(
+        "--breakdown",
+        action="store_true",
+        help="time the parts alone: network, rules, mctx bookkeeping, and the rest (glue)",
+    )
     sp.add_argument(
         "--memory-batch",
-        type=int,
+        type=NON_NEGATIVE,
         default=0,
-        help="also report peak memory of one searched ply at this batch (e.g. 1024)",
+        help="also report peak memory of one searched ply at this batch (e.g. 1024; 0 skips)",
     )
     sp.add_argument("--vs-pgx", action="store_true", help="same search over pgx gardner_chess")
     sp.add_argument("--json", action="store_true", help="print one JSON object")
+    lp = sub.add_parser(
+        "learner", help="learner and JOAT inner-loop steps/s against a Python loop of steps"
+    )
+    lp.add_argument("--batch", type=POSITIVE, default=128, help="minibatch size (default 128)")
+    lp.add_argument(
+        "--steps", type=POSITIVE, default=8, help="minibatches of the learner epoch (default 8)"
+    )
+    lp.add_argument("--tasks", type=POSITIVE, default=4, help="JOAT tasks (default 4)")
+    lp.add_argument(
+        "--inner-steps", type=POSITIVE, default=4, help="JOAT inner steps per task (default 4)"
+    )
+    lp.add_argument("--blocks", type=POSITIVE, default=2, help="residual blocks (default 2)")
+    lp.add_argument("--channels", type=POSITIVE, default=32, help="network width (default 32)")
+    lp.add_argument(
+        "--repeats", type=POSITIVE, default=5, help="timed rounds over all arms (default 5)"
+    )
+    lp.add_argument("--json", action="store_true", help="print one JSON object")
     args = parser.parse_args(argv)
+    if args.benchmark == "learner":
+        result = bench_learner(args)
+        if args.json:
+            json.dump(result, sys.stdout)
+            print()
+        return
     if args.benchmark == "selfplay":
-        if (
-            min(args.batch, args.plies, args.simulations, args.blocks, args.channels, args.repeats)
-            < 1
-            or args.memory_batch < 0
-        ):
-            parser.error("sizes must be positive")
         result = bench_selfplay(args)
         if args.json:
             json.dump(result, sys.stdout)
@@ -518,8 +745,6 @@ def main(argv=None):
                 R.check_variant(v)
         except ValueError as e:
             parser.error(str(e))
-        if any(b < 1 for b in args.batch_sizes) or args.scan_length < 1 or args.repeats < 1:
-            parser.error("batch sizes, --scan-length and --repeats must be positive")
         if args.vs_pgx and args.variants != ["gardner"]:
             parser.error("--vs-pgx compares gardner only (pgx has no other variant)")
         if not args.json:
