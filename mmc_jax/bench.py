@@ -625,6 +625,243 @@ def bench_learner(args) -> dict:
     return result
 
 
+# ----------------------------------------------------------------------------- iteration
+
+
+def _load_preset(name: str, preset: str):
+    import importlib.util
+    import pathlib
+
+    path = pathlib.Path(__file__).resolve().parent.parent / "configs" / f"{name}.py"
+    spec = importlib.util.spec_from_file_location(f"_bench_configs_{name}", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.get_config(preset)
+
+
+def _with_xla_conv_grad(config):
+    """A copy of a (locked) run config whose network uses JAX's own convolution gradient."""
+    import ml_collections
+
+    copy = ml_collections.ConfigDict(config.to_dict())
+    copy.network.xla_conv_grad = True
+    return copy
+
+
+def _checkpoint_seconds(saved) -> float:
+    import tempfile
+
+    from mmc_jax import checkpoint as checkpoint_lib
+
+    with tempfile.TemporaryDirectory() as workdir:
+        start = time.perf_counter()
+        checkpoint_lib.save_checkpoint(workdir, 1, saved, max_to_keep=1)
+        return time.perf_counter() - start
+
+
+def _interleaved(arms: dict, repeats: int, verbose: bool) -> tuple[dict, dict]:
+    """(median seconds, first-call seconds) per arm; arms run round-robin `repeats` times."""
+    first, times = {}, {name: [] for name in arms}
+    for name, fn in arms.items():
+        start = time.perf_counter()
+        jax.block_until_ready(fn())
+        first[name] = time.perf_counter() - start
+        if verbose:
+            print(f"  {name}: first call (compile) {first[name]:.1f} s", flush=True)
+    for _ in range(repeats):
+        for name, fn in arms.items():
+            start = time.perf_counter()
+            jax.block_until_ready(fn())
+            times[name].append(time.perf_counter() - start)
+    return {name: float(np.median(t)) for name, t in times.items()}, first
+
+
+def _iteration_gardner(args) -> dict:
+    """One `configs/gardner.py:cpu` iteration, whole and in separately jitted parts."""
+    import functools
+
+    import ml_collections
+
+    from mmc_jax import learner, selfplay, train
+    from mmc_jax import network as network_lib
+
+    config = train.prepare_config(_load_preset("gardner", args.gardner_preset))
+    before = ml_collections.FrozenConfigDict(_with_xla_conv_grad(config))
+    mesh = train.make_mesh()
+    batch = int(config.selfplay.batch_size)
+    rules_b = R.batch(list(config.variants), batch)
+    state = train.init_train_state(config, rules_b, jax.random.key(0), mesh)
+    network = network_lib.make_network(config.network)
+    iteration = train.make_iteration(config, mesh)
+    iteration_before = jax.jit(functools.partial(train.iteration_step, config=before))
+    key = jax.random.key(1)
+
+    # The parts, in the order iteration_step runs them (mirroring is a no-op in Gardner).
+    play = jax.jit(lambda p, g, k: selfplay.selfplay(network, p, rules_b, g, k, config))
+    num_samples = int(config.learner.batch_size) * int(config.learner.steps_per_iteration)
+
+    @jax.jit
+    def targets(trajectory, replay, key):
+        replay = learner.replay_add(replay, selfplay.compute_targets(trajectory))
+        return replay, learner.replay_sample(replay, key, num_samples)
+
+    frozen = ml_collections.FrozenConfigDict(config)
+    epoch = jax.jit(learner.train_epoch, static_argnames="config")
+    # A state with a full replay and played positions, as in a running training.
+    for i in range(2):
+        state = iteration(state, rules_b, jax.random.key(10 + i))[0]
+    _, trajectory = play(state.params, state.game_state, key)
+    _, samples = targets(trajectory, state.replay, key)
+    saved = {
+        "params": state.params,
+        "opt_state": state.opt_state,
+        "game_state": state.game_state,
+        "iteration": np.asarray(1, np.int64),
+        "frames": np.asarray(1, np.int64),
+        "games": np.asarray(1, np.int64),
+        "replay": state.replay,
+    }
+    arms = {
+        "total": lambda: iteration(state, rules_b, key)[1],
+        "total_before": lambda: iteration_before(state, rules_b, key)[1],
+        "selfplay": lambda: play(state.params, state.game_state, key)[1].obs,
+        "targets": lambda: targets(trajectory, state.replay, key)[1].obs,
+        "learner": lambda: epoch(state.params, state.opt_state, samples, key, config=frozen)[0],
+        "learner_before": lambda: epoch(state.params, state.opt_state, samples, key, config=before)[
+            0
+        ],
+        "checkpoint": lambda: _checkpoint_seconds(saved),
+    }
+    seconds, first = _interleaved(arms, args.repeats, not args.json)
+    return _split("gardner:" + args.gardner_preset, seconds, first)
+
+
+def _split(name: str, seconds: dict, first: dict) -> dict:
+    parts = seconds["selfplay"] + seconds["targets"] + seconds["learner"]
+    parts_before = seconds["selfplay"] + seconds["targets"] + seconds["learner_before"]
+    return {
+        "config": name,
+        "seconds": seconds,
+        "first_call_seconds": first,
+        "split_after": {
+            "selfplay": seconds["selfplay"],
+            "targets": seconds["targets"],
+            "learner": seconds["learner"],
+            "checkpoint": seconds["checkpoint"],
+            "other": max(seconds["total"] - parts, 0.0),
+            "iteration_with_checkpoint": seconds["total"] + seconds["checkpoint"],
+        },
+        "split_before": {
+            "selfplay": seconds["selfplay"],
+            "targets": seconds["targets"],
+            "learner": seconds["learner_before"],
+            "checkpoint": seconds["checkpoint"],
+            "other": max(seconds["total_before"] - parts_before, 0.0),
+            "iteration_with_checkpoint": seconds["total_before"] + seconds["checkpoint"],
+        },
+        "iteration_speedup": seconds["total_before"] / seconds["total"],
+    }
+
+
+def _iteration_joat(args) -> dict:
+    """One outer iteration of `configs/joat.py:quick`, whole and in separately jitted parts."""
+    import functools
+
+    import ml_collections
+
+    from mmc_jax import learner, meta, selfplay, train
+    from mmc_jax import network as network_lib
+
+    config = meta.prepare_meta_config(_load_preset("joat", args.joat_preset))
+    before_dict = _with_xla_conv_grad(config)
+    before = ml_collections.FrozenConfigDict(before_dict)
+    mesh = train.make_mesh()
+    variants = list(config.variants)
+    table = R.batch(variants, len(variants))
+    weights = jnp.ones((len(variants),), jnp.float32)
+    state = meta.init_meta_state(config, table, jax.random.key(0), mesh)
+    step = meta.make_meta_step(config, mesh)
+    eps = jnp.float32(float(config.meta.outer_lr))
+    for i in range(2):
+        state = step(state, table, weights, jax.random.key(10 + i), eps)[0]
+    key = jax.random.key(1)
+    network = network_lib.make_network(config.network)
+    num_tasks, games = int(config.meta.num_tasks), int(config.meta.games_per_task)
+    tasks = jnp.arange(num_tasks, dtype=jnp.int32) % len(variants)
+    game_variant = jnp.repeat(tasks, games)
+    slots = (tasks[:, None] * games + jnp.arange(games)[None, :]).reshape(-1)
+    rules_b = jax.tree.map(lambda x: x[game_variant], table)
+    games_in = jax.tree.map(lambda x: x[slots], state.game_state)
+    play = jax.jit(lambda p, g, k: selfplay.selfplay(network, p, rules_b, g, k, config))
+    _, trajectory = play(state.params, games_in, key)
+
+    @jax.jit
+    def targets(trajectory, replay):
+        per_task = jax.tree.map(
+            lambda x: x.reshape(x.shape[0], num_tasks, games, *x.shape[2:]), trajectory
+        )
+        batches = jax.vmap(selfplay.compute_targets, in_axes=1)(per_task)
+        return jax.vmap(learner.replay_add)(jax.tree.map(lambda x: x[tasks], replay), batches)
+
+    rings = targets(trajectory, state.replay)
+    frozen = ml_collections.FrozenConfigDict(config)
+    update = jax.jit(meta.meta_update, static_argnames=("config",))
+    keys = jax.random.split(key, num_tasks)
+    step_before = jax.jit(functools.partial(meta.meta_step, config=before))
+    saved = {
+        "params": state.params,
+        "opt_state": state.opt_state,
+        "game_state": state.game_state,
+        "iteration": np.asarray(1, np.int64),
+        "frames": np.asarray(1, np.int64),
+        "games": np.asarray(1, np.int64),
+        "replay": state.replay,
+    }
+    rounds = int(config.meta.updates_per_iteration)
+    arms = {
+        "total": lambda: step(state, table, weights, key, eps)[1],
+        "total_before": lambda: step_before(state, table, weights, key, eps)[1],
+        "selfplay": lambda: play(state.params, games_in, key)[1].obs,
+        "targets": lambda: targets(trajectory, state.replay).size,
+        "learner": lambda: [
+            update(state.params, state.opt_state, rings, keys, eps, config=frozen)[2]
+            for _ in range(rounds)
+        ],
+        "learner_before": lambda: [
+            update(state.params, state.opt_state, rings, keys, eps, config=before)[2]
+            for _ in range(rounds)
+        ],
+        "checkpoint": lambda: _checkpoint_seconds(saved),
+    }
+    seconds, first = _interleaved(arms, args.repeats, not args.json)
+    return _split("joat:" + args.joat_preset, seconds, first)
+
+
+def bench_iteration(args) -> dict:
+    """Seconds per training iteration, split into self-play / targets / learner / checkpoint /
+    other, before (XLA's convolution gradient) and after."""
+    result = {
+        "benchmark": "iteration",
+        "device": str(jax.devices()[0].device_kind),
+        "platform": jax.default_backend(),
+        "repeats": args.repeats,
+        "runs": [],
+    }
+    for which in args.configs:
+        run = _iteration_gardner(args) if which == "gardner" else _iteration_joat(args)
+        result["runs"].append(run)
+        if not args.json:
+            for label in ("before", "after"):
+                split = run[f"split_{label}"]
+                print(
+                    f"{run['config']} {label}: "
+                    + ", ".join(f"{k} {v:.2f} s" for k, v in split.items()),
+                    flush=True,
+                )
+            print(f"{run['config']}: iteration {run['iteration_speedup']:.1f}x faster", flush=True)
+    return result
+
+
 def _print_row(row):
     line = (
         f"batch {row['batch']:>5}: {row['steps_per_s']:>12,.0f} steps/s "
@@ -726,7 +963,28 @@ def main(argv=None):
         "--repeats", type=POSITIVE, default=5, help="timed rounds over all arms (default 5)"
     )
     lp.add_argument("--json", action="store_true", help="print one JSON object")
+    ip = sub.add_parser(
+        "iteration",
+        help="one training iteration split into self-play/targets/learner/checkpoint/other",
+    )
+    ip.add_argument(
+        "--configs",
+        nargs="+",
+        choices=("gardner", "joat"),
+        default=["gardner", "joat"],
+        help="which runs to time (default both)",
+    )
+    ip.add_argument("--gardner-preset", default="cpu", help="configs/gardner.py preset (cpu)")
+    ip.add_argument("--joat-preset", default="quick", help="configs/joat.py preset (quick)")
+    ip.add_argument("--repeats", type=POSITIVE, default=3, help="timed rounds (default 3)")
+    ip.add_argument("--json", action="store_true", help="print one JSON object")
     args = parser.parse_args(argv)
+    if args.benchmark == "iteration":
+        result = bench_iteration(args)
+        if args.json:
+            json.dump(result, sys.stdout)
+            print()
+        return
     if args.benchmark == "learner":
         result = bench_learner(args)
         if args.json:
