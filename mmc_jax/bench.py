@@ -1,4 +1,4 @@
-"""Benchmarks: `python -m mmc_jax.bench env|selfplay [--vs-pgx] [--json]`.
+"""Benchmarks: `python -m mmc_jax.bench env|selfplay|learner [--json]`.
 
 `env` measures random-play throughput with one protocol for every engine: inside one jitted
 `lax.scan`, each ply computes the legal action mask, draws a uniformly random legal action
@@ -18,6 +18,12 @@ action space of 160 slots). `--vs-pgx` runs the same search, same network shape,
 tree spans its 1225 actions). `--breakdown` times the parts alone (network, rules, mctx
 bookkeeping over 160 slots and over 1225 actions); `--memory-batch 1024` reports the
 compiler's peak-memory estimate of one searched ply at that batch.
+
+`learner` times the AlphaZero learner (`learner.train_epoch`, a `lax.scan` of minibatch steps)
+and the JOAT inner loop (`meta.adapt_tasks`) against their limit, the same number of steps of
+one jitted `learner.train_step` called in a Python loop, and against the paths before issue 10
+(XLA's own convolution gradient; the inner loop vmapped over the tasks), all arms interleaved
+in one process, medians of `--repeats` rounds.
 
 Timings are wall-clock on whatever JAX sees (`jax.devices()`); run nothing else meanwhile.
 """
@@ -453,6 +459,416 @@ def bench_selfplay(args) -> dict:
     return result
 
 
+# ----------------------------------------------------------------------------- learner
+
+
+def _learner_config(args):
+    """The 2x32 net and Adam learner of `configs/gardner.py:cpu` / `configs/joat.py:quick`."""
+    import ml_collections
+
+    return ml_collections.ConfigDict(
+        dict(
+            network=dict(
+                num_blocks=args.blocks, channels=args.channels, policy_channels=16, value_hidden=64
+            ),
+            learner=dict(
+                optimizer="adam",
+                learning_rate=1e-3,
+                weight_decay=1e-4,
+                max_grad_norm=1.0,
+                batch_size=args.batch,
+            ),
+            meta=dict(num_tasks=args.tasks, inner_steps=args.inner_steps),
+        )
+    )
+
+
+def _random_batch(key, num_samples: int):
+    """Samples shaped like self-play's: observations, sparse legal masks, targets on them."""
+    from mmc_jax import learner
+
+    k_obs, k_mask, k_policy, k_value = jax.random.split(key, 4)
+    obs = (jax.random.uniform(k_obs, (num_samples, *R.OBS_SHAPE)) < 0.1).astype(jnp.float32)
+    legal = jax.random.bernoulli(k_mask, 0.02, (num_samples, R.NUM_ACTIONS)).at[:, 0].set(True)
+    weights = jnp.where(legal, jax.random.uniform(k_policy, legal.shape), 0.0)
+    return learner.Batch(
+        obs=obs,
+        legal_action_mask=legal,
+        policy_target=weights / weights.sum(-1, keepdims=True),
+        value_target=jnp.sign(jax.random.normal(k_value, (num_samples,))),
+        value_mask=jnp.ones((num_samples,), bool),
+    )
+
+
+def _before_adapt_tasks(params, opt_state, rings, keys, config):
+    """The inner loop as it was before issue 10: vmapped over the tasks, with JAX's own
+    convolution gradient (`config.network.xla_conv_grad` set by the caller)."""
+    import functools
+
+    from mmc_jax import meta
+
+    minibatches = jax.vmap(functools.partial(meta.task_minibatches, config=config))(rings, keys)
+    inner = functools.partial(meta.inner_updates, config=config)
+    return jax.vmap(inner, in_axes=(None, None, 0))(params, opt_state, minibatches)
+
+
+def bench_learner(args) -> dict:
+    """Seconds per call of each learner path, arms interleaved, medians of `repeats`."""
+    import functools
+
+    import ml_collections
+
+    from mmc_jax import learner, meta
+    from mmc_jax import network as network_lib
+
+    config = _learner_config(args)
+    before = _learner_config(args)
+    before.network.xla_conv_grad = True
+    frozen, frozen_before = (ml_collections.FrozenConfigDict(c) for c in (config, before))
+    network = network_lib.make_network(config.network)
+    optimizer = learner.make_optimizer(config.learner)
+    params = network_lib.init_params(network, jax.random.key(0), R.OBS_SHAPE)
+    # Away from the zero-initialised last convolutions, as after some training.
+    params = jax.tree.map(
+        lambda x: x + 0.05 * jax.random.normal(jax.random.key(1), x.shape), params
+    )
+    opt_state = optimizer.init(params)
+    steps, batch_size, tasks, inner = args.steps, args.batch, args.tasks, args.inner_steps
+    calls = max(steps, tasks * inner)
+    pool = _random_batch(jax.random.key(2), calls * batch_size)
+    samples = jax.tree.map(lambda x: x[: steps * batch_size], pool)
+    minibatches = [
+        jax.tree.map(lambda x, i=i: x[i * batch_size : (i + 1) * batch_size], pool)
+        for i in range(calls)
+    ]
+    capacity = 2 * inner * batch_size
+    rings = jax.vmap(
+        lambda key: learner.replay_add(
+            learner.replay_init(samples, capacity), _random_batch(key, capacity)
+        )
+    )(jax.random.split(jax.random.key(4), tasks))
+    keys = jax.random.split(jax.random.key(5), tasks)
+    key = jax.random.key(6)
+
+    step = jax.jit(
+        functools.partial(
+            learner.train_step, network=network, optimizer=optimizer, config=config.learner
+        )
+    )
+    epoch = jax.jit(learner.train_epoch, static_argnames="config")
+    adapt = jax.jit(meta.adapt_tasks, static_argnames=("config", "sequential"))
+    old_adapt = jax.jit(_before_adapt_tasks, static_argnames="config")
+
+    def loop(calls):
+        def run():
+            p, s = params, opt_state
+            for i in range(calls):
+                p, s, _ = step(p, s, minibatches[i])
+            return p
+
+        return run
+
+    arms = {
+        "learner": lambda: epoch(params, opt_state, samples, key, config=frozen)[0],
+        "learner_limit": loop(steps),
+        "learner_scan_before": lambda: epoch(params, opt_state, samples, key, config=frozen_before)[
+            0
+        ],
+        "inner_loop": lambda: adapt(params, opt_state, rings, keys, config=frozen)[0],
+        "inner_loop_limit": loop(tasks * inner),
+        "inner_loop_vmap": lambda: adapt(
+            params, opt_state, rings, keys, config=frozen, sequential=False
+        )[0],
+        "inner_loop_before": lambda: old_adapt(
+            params, opt_state, rings, keys, config=frozen_before
+        )[0],
+    }
+    first_call, times = {}, {name: [] for name in arms}
+    for name, fn in arms.items():  # compile and warm up
+        start = time.perf_counter()
+        jax.block_until_ready(fn())
+        first_call[name] = time.perf_counter() - start
+        if not args.json:
+            print(f"  {name}: first call (compile) {first_call[name]:.1f} s", flush=True)
+    for _ in range(args.repeats):
+        for name, fn in arms.items():
+            start = time.perf_counter()
+            jax.block_until_ready(fn())
+            times[name].append(time.perf_counter() - start)
+    seconds = {name: float(np.median(t)) for name, t in times.items()}
+    result = {
+        "benchmark": "learner",
+        "device": str(jax.devices()[0].device_kind),
+        "platform": jax.default_backend(),
+        "network": f"{args.blocks}x{args.channels}",
+        "batch": batch_size,
+        "learner_steps": steps,
+        "tasks": tasks,
+        "inner_steps": inner,
+        "repeats": args.repeats,
+        "seconds": seconds,
+        "first_call_seconds": first_call,
+        "learner_steps_per_s": steps / seconds["learner"],
+        "learner_limit_steps_per_s": steps / seconds["learner_limit"],
+        "inner_loop_steps_per_s": tasks * inner / seconds["inner_loop"],
+        "inner_loop_limit_steps_per_s": tasks * inner / seconds["inner_loop_limit"],
+        "learner_vs_limit": seconds["learner"] / seconds["learner_limit"],
+        "inner_loop_vs_limit": seconds["inner_loop"] / seconds["inner_loop_limit"],
+        "learner_speedup_vs_scan": seconds["learner_scan_before"] / seconds["learner"],
+        "inner_loop_speedup_vs_before": seconds["inner_loop_before"] / seconds["inner_loop"],
+    }
+    if not args.json:
+        for name, value in seconds.items():
+            print(f"{name:>20}: {value * 1e3:9.1f} ms per call", flush=True)
+        print(
+            f"learner {result['learner_steps_per_s']:.1f} steps/s = "
+            f"{result['learner_vs_limit']:.2f}x the limit's time, "
+            f"{result['learner_speedup_vs_scan']:.1f}x faster than the scan before; "
+            f"inner loop {result['inner_loop_steps_per_s']:.1f} steps/s = "
+            f"{result['inner_loop_vs_limit']:.2f}x the limit's time, "
+            f"{result['inner_loop_speedup_vs_before']:.1f}x faster than before",
+            flush=True,
+        )
+    return result
+
+
+# ----------------------------------------------------------------------------- iteration
+
+
+def _load_preset(name: str, preset: str):
+    import importlib.util
+    import pathlib
+
+    path = pathlib.Path(__file__).resolve().parent.parent / "configs" / f"{name}.py"
+    spec = importlib.util.spec_from_file_location(f"_bench_configs_{name}", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.get_config(preset)
+
+
+def _with_xla_conv_grad(config):
+    """A copy of a (locked) run config whose network uses JAX's own convolution gradient."""
+    import ml_collections
+
+    copy = ml_collections.ConfigDict(config.to_dict())
+    copy.network.xla_conv_grad = True
+    return copy
+
+
+def _checkpoint_seconds(saved) -> float:
+    import tempfile
+
+    from mmc_jax import checkpoint as checkpoint_lib
+
+    with tempfile.TemporaryDirectory() as workdir:
+        start = time.perf_counter()
+        checkpoint_lib.save_checkpoint(workdir, 1, saved, max_to_keep=1)
+        return time.perf_counter() - start
+
+
+def _interleaved(arms: dict, repeats: int, verbose: bool) -> tuple[dict, dict]:
+    """(median seconds, first-call seconds) per arm; arms run round-robin `repeats` times."""
+    first, times = {}, {name: [] for name in arms}
+    for name, fn in arms.items():
+        start = time.perf_counter()
+        jax.block_until_ready(fn())
+        first[name] = time.perf_counter() - start
+        if verbose:
+            print(f"  {name}: first call (compile) {first[name]:.1f} s", flush=True)
+    for _ in range(repeats):
+        for name, fn in arms.items():
+            start = time.perf_counter()
+            jax.block_until_ready(fn())
+            times[name].append(time.perf_counter() - start)
+    return {name: float(np.median(t)) for name, t in times.items()}, first
+
+
+def _iteration_gardner(args) -> dict:
+    """One `configs/gardner.py:cpu` iteration, whole and in separately jitted parts."""
+    import functools
+
+    import ml_collections
+
+    from mmc_jax import learner, selfplay, train
+    from mmc_jax import network as network_lib
+
+    config = train.prepare_config(_load_preset("gardner", args.gardner_preset))
+    before = ml_collections.FrozenConfigDict(_with_xla_conv_grad(config))
+    mesh = train.make_mesh()
+    batch = int(config.selfplay.batch_size)
+    rules_b = R.batch(list(config.variants), batch)
+    state = train.init_train_state(config, rules_b, jax.random.key(0), mesh)
+    network = network_lib.make_network(config.network)
+    iteration = train.make_iteration(config, mesh)
+    iteration_before = jax.jit(functools.partial(train.iteration_step, config=before))
+    key = jax.random.key(1)
+
+    # The parts, in the order iteration_step runs them (mirroring is a no-op in Gardner).
+    play = jax.jit(lambda p, g, k: selfplay.selfplay(network, p, rules_b, g, k, config))
+    num_samples = int(config.learner.batch_size) * int(config.learner.steps_per_iteration)
+
+    @jax.jit
+    def targets(trajectory, replay, key):
+        replay = learner.replay_add(replay, selfplay.compute_targets(trajectory))
+        return replay, learner.replay_sample(replay, key, num_samples)
+
+    frozen = ml_collections.FrozenConfigDict(config)
+    epoch = jax.jit(learner.train_epoch, static_argnames="config")
+    # A state with a full replay and played positions, as in a running training.
+    for i in range(2):
+        state = iteration(state, rules_b, jax.random.key(10 + i))[0]
+    _, trajectory = play(state.params, state.game_state, key)
+    _, samples = targets(trajectory, state.replay, key)
+    saved = {
+        "params": state.params,
+        "opt_state": state.opt_state,
+        "game_state": state.game_state,
+        "iteration": np.asarray(1, np.int64),
+        "frames": np.asarray(1, np.int64),
+        "games": np.asarray(1, np.int64),
+        "replay": state.replay,
+    }
+    arms = {
+        "total": lambda: iteration(state, rules_b, key)[1],
+        "total_before": lambda: iteration_before(state, rules_b, key)[1],
+        "selfplay": lambda: play(state.params, state.game_state, key)[1].obs,
+        "targets": lambda: targets(trajectory, state.replay, key)[1].obs,
+        "learner": lambda: epoch(state.params, state.opt_state, samples, key, config=frozen)[0],
+        "learner_before": lambda: epoch(state.params, state.opt_state, samples, key, config=before)[
+            0
+        ],
+        "checkpoint": lambda: _checkpoint_seconds(saved),
+    }
+    seconds, first = _interleaved(arms, args.repeats, not args.json)
+    return _split("gardner:" + args.gardner_preset, seconds, first)
+
+
+def _split(name: str, seconds: dict, first: dict) -> dict:
+    parts = seconds["selfplay"] + seconds["targets"] + seconds["learner"]
+    parts_before = seconds["selfplay"] + seconds["targets"] + seconds["learner_before"]
+    return {
+        "config": name,
+        "seconds": seconds,
+        "first_call_seconds": first,
+        "split_after": {
+            "selfplay": seconds["selfplay"],
+            "targets": seconds["targets"],
+            "learner": seconds["learner"],
+            "checkpoint": seconds["checkpoint"],
+            "other": max(seconds["total"] - parts, 0.0),
+            "iteration_with_checkpoint": seconds["total"] + seconds["checkpoint"],
+        },
+        "split_before": {
+            "selfplay": seconds["selfplay"],
+            "targets": seconds["targets"],
+            "learner": seconds["learner_before"],
+            "checkpoint": seconds["checkpoint"],
+            "other": max(seconds["total_before"] - parts_before, 0.0),
+            "iteration_with_checkpoint": seconds["total_before"] + seconds["checkpoint"],
+        },
+        "iteration_speedup": seconds["total_before"] / seconds["total"],
+    }
+
+
+def _iteration_joat(args) -> dict:
+    """One outer iteration of `configs/joat.py:quick`, whole and in separately jitted parts."""
+    import functools
+
+    import ml_collections
+
+    from mmc_jax import learner, meta, selfplay, train
+    from mmc_jax import network as network_lib
+
+    config = meta.prepare_meta_config(_load_preset("joat", args.joat_preset))
+    before_dict = _with_xla_conv_grad(config)
+    before = ml_collections.FrozenConfigDict(before_dict)
+    mesh = train.make_mesh()
+    variants = list(config.variants)
+    table = R.batch(variants, len(variants))
+    weights = jnp.ones((len(variants),), jnp.float32)
+    state = meta.init_meta_state(config, table, jax.random.key(0), mesh)
+    step = meta.make_meta_step(config, mesh)
+    eps = jnp.float32(float(config.meta.outer_lr))
+    for i in range(2):
+        state = step(state, table, weights, jax.random.key(10 + i), eps)[0]
+    key = jax.random.key(1)
+    network = network_lib.make_network(config.network)
+    num_tasks, games = int(config.meta.num_tasks), int(config.meta.games_per_task)
+    tasks = jnp.arange(num_tasks, dtype=jnp.int32) % len(variants)
+    game_variant = jnp.repeat(tasks, games)
+    slots = (tasks[:, None] * games + jnp.arange(games)[None, :]).reshape(-1)
+    rules_b = jax.tree.map(lambda x: x[game_variant], table)
+    games_in = jax.tree.map(lambda x: x[slots], state.game_state)
+    play = jax.jit(lambda p, g, k: selfplay.selfplay(network, p, rules_b, g, k, config))
+    _, trajectory = play(state.params, games_in, key)
+
+    @jax.jit
+    def targets(trajectory, replay):
+        per_task = jax.tree.map(
+            lambda x: x.reshape(x.shape[0], num_tasks, games, *x.shape[2:]), trajectory
+        )
+        batches = jax.vmap(selfplay.compute_targets, in_axes=1)(per_task)
+        return jax.vmap(learner.replay_add)(jax.tree.map(lambda x: x[tasks], replay), batches)
+
+    rings = targets(trajectory, state.replay)
+    frozen = ml_collections.FrozenConfigDict(config)
+    update = jax.jit(meta.meta_update, static_argnames=("config",))
+    keys = jax.random.split(key, num_tasks)
+    step_before = jax.jit(functools.partial(meta.meta_step, config=before))
+    saved = {
+        "params": state.params,
+        "opt_state": state.opt_state,
+        "game_state": state.game_state,
+        "iteration": np.asarray(1, np.int64),
+        "frames": np.asarray(1, np.int64),
+        "games": np.asarray(1, np.int64),
+        "replay": state.replay,
+    }
+    rounds = int(config.meta.updates_per_iteration)
+    arms = {
+        "total": lambda: step(state, table, weights, key, eps)[1],
+        "total_before": lambda: step_before(state, table, weights, key, eps)[1],
+        "selfplay": lambda: play(state.params, games_in, key)[1].obs,
+        "targets": lambda: targets(trajectory, state.replay).size,
+        "learner": lambda: [
+            update(state.params, state.opt_state, rings, keys, eps, config=frozen)[2]
+            for _ in range(rounds)
+        ],
+        "learner_before": lambda: [
+            update(state.params, state.opt_state, rings, keys, eps, config=before)[2]
+            for _ in range(rounds)
+        ],
+        "checkpoint": lambda: _checkpoint_seconds(saved),
+    }
+    seconds, first = _interleaved(arms, args.repeats, not args.json)
+    return _split("joat:" + args.joat_preset, seconds, first)
+
+
+def bench_iteration(args) -> dict:
+    """Seconds per training iteration, split into self-play / targets / learner / checkpoint /
+    other, before (XLA's convolution gradient) and after."""
+    result = {
+        "benchmark": "iteration",
+        "device": str(jax.devices()[0].device_kind),
+        "platform": jax.default_backend(),
+        "repeats": args.repeats,
+        "runs": [],
+    }
+    for which in args.configs:
+        run = _iteration_gardner(args) if which == "gardner" else _iteration_joat(args)
+        result["runs"].append(run)
+        if not args.json:
+            for label in ("before", "after"):
+                split = run[f"split_{label}"]
+                print(
+                    f"{run['config']} {label}: "
+                    + ", ".join(f"{k} {v:.2f} s" for k, v in split.items()),
+                    flush=True,
+                )
+            print(f"{run['config']}: iteration {run['iteration_speedup']:.1f}x faster", flush=True)
+    return result
+
+
 def _print_row(row):
     line = (
         f"batch {row['batch']:>5}: {row['steps_per_s']:>12,.0f} steps/s "
@@ -472,6 +888,25 @@ def _print_row(row):
     print(line, flush=True)
 
 
+def _int_at_least(minimum: int):
+    """An argparse type: an int >= `minimum`, else a one-line usage error."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
+        if value < minimum:
+            raise argparse.ArgumentTypeError(f"must be >= {minimum}, got {value}")
+        return value
+
+    parse.__name__ = "int"  # argparse names the type in its messages
+    return parse
+
+
+POSITIVE, NON_NEGATIVE = _int_at_least(1), _int_at_least(0)
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(
         prog="python -m mmc_jax.bench",
@@ -479,18 +914,24 @@ def main(argv=None):
     )
     sub = parser.add_subparsers(dest="benchmark", required=True)
     env = sub.add_parser("env", help="random-play env steps per second (mask + step + reset)")
-    env.add_argument("--batch-sizes", type=int, nargs="+", default=[1, 64, 512, 4096])
+    env.add_argument(
+        "--batch-sizes",
+        type=POSITIVE,
+        nargs="+",
+        default=[1, 64, 512, 4096],
+        help="games in parallel, one row each (default 1 64 512 4096)",
+    )
     env.add_argument(
         "--variants",
         nargs="+",
         default=["gardner"],
         help="variants in the batch (several = a mixed batch); default gardner",
     )
-    env.add_argument("--scan-length", type=int, default=32, help="plies per jitted scan")
-    env.add_argument("--repeats", type=int, default=3, help="timed scans per batch size")
+    env.add_argument("--scan-length", type=POSITIVE, default=32, help="plies per jitted scan")
+    env.add_argument("--repeats", type=POSITIVE, default=3, help="timed scans per batch size")
     env.add_argument(
         "--movegen-batch",
-        type=int,
+        type=NON_NEGATIVE,
         default=4096,
         help="batch for the legal-moves-per-second count (0 skips it)",
     )
@@ -503,29 +944,73 @@ def main(argv=None):
     env.add_argument("--seed", type=int, default=0, help="seed of the --mixed combinations")
     env.add_argument("--json", action="store_true", help="print one JSON object")
     sp = sub.add_parser("selfplay", help="self-play moves/s with mctx search (gardner)")
-    sp.add_argument("--batch", type=int, default=64, help="games in parallel (default 64)")
-    sp.add_argument("--plies", type=int, default=8, help="plies per timed scan")
-    sp.add_argument("--simulations", type=int, default=32)
-    sp.add_argument("--blocks", type=int, default=2)
-    sp.add_argument("--channels", type=int, default=32)
-    sp.add_argument("--repeats", type=int, default=2)
-    sp.add_argument("--breakdown", action="store_true", help="time the net and rules alone")
+    sp.add_argument("--batch", type=POSITIVE, default=64, help="games in parallel (default 64)")
+    sp.add_argument("--plies", type=POSITIVE, default=8, help="plies per timed scan (default 8)")
+    sp.add_argument(
+        "--simulations", type=POSITIVE, default=32, help="search simulations per move (default 32)"
+    )
+    sp.add_argument("--blocks", type=POSITIVE, default=2, help="residual blocks (default 2)")
+    sp.add_argument("--channels", type=POSITIVE, default=32, help="network width (default 32)")
+    sp.add_argument("--repeats", type=POSITIVE, default=2, help="timed scans (default 2)")
+    sp.add_argument(
+        "--breakdown",
+        action="store_true",
+        help="time the parts alone: network, rules, mctx bookkeeping, and the rest (glue)",
+    )
     sp.add_argument(
         "--memory-batch",
-        type=int,
+        type=NON_NEGATIVE,
         default=0,
-        help="also report peak memory of one searched ply at this batch (e.g. 1024)",
+        help="also report peak memory of one searched ply at this batch (e.g. 1024; 0 skips)",
     )
     sp.add_argument("--vs-pgx", action="store_true", help="same search over pgx gardner_chess")
     sp.add_argument("--json", action="store_true", help="print one JSON object")
+    lp = sub.add_parser(
+        "learner", help="learner and JOAT inner-loop steps/s against a Python loop of steps"
+    )
+    lp.add_argument("--batch", type=POSITIVE, default=128, help="minibatch size (default 128)")
+    lp.add_argument(
+        "--steps", type=POSITIVE, default=8, help="minibatches of the learner epoch (default 8)"
+    )
+    lp.add_argument("--tasks", type=POSITIVE, default=4, help="JOAT tasks (default 4)")
+    lp.add_argument(
+        "--inner-steps", type=POSITIVE, default=4, help="JOAT inner steps per task (default 4)"
+    )
+    lp.add_argument("--blocks", type=POSITIVE, default=2, help="residual blocks (default 2)")
+    lp.add_argument("--channels", type=POSITIVE, default=32, help="network width (default 32)")
+    lp.add_argument(
+        "--repeats", type=POSITIVE, default=5, help="timed rounds over all arms (default 5)"
+    )
+    lp.add_argument("--json", action="store_true", help="print one JSON object")
+    ip = sub.add_parser(
+        "iteration",
+        help="one training iteration split into self-play/targets/learner/checkpoint/other",
+    )
+    ip.add_argument(
+        "--configs",
+        nargs="+",
+        choices=("gardner", "joat"),
+        default=["gardner", "joat"],
+        help="which runs to time (default both)",
+    )
+    ip.add_argument("--gardner-preset", default="cpu", help="configs/gardner.py preset (cpu)")
+    ip.add_argument("--joat-preset", default="quick", help="configs/joat.py preset (quick)")
+    ip.add_argument("--repeats", type=POSITIVE, default=3, help="timed rounds (default 3)")
+    ip.add_argument("--json", action="store_true", help="print one JSON object")
     args = parser.parse_args(argv)
+    if args.benchmark == "iteration":
+        result = bench_iteration(args)
+        if args.json:
+            json.dump(result, sys.stdout)
+            print()
+        return
+    if args.benchmark == "learner":
+        result = bench_learner(args)
+        if args.json:
+            json.dump(result, sys.stdout)
+            print()
+        return
     if args.benchmark == "selfplay":
-        if (
-            min(args.batch, args.plies, args.simulations, args.blocks, args.channels, args.repeats)
-            < 1
-            or args.memory_batch < 0
-        ):
-            parser.error("sizes must be positive")
         result = bench_selfplay(args)
         if args.json:
             json.dump(result, sys.stdout)
@@ -536,8 +1021,6 @@ def main(argv=None):
             args.variants = [R.check_variant(v) for v in args.variants]
         except ValueError as e:
             parser.error(str(e))
-        if any(b < 1 for b in args.batch_sizes) or args.scan_length < 1 or args.repeats < 1:
-            parser.error("batch sizes, --scan-length and --repeats must be positive")
         if args.vs_pgx and args.variants != ["gardner"]:
             parser.error("--vs-pgx compares gardner only (pgx has no other variant)")
         if not args.json:

@@ -385,18 +385,31 @@ def adapt_tasks(
     keys: jax.Array,
     config,
     mesh: Mesh | None = None,
+    sequential: bool | None = None,
 ) -> tuple[Any, Any, dict[str, jax.Array]]:
-    """`inner_loop` vmapped over n tasks: rings [n] and keys [n] -> thetas [n], states [n],
-    metrics [n, k]. phi and S are shared (not mapped).
+    """`inner_loop` over n tasks: rings [n] and keys [n] -> thetas [n], states [n], metrics
+    [n, k]. phi and S are shared (not mapped).
 
-    With a `mesh` the minibatches are replicated before the updates: vmapping over per-task
-    parameters turns every convolution into a grouped one, which XLA's SPMD partitioner
-    rejects when its batch is sharded (jax 0.10: "output feature dimension ... not divisible
-    by feature_group_count"). So the inner loop runs replicated on every device; self-play,
-    by far the larger cost, stays sharded.
+    The tasks run one after the other (`lax.map`) when `sequential`, else side by side
+    (`vmap`); None picks `lax.map` on the CPU backend and `vmap` elsewhere. Same values either
+    way. vmapping over per-task parameters turns every convolution into a grouped one, which
+    XLA:CPU runs with a naive loop (5x slower than the tasks in sequence there), while an
+    accelerator wants the parallelism.
+
+    With a `mesh` the minibatches are replicated before the updates: XLA's SPMD partitioner
+    rejects the grouped convolutions of vmapped per-task parameters when their batch is
+    sharded (jax 0.10: "output feature dimension ... not divisible by feature_group_count").
+    So the inner loop runs replicated on every device; self-play, by far the larger cost,
+    stays sharded.
     """
     minibatches = jax.vmap(functools.partial(task_minibatches, config=config))(rings, keys)
     minibatches = sharding.constrain(minibatches, mesh, P())
+    if sequential is None:
+        sequential = jax.default_backend() == "cpu"
+    if sequential:
+        return jax.lax.map(
+            lambda batches: inner_updates(params, opt_state, batches, config), minibatches
+        )
     return jax.vmap(functools.partial(inner_updates, config=config), in_axes=(None, None, 0))(
         params, opt_state, minibatches
     )

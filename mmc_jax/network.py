@@ -5,6 +5,12 @@ and a value `[B]` in [-1, 1], from the side to move's point of view. The default
 is fully convolutional: 49 move planes per square, flattened into the engine's action numbering
 (`square_planes_to_actions`).
 
+Every convolution goes through `conv_nhwc`, whose gradient is written as canonical NHWC/HWIO
+convolutions: XLA's CPU backend only rewrites non-canonical convolutions (the ones JAX's
+transpose rule produces for the gradient) into its fast Eigen form in the entry computation, so
+inside a `lax.scan` or `while_loop` body they fell back to a naive loop, 14-25x slower
+(experiments/bench/README.md).
+
 There is no BatchNorm: the parameters are one plain pytree (no mutable `batch_stats`
 collection), so the network is applied identically in training and in search, and parameter
 trees of several tasks can be averaged directly (JOAT / Reptile). An optional LayerNorm keeps
@@ -20,6 +26,7 @@ Typical use:
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from typing import Any
 
@@ -45,6 +52,94 @@ OBS_LAYOUT = _game.OBS_LAYOUT
 MASKED_LOGIT = -1e9
 
 
+_NHWC = ("NHWC", "HWIO", "NHWC")
+
+
+def _conv(x: jax.Array, kernel: jax.Array, padding: tuple) -> jax.Array:
+    return jax.lax.conv_general_dilated(x, kernel, (1, 1), padding, dimension_numbers=_NHWC)
+
+
+@functools.partial(jax.custom_vjp, nondiff_argnums=(2,))
+def _conv_canonical_grad(x: jax.Array, kernel: jax.Array, padding: tuple) -> jax.Array:
+    return _conv(x, kernel, padding)
+
+
+def _conv_forward(x, kernel, padding):
+    return _conv(x, kernel, padding), (x, kernel)
+
+
+def _conv_backward(padding, residuals, dy):
+    """Both gradients as stride-1 NHWC x HWIO convolutions (what XLA:CPU runs with Eigen).
+
+    d/dx: dy correlated with the spatially flipped kernel, its in/out features swapped, padded
+    by `k - 1 - pad`. d/dkernel: the input with batch and features swapped ([C, H, W, B], B as
+    the contracted feature) correlated with dy as a kernel ([H', W', B, O]), same padding.
+    """
+    x, kernel = residuals
+    kh, kw = kernel.shape[:2]
+    (top, bottom), (left, right) = padding
+    flipped = jnp.flip(kernel, (0, 1)).transpose(0, 1, 3, 2)
+    dx = _conv(dy, flipped, ((kh - 1 - top, kh - 1 - bottom), (kw - 1 - left, kw - 1 - right)))
+    dkernel = _conv(x.transpose(3, 1, 2, 0), dy.transpose(1, 2, 0, 3), padding)
+    return dx.astype(x.dtype), dkernel.transpose(1, 2, 0, 3).astype(kernel.dtype)
+
+
+_conv_canonical_grad.defvjp(_conv_forward, _conv_backward)
+
+
+def conv_nhwc(
+    lhs: jax.Array,
+    rhs: jax.Array,
+    window_strides: Sequence[int],
+    padding: str | Sequence[tuple[int, int]],
+    lhs_dilation: Sequence[int] | None = None,
+    rhs_dilation: Sequence[int] | None = None,
+    dimension_numbers: Any = None,
+    feature_group_count: int = 1,
+    precision: Any = None,
+    **kwargs: Any,
+) -> jax.Array:
+    """`jax.lax.conv_general_dilated` for `nn.Conv(conv_general_dilated=...)`, the same values,
+    with a gradient made of canonical convolutions (see the module docstring).
+
+    lhs `[B, H, W, C]`, rhs `[kh, kw, C, O]` -> `[B, H', W', O]`. Strided, dilated, grouped or
+    precision-constrained convolutions go to `jax.lax.conv_general_dilated` unchanged.
+    """
+    plain = (
+        all(s == 1 for s in window_strides)
+        and all(d == 1 for d in (lhs_dilation or ()))
+        and all(d == 1 for d in (rhs_dilation or ()))
+        and feature_group_count == 1
+        and precision is None
+        and not kwargs
+        and lhs.ndim == 4
+        and jax.lax.conv_dimension_numbers(lhs.shape, rhs.shape, dimension_numbers)
+        == jax.lax.conv_dimension_numbers(lhs.shape, rhs.shape, _NHWC)
+    )
+    if not plain:
+        return jax.lax.conv_general_dilated(
+            lhs,
+            rhs,
+            window_strides,
+            padding,
+            lhs_dilation=lhs_dilation,
+            rhs_dilation=rhs_dilation,
+            dimension_numbers=dimension_numbers,
+            feature_group_count=feature_group_count,
+            precision=precision,
+            **kwargs,
+        )
+    if isinstance(padding, str):
+        padding = jax.lax.padtype_to_pads(lhs.shape[1:3], rhs.shape[:2], (1, 1), padding)
+    padding = tuple((int(low), int(high)) for low, high in padding)
+    return _conv_canonical_grad(lhs, rhs, padding)
+
+
+def _conv_module(xla_conv_grad: bool) -> Any:
+    """`nn.Conv`, with `conv_nhwc` unless `xla_conv_grad`: same parameters, names and values."""
+    return nn.Conv if xla_conv_grad else functools.partial(nn.Conv, conv_general_dilated=conv_nhwc)
+
+
 class ResidualBlock(nn.Module):
     """Pre-activation residual block: `x + conv(relu(norm(conv(relu(norm(x))))))`.
 
@@ -54,19 +149,21 @@ class ResidualBlock(nn.Module):
     channels: int
     layer_norm: bool = False
     dtype: Any = jnp.float32
+    xla_conv_grad: bool = False
 
     @nn.compact
     def __call__(self, x: jax.Array) -> jax.Array:
+        Conv = _conv_module(self.xla_conv_grad)
         y = x
         if self.layer_norm:
             y = nn.LayerNorm(dtype=self.dtype)(y)
         y = nn.relu(y)
-        y = nn.Conv(self.channels, (3, 3), dtype=self.dtype)(y)
+        y = Conv(self.channels, (3, 3), dtype=self.dtype)(y)
         if self.layer_norm:
             y = nn.LayerNorm(dtype=self.dtype)(y)
         y = nn.relu(y)
         # Zero init: the block starts as the identity (no normalisation layer to tame depth).
-        y = nn.Conv(self.channels, (3, 3), kernel_init=nn.initializers.zeros, dtype=self.dtype)(y)
+        y = Conv(self.channels, (3, 3), kernel_init=nn.initializers.zeros, dtype=self.dtype)(y)
         return x + y
 
 
@@ -105,6 +202,8 @@ class PolicyValueNet(nn.Module):
       value_hidden: hidden units of the value MLP.
       layer_norm: use LayerNorm inside the blocks and before the heads.
       dtype: computation dtype (parameters stay float32; outputs are always float32).
+      xla_conv_grad: differentiate the convolutions with JAX's own transpose rule instead of
+        `conv_nhwc`'s (same values; 14-25x slower inside loops on XLA:CPU). For comparisons.
       input_channels: read only the first `input_channels` observation channels (None: all).
         `BOARD_CHANNELS` drops the variant one-hot, so the net is not told which variant it
         plays; the first convolution's kernel then has that many input channels.
@@ -120,6 +219,7 @@ class PolicyValueNet(nn.Module):
     layer_norm: bool = False
     dtype: Any = jnp.float32
     input_channels: int | None = None
+    xla_conv_grad: bool = False
 
     @nn.compact
     def __call__(
@@ -138,9 +238,10 @@ class PolicyValueNet(nn.Module):
         if self.input_channels is not None:
             obs = obs[..., : self.input_channels]
         x = obs.astype(self.dtype)
-        x = nn.Conv(self.channels, (3, 3), dtype=self.dtype)(x)
+        Conv = _conv_module(self.xla_conv_grad)
+        x = Conv(self.channels, (3, 3), dtype=self.dtype)(x)
         for _ in range(self.num_blocks):
-            x = ResidualBlock(self.channels, self.layer_norm, self.dtype)(x)
+            x = ResidualBlock(self.channels, self.layer_norm, self.dtype, self.xla_conv_grad)(x)
         if self.layer_norm:
             x = nn.LayerNorm(dtype=self.dtype)(x)
         x = nn.relu(x)
@@ -152,11 +253,11 @@ class PolicyValueNet(nn.Module):
                     f"policy_head='conv' needs num_actions divisible by {height * width} squares, "
                     f"got {self.num_actions}"
                 )
-            p = nn.relu(nn.Conv(self.policy_channels, (3, 3), dtype=self.dtype)(x))
-            p = nn.Conv(planes_per_square, (1, 1), dtype=self.dtype)(p)
+            p = nn.relu(Conv(self.policy_channels, (3, 3), dtype=self.dtype)(x))
+            p = Conv(planes_per_square, (1, 1), dtype=self.dtype)(p)
             logits = square_planes_to_actions(p)
         elif self.policy_head == "dense":
-            p = nn.relu(nn.Conv(self.policy_channels, (1, 1), dtype=self.dtype)(x))
+            p = nn.relu(Conv(self.policy_channels, (1, 1), dtype=self.dtype)(x))
             logits = nn.Dense(self.num_actions, dtype=self.dtype)(p.reshape(batch_size, -1))
         else:
             raise ValueError(f"policy_head must be 'conv' or 'dense', got {self.policy_head!r}")
@@ -164,7 +265,7 @@ class PolicyValueNet(nn.Module):
         if legal_action_mask is not None:
             logits = jnp.where(legal_action_mask, logits, MASKED_LOGIT)
 
-        v = nn.relu(nn.Conv(self.value_channels, (1, 1), dtype=self.dtype)(x))
+        v = nn.relu(Conv(self.value_channels, (1, 1), dtype=self.dtype)(x))
         v = v.reshape(batch_size, -1)
         v = nn.relu(nn.Dense(self.value_hidden, dtype=self.dtype)(v))
         value = jnp.tanh(nn.Dense(1, dtype=self.dtype)(v)[:, 0].astype(jnp.float32))
@@ -182,8 +283,9 @@ def make_network(config: ml_collections.ConfigDict) -> PolicyValueNet:
     `value_hidden` (64), `layer_norm` (False), `dtype` ("float32" | "bfloat16" | "float16"),
     `rule_planes` ("descriptor": the observation's rules descriptor (capture, goal, fog,
     colour one-hots) is an input; "none": the net reads only the `BOARD_CHANNELS` board
-    channels and is not told the rules). The retired `variant_planes` field is still read
-    (`rule_planes_of`).
+    channels and is not told the rules; the retired `variant_planes` field is still read,
+    `rule_planes_of`), `xla_conv_grad` (False; True only to compare with JAX's own
+    convolution gradient).
     """
     dtype = config.get("dtype", "float32")
     if dtype not in _DTYPES:
@@ -199,6 +301,7 @@ def make_network(config: ml_collections.ConfigDict) -> PolicyValueNet:
         layer_norm=bool(config.get("layer_norm", False)),
         dtype=_DTYPES[dtype],
         input_channels=None if rule_planes_of(config) == "descriptor" else BOARD_CHANNELS,
+        xla_conv_grad=bool(config.get("xla_conv_grad", False)),
     )
 
 

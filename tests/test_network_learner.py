@@ -303,3 +303,79 @@ def test_network_matches_rules_contract():
     chex.assert_trees_all_equal_shapes(
         out_shapes, (jnp.zeros((3, rules.NUM_ACTIONS)), jnp.zeros((3,)))
     )
+
+
+# ---------------------------------------------------------------------------------------------
+# The convolution with a canonical gradient (fast inside loops on XLA:CPU) against XLA's own.
+
+
+@pytest.mark.parametrize(
+    "kernel_shape, padding",
+    [((3, 3, 6, 5), "SAME"), ((1, 1, 6, 5), "SAME"), ((3, 3, 6, 5), "VALID")],
+)
+def test_conv_nhwc_matches_lax_conv_values_and_gradients(kernel_shape, padding):
+    k_x, k_w, k_dy = jax.random.split(jax.random.key(0), 3)
+    x = jax.random.normal(k_x, (3, 4, 5, 6))  # not square: rows and columns kept apart
+    kernel = jax.random.normal(k_w, kernel_shape)
+
+    def ours(x, kernel):
+        return network.conv_nhwc(x, kernel, (1, 1), padding, dimension_numbers=network._NHWC)
+
+    def reference(x, kernel):
+        dims = ("NHWC", "HWIO", "NHWC")
+        return jax.lax.conv_general_dilated(x, kernel, (1, 1), padding, dimension_numbers=dims)
+
+    y = ours(x, kernel)
+    np.testing.assert_array_equal(y, reference(x, kernel))
+    dy = jax.random.normal(k_dy, y.shape)
+    grads = jax.vjp(ours, x, kernel)[1](dy)
+    expected = jax.vjp(reference, x, kernel)[1](dy)
+    chex.assert_trees_all_close(grads, expected, rtol=1e-5, atol=1e-5)
+    # Per-task kernels (vmap, as the meta inner loop): grouped convolutions, same gradients.
+    xs, kernels, dys = (jnp.stack([a, 2.0 * a]) for a in (x, kernel, dy))
+    grads = jax.vmap(lambda *a: jax.vjp(ours, *a[:2])[1](a[2]))(xs, kernels, dys)
+    expected = jax.vmap(lambda *a: jax.vjp(reference, *a[:2])[1](a[2]))(xs, kernels, dys)
+    chex.assert_trees_all_close(grads, expected, rtol=1e-5, atol=1e-4)
+
+
+def test_train_epoch_matches_the_xla_conv_gradient_path(net_and_params):
+    """The default learner (conv_nhwc's gradient) == the same scan with XLA's own gradient."""
+    _, params = net_and_params
+    config = tiny_config(max_grad_norm=1.0, weight_decay=1e-4)
+    reference = tiny_config(max_grad_norm=1.0, weight_decay=1e-4)
+    reference.network.xla_conv_grad = True
+    opt_state = learner.make_optimizer(config.learner).init(params)
+    batch = random_batch(jax.random.key(7), 3 * BATCH)
+    outs = [
+        jax.jit(learner.train_epoch, static_argnames="config")(
+            params, opt_state, batch, jax.random.key(1), config=ml_collections.FrozenConfigDict(c)
+        )
+        for c in (config, reference)
+    ]
+    chex.assert_trees_all_close(outs[0], outs[1], rtol=1e-5, atol=1e-6)
+
+
+def test_joat_inner_loop_paths_agree(net_and_params):
+    """meta.adapt_tasks: tasks in sequence (lax.map, the CPU default) == vmapped over the tasks
+    == vmapped with XLA's own convolution gradient (the path before issue 10)."""
+    from mmc_jax import meta
+
+    _, params = net_and_params
+    config = tiny_config(max_grad_norm=1.0)
+    config.meta = ml_collections.ConfigDict(dict(num_tasks=2, inner_steps=2))
+    reference = ml_collections.FrozenConfigDict(config)
+    config.network.xla_conv_grad = True
+    before = ml_collections.FrozenConfigDict(config)
+    opt_state = learner.make_optimizer(config.learner).init(params)
+    rings = jax.vmap(
+        lambda key: learner.replay_add(
+            learner.replay_init(random_batch(key, 1), 4 * BATCH), random_batch(key, 4 * BATCH)
+        )
+    )(jax.random.split(jax.random.key(2), 2))
+    keys = jax.random.split(jax.random.key(3), 2)
+    adapt = jax.jit(meta.adapt_tasks, static_argnames=("config", "sequential"))
+    sequential = adapt(params, opt_state, rings, keys, config=reference, sequential=True)
+    vmapped = adapt(params, opt_state, rings, keys, config=reference, sequential=False)
+    old = adapt(params, opt_state, rings, keys, config=before, sequential=False)
+    chex.assert_trees_all_close(sequential, vmapped, rtol=1e-5, atol=1e-6)
+    chex.assert_trees_all_close(sequential, old, rtol=1e-5, atol=1e-6)
