@@ -81,6 +81,35 @@ def _learner() -> ml_collections.ConfigDict:
     return common.learner(batch_size=512)
 
 
+# The evaluation variants of the adaptation study: never drawn as training tasks (they are
+# excluded as exact rule-space points), each a variant the model has not played.
+HELD_OUT = (
+    "dark",
+    "atomic",
+    "rifle",
+    "extinction",
+    "capture=rifle,goal=extinction",
+    "dark,capture=atomic",
+    "gardner,start=shuffle:17,colour=other",
+    "baby,capture=atomic,goal=king",
+)
+# The declared region of the rule space the tasks come from (goal/fog pairs as "goal/fog").
+SPACE_STARTS = ("gardner", "baby", "mallet", "shuffle")
+SPACE_CAPTURES = ("normal", "rifle", "atomic")
+SPACE_GOAL_FOGS = ("checkmate/off", "king/off", "king/on", "extinction/off", "extinction/on")
+SPACE_COLOURS = ("any", "other")
+
+
+def _inner(steps: int, batch_size: int) -> ml_collections.ConfigDict:
+    """The inner procedure (`learner.inner_procedure`): what meta-training optimises for and
+    what `adapt` runs, Reptile's optimizer: Adam with b1 = 0, fresh for every task."""
+    inner = common.learner(batch_size=batch_size)
+    inner.b1 = 0.0
+    inner.weight_decay = 0.0
+    inner.steps = steps
+    return inner
+
+
 def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
     """The meta-training config of preset `arg` (None, "full", "cpu", "quick", "smoke"), locked."""
     preset = common.default_preset(arg, "configs/joat.py")
@@ -90,9 +119,19 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
         raise ValueError(f"unknown preset {preset!r} for configs/joat.py; one of {PRESETS}")
 
     config = ml_collections.ConfigDict()
-    config.variants = ()  # derived from task_weights and holdout by mmc_jax.meta
+    config.variants = ()  # derived from task_space (or task_weights) and holdout by mmc_jax.meta
+    # Registry weights, used only with task_space.size = 0 (the first JOAT's distribution).
     config.task_weights = ml_collections.ConfigDict(dict(ALL_WEIGHTS))
-    config.holdout = ""  # comma-separated variant names left out of meta-training
+    # Tasks: `size` points drawn once from this region (never a held-out point); every outer
+    # iteration samples `meta.num_tasks` of them.
+    config.task_space = ml_collections.ConfigDict()
+    config.task_space.size = 64
+    config.task_space.seed = 0
+    config.task_space.starts = SPACE_STARTS
+    config.task_space.captures = SPACE_CAPTURES
+    config.task_space.goal_fogs = SPACE_GOAL_FOGS
+    config.task_space.colours = SPACE_COLOURS
+    config.holdout = ";".join(HELD_OUT)  # specs separated by ";" (or registry names by ",")
     config.seed = 0
     config.num_iterations = 300
 
@@ -110,16 +149,21 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
     config.meta.outer_lr = 1.0  # eps; 1 = JOAT's plain averaging
     config.meta.outer_lr_schedule = "constant"  # or "linear" (Reptile)
     config.meta.outer_lr_end = 0.0  # eps after the last iteration with "linear"
+    # Reptile's inner loop: `learner.inner_procedure` with `inner`, fresh for every task, on the
+    # task's own draw (replay.iterations = 1), exactly what `adapt` runs per iteration.
+    config.meta.fresh_inner_state = True
+    config.inner = _inner(steps=16, batch_size=512)
+    config.selfplay.value_bootstrap = True  # games cut by the scan: the search's value
 
     config.replay = ml_collections.ConfigDict()
-    config.replay.iterations = 4  # per variant: the samples of its last N draws
+    config.replay.iterations = 1  # per variant: the samples of its last N draws
 
     config.eval = ml_collections.ConfigDict()
     config.eval.every = 10
     config.eval.num_games = 128
     config.eval.num_simulations = 32
     config.eval.opponents = ("random", "greedy")
-    config.eval.variants = ""  # "": the training variants, then the held-out ones
+    config.eval.variants = ";".join(HELD_OUT)  # "": the training variants, then the held-out
 
     config.checkpoint = ml_collections.ConfigDict()
     config.checkpoint.every = 5
@@ -132,10 +176,10 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
     adapt.selfplay = _selfplay()
     adapt.selfplay.batch_size = 512
     adapt.selfplay.mirror_augment = True
-    adapt.learner = _learner()
-    adapt.learner.steps_per_iteration = 32
+    adapt.selfplay.value_bootstrap = True
+    adapt.selfplay.num_worlds = config.selfplay.get_ref("num_worlds")
     adapt.replay = ml_collections.ConfigDict()
-    adapt.replay.iterations = 4
+    adapt.replay.iterations = 1
     adapt.eval = ml_collections.ConfigDict()
     adapt.eval.num_games = 400
     adapt.eval.num_simulations = 32
@@ -157,18 +201,15 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
         config.meta.num_tasks = 4
         config.meta.games_per_task = 16
         config.meta.inner_steps = 8
+        config.selfplay.num_worlds = 2  # fog tasks: 2 sampled worlds per move on a CPU
         config.learner.batch_size = 128
-        config.replay.iterations = 4
+        config.inner.batch_size = 128
         config.eval.every = 20
         config.eval.num_games = 32
         config.eval.num_simulations = 16
         config.checkpoint.every = 1
         adapt.selfplay.num_plies = 32
         adapt.selfplay.num_simulations = 16
-        adapt.selfplay.batch_size = 64
-        adapt.learner.batch_size = 128
-        adapt.learner.steps_per_iteration = 16
-        adapt.replay.iterations = 4
         adapt.eval.num_games = 64
         adapt.eval.num_simulations = 16
     if preset == "quick":
@@ -176,14 +217,14 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
         config.meta.games_per_task = 8
         config.meta.inner_steps = 4
         config.eval.every = 0
-        adapt.selfplay.batch_size = 32
-        adapt.learner.steps_per_iteration = 8
         adapt.eval.num_games = 32
         adapt.eval.num_simulations = 8
         adapt.eval.max_plies = 100
     elif preset == "smoke":
         config.num_iterations = 2
-        config.holdout = "dark"
+        config.task_space.size = 8
+        # No fog in the tests' tasks: the fair fog search has its own tests (test_fair_search).
+        config.task_space.goal_fogs = ("checkmate/off", "king/off", "extinction/off")
         config.selfplay.num_plies = 4
         config.selfplay.num_simulations = 4
         config.selfplay.max_num_considered_actions = 4
@@ -192,20 +233,23 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
         config.meta.games_per_task = 4
         config.meta.inner_steps = 2
         config.learner.batch_size = 8
-        config.replay.iterations = 2
+        config.inner.batch_size = 8
         config.eval.every = 0
         config.eval.num_games = 4
         config.eval.num_simulations = 2
         config.checkpoint.every = 1
         adapt.selfplay = config.selfplay.copy_and_resolve_references()
-        adapt.selfplay.batch_size = 4
         adapt.selfplay.mirror_augment = True
-        adapt.learner.batch_size = 8
-        adapt.learner.steps_per_iteration = 2
-        adapt.replay.iterations = 2
         adapt.eval.num_games = 4
         adapt.eval.num_simulations = 0  # raw policy: a small arena to compile in the tests
         adapt.eval.max_plies = 16
+
+    # One inner procedure: k = meta.inner_steps steps of `inner`, and the adaptation runs the
+    # same per iteration, on one draw of the size a task gets in meta-training.
+    config.inner.steps = config.meta.inner_steps
+    adapt.learner = config.inner.copy_and_resolve_references()
+    adapt.learner.fresh_state = True
+    adapt.selfplay.batch_size = config.meta.games_per_task
 
     config.lock()
     return config

@@ -64,8 +64,12 @@ def prepare_config(config: ml_collections.ConfigDict) -> ml_collections.ConfigDi
         config,
         "num_iterations selfplay.batch_size selfplay.num_plies selfplay.num_simulations "
         "selfplay.max_num_considered_actions network.channels learner.batch_size "
-        "learner.steps_per_iteration learner.learning_rate replay.iterations checkpoint.every "
-        "checkpoint.max_to_keep",
+        "learner.learning_rate replay.iterations checkpoint.every checkpoint.max_to_keep "
+        + (
+            "learner.steps"
+            if config.learner.get("fresh_state", False)
+            else "learner.steps_per_iteration"
+        ),
     )
     check_positive(
         config,
@@ -240,15 +244,23 @@ def iteration_step(
 ) -> tuple[TrainState, dict[str, jax.Array]]:
     """One training iteration (pure): self-play, targets, replay write, learner updates.
 
+    With `learner.fresh_state` the learner is `learner.inner_procedure` (a fresh optimizer,
+    `learner.steps` steps on this iteration's samples: JOAT's inner procedure, which `adapt`
+    runs); otherwise `learner.steps_per_iteration` minibatches from the replay ring with the
+    optimizer state carried across iterations. `selfplay.value_bootstrap` gives games cut off
+    by the end of the scan the search's value as their result (`selfplay.compute_targets`).
+
     Returns the new state and scalar metrics: `train/*` (learner, averaged over the
-    minibatches) and `selfplay/*` (`selfplay.trajectory_stats`).
+    minibatches), `selfplay/*` (`selfplay.trajectory_stats`) and
+    `selfplay/value_target_fraction` (valid samples with a value target).
     """
     network = network_lib.make_network(config.network)
     play_key, mirror_key, sample_key, learn_key = jax.random.split(sharding.as_key(key), 4)
     game_state, trajectory = play_games(
         network, state.params, rules_b, state.game_state, play_key, config, fair_fog(config)
     )
-    batch = selfplay.compute_targets(trajectory)
+    bootstrap = bool(config.selfplay.get("value_bootstrap", False))
+    batch = selfplay.compute_targets(trajectory, bootstrap=bootstrap)
     if _mirror_enabled(config):
         per_game = jnp.asarray(
             [selfplay.is_file_symmetric(R.VARIANTS[i]) for i in range(len(R.VARIANTS))]
@@ -257,12 +269,25 @@ def iteration_step(
         batch = selfplay.random_mirror(mirror_key, batch, per_sample)
     replay = learner.replay_add(state.replay, batch)
 
-    num_samples = int(config.learner.batch_size) * int(config.learner.steps_per_iteration)
-    samples = learner.replay_sample(replay, sample_key, num_samples)
-    params, opt_state, train_metrics = learner.train_epoch(
-        state.params, state.opt_state, samples, learn_key, config
-    )
+    if config.learner.get("fresh_state", False):
+        # The inner procedure of JOAT (what meta-training optimised for): a fresh optimizer,
+        # `learner.steps` steps on this iteration's samples.
+        params, step_metrics = learner.inner_procedure(
+            state.params, batch, learn_key, config.network, config.learner
+        )
+        opt_state = state.opt_state
+        train_metrics = jax.tree.map(jnp.mean, step_metrics)
+    else:
+        num_samples = int(config.learner.batch_size) * int(config.learner.steps_per_iteration)
+        samples = learner.replay_sample(replay, sample_key, num_samples)
+        params, opt_state, train_metrics = learner.train_epoch(
+            state.params, state.opt_state, samples, learn_key, config
+        )
     metrics = {f"train/{k}": v for k, v in train_metrics.items()}
+    valid = trajectory.valid.reshape(-1)
+    metrics["selfplay/value_target_fraction"] = jnp.sum(batch.value_mask & valid) / jnp.maximum(
+        jnp.sum(valid), 1
+    )
     metrics.update({f"selfplay/{k}": v for k, v in selfplay.trajectory_stats(trajectory).items()})
     metrics["replay/size"] = replay.size
     new_state = TrainState(params=params, opt_state=opt_state, game_state=game_state, replay=replay)

@@ -355,3 +355,45 @@ def replay_contents(buffer: ReplayBuffer) -> tuple[Batch, jax.Array]:
     order = (start + jnp.arange(capacity)) % capacity
     data = jax.tree.map(lambda x: x[order], buffer.data)
     return data, jnp.arange(capacity) < buffer.size
+
+
+# ---------------------------------------------------------------------------------------------
+# The inner procedure: what JOAT meta-trains for and what `adapt` runs, defined once
+
+
+def inner_procedure(
+    params: Params,
+    batch: Batch,
+    key: jax.Array,
+    network_config: ml_collections.ConfigDict,
+    inner: ml_collections.ConfigDict,
+) -> tuple[Params, dict[str, jax.Array]]:
+    """k optimizer steps on one task's data from a FRESH optimizer state.
+
+    The minibatches are `inner.steps` draws of `inner.batch_size` samples without replacement
+    from the flat `batch` [N] (wrapping around when N < k * b). The optimizer is
+    `make_optimizer(inner)` (Reptile's: Adam with `inner.b1` = 0), initialised here, so no
+    state carries over between tasks or adaptation iterations.
+
+    Meta-training (`mmc_jax.meta`, per task) and adaptation (`mmc_jax.alphazero` with
+    `learner.fresh_state`, the learner of `mmc_jax.adapt`) both call this function.
+
+    Returns:
+      (adapted params, metrics of every step [k]).
+    """
+    network = network_lib.make_network(network_config)
+    optimizer = make_optimizer(inner)
+    steps, batch_size = int(inner.steps), int(inner.batch_size)
+    num_samples = batch.obs.shape[0]
+    order = jax.random.permutation(key, num_samples)
+    index = order[jnp.arange(steps * batch_size) % num_samples]
+    minibatches = jax.tree.map(lambda x: x[index].reshape(steps, batch_size, *x.shape[1:]), batch)
+    step = functools.partial(train_step, network=network, optimizer=optimizer, config=inner)
+
+    def body(carry, minibatch):
+        params, opt_state = carry
+        params, opt_state, metrics = step(params, opt_state, minibatch)
+        return (params, opt_state), metrics
+
+    (params, _), metrics = jax.lax.scan(body, (params, optimizer.init(params)), minibatches)
+    return params, metrics

@@ -90,28 +90,56 @@ STAT_KEYS = ("frames", "games", "white_wins", "black_wins", "draws")
 
 
 def parse_variants(value: Any, field: str) -> tuple[str, ...]:
-    """Variant names from "dark", "dark,atomic", a list or ""; registry order, no duplicates.
+    """Canonical variant spellings from a list/tuple of specs, or a string: specs separated by
+    ";" (composed specs contain commas), or registered names separated by commas ("dark,atomic").
+    Registered names come in registry order, composed ones after them in the order given; no
+    duplicates.
 
     Raises:
-      ValueError: an unknown name (the message lists the registry).
+      ValueError: a spec that does not parse (the message names the component).
     """
     if value is None:
         return ()
     if isinstance(value, str):
-        names = [v.strip() for v in value.split(",")]
+        pieces = [v.strip() for v in value.split(";")]
+        if len(pieces) == 1 and all(
+            p.strip() in R.VARIANTS for p in pieces[0].split(",") if p.strip()
+        ):
+            pieces = [p.strip() for p in pieces[0].split(",")]
     else:
-        names = [str(v).strip() for v in value]
-    names = [n for n in names if n]
-    for name in names:
+        pieces = [str(v).strip() for v in value]
+    specs = []
+    for piece in (p for p in pieces if p):
         try:
-            R.check_variant(name)
+            spec = R.check_variant(piece)
         except ValueError as error:
             raise ValueError(f"config.{field}: {error}") from None
-    return tuple(v for v in R.VARIANTS if v in names)
+        if spec not in specs:
+            specs.append(spec)
+    named = [v for v in R.VARIANTS if v in specs]
+    return tuple(named + [v for v in specs if v not in R.VARIANTS])
+
+
+def task_space(config: ml_collections.ConfigDict) -> R.Space | None:
+    """The declared region of the rule space tasks come from (`task_space`), or None when the
+    run draws from the registered variants by `task_weights`."""
+    section = config.get("task_space")
+    if section is None or not int(section.get("size", 0)):
+        return None
+    return R.Space(
+        starts=tuple(section.starts),
+        captures=tuple(section.captures),
+        goal_fogs=tuple(tuple(pair.split("/")) for pair in section.goal_fogs),
+        colours=tuple(section.colours),
+    )
 
 
 def task_weights(config: ml_collections.ConfigDict) -> dict[str, float]:
-    """{variant: weight} of every registered variant (0 where `task_weights` omits it)."""
+    """{variant: weight} of every training candidate: every registered variant (0 where
+    `task_weights` omits it), or with a `task_space` its sampled points, weight 1 each."""
+    space = task_space(config)
+    if space is not None:
+        return dict.fromkeys(space_variants(config), 1.0)
     given = dict(config.task_weights.to_dict()) if "task_weights" in config else {}
     for name, weight in given.items():
         try:
@@ -123,11 +151,28 @@ def task_weights(config: ml_collections.ConfigDict) -> dict[str, float]:
     return {v: float(given.get(v, 0.0)) for v in R.VARIANTS}
 
 
+def space_variants(config: ml_collections.ConfigDict) -> tuple[str, ...]:
+    """`task_space.size` playable points drawn once (seed `task_space.seed`) from the declared
+    region, never one of the held-out or evaluation variants (compared as rule-space points)."""
+    space = task_space(config)
+    excluded = parse_variants(config.get("holdout", ""), "holdout") + parse_variants(
+        config.eval.get("variants", ""), "eval.variants"
+    )
+    return tuple(
+        R.sample_variants(
+            int(config.task_space.get("seed", 0)),
+            int(config.task_space.size),
+            space=space,
+            exclude=excluded,
+        )
+    )
+
+
 def training_variants(config: ml_collections.ConfigDict) -> tuple[str, ...]:
-    """The variants meta-training draws from: positive weight, not held out (registry order)."""
+    """The variants meta-training draws from: positive weight, not held out."""
     weights = task_weights(config)
     holdout = set(parse_variants(config.get("holdout", ""), "holdout"))
-    return tuple(v for v in R.VARIANTS if weights[v] > 0 and v not in holdout)
+    return tuple(v for v, w in weights.items() if w > 0 and v not in holdout)
 
 
 def prepare_meta_config(config: ml_collections.ConfigDict) -> ml_collections.ConfigDict:
@@ -155,7 +200,8 @@ def prepare_meta_config(config: ml_collections.ConfigDict) -> ml_collections.Con
             f"{list(variants)}; leave variants empty (it is derived)"
         )
     config.variants = variants
-    config.holdout = ",".join(holdout)
+    named = all(v in R.VARIANTS for v in holdout)
+    config.holdout = (",".join if named else ";".join)(holdout)
     alphazero.check_positive(
         config,
         "num_iterations meta.num_tasks meta.games_per_task meta.inner_steps "
@@ -185,6 +231,15 @@ def prepare_meta_config(config: ml_collections.ConfigDict) -> ml_collections.Con
             f"got {config.selfplay.algorithm!r}"
         )
     parse_variants(config.eval.get("variants", ""), "eval.variants")
+    if fresh_inner(config):
+        if "inner" not in config:
+            raise ValueError("config.meta.fresh_inner_state needs an `inner` section")
+        alphazero.check_positive(config, "inner.steps inner.batch_size inner.learning_rate")
+        if int(config.replay.iterations) != 1:
+            raise ValueError(
+                "config.meta.fresh_inner_state adapts every task on the data of its own draw "
+                f"(as adapt does): set config.replay.iterations=1, got {config.replay.iterations}"
+            )
     if config.eval.every:
         alphazero.check_positive(config, "eval.num_games eval.num_simulations")
         if config.eval.num_games % 2:
@@ -229,7 +284,9 @@ def _compile_key(config: ml_collections.ConfigDict) -> ml_collections.FrozenConf
                 "games_per_task": int(config.meta.games_per_task),
                 "inner_steps": int(config.meta.inner_steps),
                 "updates_per_iteration": int(config.meta.updates_per_iteration),
+                "fresh_inner_state": fresh_inner(config),
             },
+            "inner": config.get("inner", {}),
         }
     )
 
@@ -402,10 +459,23 @@ def adapt_tasks(
     So the inner loop runs replicated on every device; self-play, by far the larger cost,
     stays sharded.
     """
-    minibatches = jax.vmap(functools.partial(task_minibatches, config=config))(rings, keys)
-    minibatches = sharding.constrain(minibatches, mesh, P())
     if sequential is None:
         sequential = jax.default_backend() == "cpu"
+    if fresh_inner(config):
+        rings = sharding.constrain(rings, mesh, P())  # see below
+
+        def one_task(ring, key):
+            batch, _ = learner.replay_contents(ring)  # replay.iterations = 1: this draw's data
+            theta, metrics = learner.inner_procedure(
+                params, batch, key, config.network, config.inner
+            )
+            return theta, opt_state, metrics
+
+        if sequential:
+            return jax.lax.map(lambda args: one_task(*args), (rings, keys))
+        return jax.vmap(one_task)(rings, keys)
+    minibatches = jax.vmap(functools.partial(task_minibatches, config=config))(rings, keys)
+    minibatches = sharding.constrain(minibatches, mesh, P())
     if sequential:
         return jax.lax.map(
             lambda batches: inner_updates(params, opt_state, batches, config), minibatches
@@ -413,6 +483,13 @@ def adapt_tasks(
     return jax.vmap(functools.partial(inner_updates, config=config), in_axes=(None, None, 0))(
         params, opt_state, minibatches
     )
+
+
+def fresh_inner(config) -> bool:
+    """Whether the inner loop is Reptile's (and `adapt`'s): `learner.inner_procedure` with the
+    `inner` optimizer started afresh for every task (`meta.fresh_inner_state`), instead of k
+    steps of the shared, averaged optimizer state S."""
+    return bool(config.meta.get("fresh_inner_state", False))
 
 
 def outer_update(params: Any, thetas: Any, eps: jax.Array | float) -> Any:
@@ -480,7 +557,9 @@ def meta_update(
     else:
         thetas, opt_states, metrics = adapt_tasks(params, opt_state, rings, keys, config, mesh)
         new_params = outer_update(params, thetas, eps)
-        new_opt_state = average_opt_states(opt_states)
+        # Reptile proper: every task started from a fresh inner optimizer; there is no shared
+        # state to carry. Otherwise (the first JOAT) the shared state S is averaged.
+        new_opt_state = opt_state if fresh_inner(config) else average_opt_states(opt_states)
         deltas = jax.tree.map(lambda t, p: t - p[None], thetas, params)
         adapt_norm = jnp.mean(jax.vmap(_global_norm)(deltas))
     out = {name: jnp.mean(metrics[name], axis=1) for name in TASK_METRICS}
@@ -536,7 +615,9 @@ def meta_step(
     per_task = jax.tree.map(
         lambda x: x.reshape(x.shape[0], num_tasks, games, *x.shape[2:]), trajectory
     )
-    batches = jax.vmap(selfplay.compute_targets, in_axes=1)(per_task)  # Batch [n, T * G]
+    bootstrap = bool(config.selfplay.get("value_bootstrap", False))
+    targets = functools.partial(selfplay.compute_targets, bootstrap=bootstrap)
+    batches = jax.vmap(targets, in_axes=1)(per_task)  # Batch [n, T * G]
     stats = jax.vmap(selfplay.trajectory_stats, in_axes=1)(per_task)  # [n] each
     rings = jax.vmap(learner.replay_add)(jax.tree.map(lambda x: x[tasks], state.replay), batches)
     replay = jax.tree.map(lambda all_, ring: all_.at[tasks].set(ring), state.replay, rings)

@@ -278,6 +278,7 @@ def fog_selfplay(
             terminated=done,
             rewards=games.state.rewards,
             valid=valid,
+            root_value=output.value,
         )
         return _select(done, start, games), record
 

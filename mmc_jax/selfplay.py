@@ -49,6 +49,8 @@ class Trajectory(NamedTuple):
       the move that ends a game).
     valid: `[T, B]` bool, the position was a live game (False only for a game that was
       already over in the state handed to `selfplay`; it is reset after its first ply).
+    root_value: `[T, B]` float32 the search's value of the position for the side to move
+      (what `compute_targets` bootstraps from for games cut off by the end of the scan).
     """
 
     obs: jax.Array
@@ -60,6 +62,7 @@ class Trajectory(NamedTuple):
     terminated: jax.Array
     rewards: jax.Array
     valid: jax.Array
+    root_value: jax.Array
 
 
 def _where_games(condition: jax.Array, if_true, if_false):
@@ -162,6 +165,7 @@ def selfplay(
             terminated=done,
             rewards=next_state.rewards,
             valid=valid,
+            root_value=policy.search_tree.summary().value,
         )
         # In-place auto-reset: the fresh start position has its terminal flag cleared.
         next_state = _where_games(done, start, next_state)
@@ -171,13 +175,15 @@ def selfplay(
     return jax.lax.scan(one_ply, state, keys)
 
 
-def compute_targets(trajectory: Trajectory) -> learner.Batch:
+def compute_targets(trajectory: Trajectory, bootstrap: bool = False) -> learner.Batch:
     """Training samples [T * B] (ply-major) from a `Trajectory` [T, B].
 
     value_target: final result (+1 win, 0 draw, -1 loss) of the sample's game for the side to
-      move in the sample, from a backward scan that restarts at every game end.
-    value_mask: the result is known (the game ended within the trajectory) and the sample is
-      valid; False for games cut off by the end of the scan.
+      move in the sample, from a backward scan that restarts at every game end. With
+      `bootstrap`, a game cut off by the end of the scan takes the search's value of its last
+      recorded position (`root_value`, seen from that position's mover) as its result.
+    value_mask: the result is known (the game ended within the trajectory, or `bootstrap`) and
+      the sample is valid; without `bootstrap`, False for games cut off by the end of the scan.
     policy_target: the search's action weights; zero for invalid samples (no legal move), so
       they contribute nothing to the policy loss.
     """
@@ -193,6 +199,13 @@ def compute_targets(trajectory: Trajectory) -> learner.Batch:
         return (outcome, known), (value, known)
 
     init = (jnp.zeros((batch_size, 2), jnp.float32), jnp.zeros((batch_size,), bool))
+    if bootstrap:
+        # [White, Black] values of the last position: v for its mover, -v for the other.
+        last_value = trajectory.root_value[-1].astype(jnp.float32)
+        last_mover = trajectory.mover[-1]
+        white = jnp.where(last_mover == 0, last_value, -last_value)
+        cut = trajectory.valid[-1] & ~trajectory.terminated[-1]
+        init = (jnp.stack([white, -white], axis=1) * cut[:, None], cut)
     _, (values, known) = jax.lax.scan(
         backward,
         init,

@@ -103,11 +103,8 @@ def main(argv) -> None:
             f"{where}/checkpoints/ (checkpoints)"
         )
         if is_meta_config(config):
-            held_out = [v for v in str(config.get("holdout", "")).split(",") if v] or ["dark"]
-            print(
-                "next: python -m mmc_jax.adapt "
-                f"--variant {held_out[0]} --init_from {workdir} --workdir runs/adapt_{held_out[0]}"
-            )
+            held_out = list(meta.parse_variants(config.get("holdout", ""), "holdout")) or ["dark"]
+            print(f"next: python -m mmc_jax.adapt --variant '{held_out[0]}' --init_from {workdir}")
         else:
             print(
                 f"next: python -m mmc_jax.evaluate --checkpoint {workdir} "

@@ -21,6 +21,7 @@ from pathlib import Path
 import chex
 import jax
 import jax.numpy as jnp
+import ml_collections
 import numpy as np
 import pytest
 from conftest import start_on_fake_devices, stop_process
@@ -129,8 +130,13 @@ def meta_run(workdirs, adapt_process, four_device_process):
 # Pure pieces on a tiny net with synthetic task data
 
 
-def tiny_config(inner_steps: int = 3, optimizer: str = "adam"):
+def tiny_config(inner_steps: int = 3, optimizer: str = "adam", fresh: bool = False):
+    """The smoke config on synthetic rings; `fresh`: Reptile's inner procedure (a fresh
+    `inner` optimizer per task), else the first JOAT's k steps of the shared state S."""
     config = load_config("smoke")
+    config.meta.fresh_inner_state = fresh
+    config.inner.steps = inner_steps
+    config.inner.batch_size = 4
     config.meta.inner_steps = inner_steps
     config.meta.num_tasks = 3
     config.learner.batch_size = 4
@@ -259,7 +265,15 @@ def test_config_presets_holdout_and_validation():
         config = meta.prepare_meta_config(load_config(preset))
         assert "monochromatic" not in config.variants
         assert train.is_meta_config(config)
+        # Tasks come from the rule space, never a held-out or evaluation point.
+        held_out = set(meta.parse_variants(config.holdout, "holdout"))
+        assert len(held_out) == 8 and not held_out & set(config.variants)
+        assert config.inner.steps == config.meta.inner_steps == config.adapt.learner.steps
+        assert config.adapt.learner.fresh_state and config.replay.iterations == 1
+    # The registry distribution of the first JOAT (task_space.size = 0) is still available.
     config = load_config("smoke")
+    config.task_space.size = 0
+    config.holdout = "dark"
     assert meta.prepare_meta_config(config).variants == (
         "gardner", "baby", "mallet", "rifle", "atomic", "extinction", "bichromatic"
     )  # fmt: skip
@@ -267,23 +281,92 @@ def test_config_presets_holdout_and_validation():
     prepared = meta.prepare_meta_config(config)
     assert prepared.holdout == "atomic,dark,extinction"
     assert "dark" not in prepared.variants and "atomic" not in prepared.variants
-    assert meta.eval_variants(prepared)[-3:] == ("atomic", "dark", "extinction")
+    config.eval.variants = ""
+    assert meta.eval_variants(meta.prepare_meta_config(config))[-3:] == (
+        "atomic", "dark", "extinction"
+    )  # fmt: skip
     config.holdout = "chess960"
-    with pytest.raises(ValueError, match="holdout: unknown variant 'chess960'; valid variants"):
+    with pytest.raises(ValueError, match="holdout: unknown variant 'chess960'"):
         meta.prepare_meta_config(config)
     config = load_config("smoke")
-    config.meta.num_tasks = 8
-    with pytest.raises(ValueError, match="exceeds the 7 training variants"):
+    config.holdout = "dark;capture=atomic,goal=king,fog=on"  # composed specs, ";"-separated
+    assert meta.parse_variants(config.holdout, "holdout") == (
+        "dark", "capture=atomic,goal=king,fog=on"
+    )  # fmt: skip
+    config = load_config("smoke")
+    config.meta.num_tasks = 9
+    with pytest.raises(ValueError, match="exceeds the 8 training variants"):
         meta.prepare_meta_config(config)
     config = load_config("smoke")
     config.meta.outer_lr_schedule = "cosine"
     with pytest.raises(ValueError, match="outer_lr_schedule"):
         meta.prepare_meta_config(config)
     config = load_config("smoke")
+    config.replay.iterations = 2
+    with pytest.raises(ValueError, match="replay.iterations=1"):
+        meta.prepare_meta_config(config)
+    config = load_config("smoke")
+    config.task_space.size = 0
     config.task_weights.monochromatic = 1.0
     config.meta.num_tasks = 1
     config.holdout = "gardner,baby,mallet,rifle,atomic,dark,extinction,bichromatic"
     assert meta.prepare_meta_config(config).variants == ("monochromatic",)
+
+
+def one_draw_rings(num_tasks: int) -> learner.ReplayBuffer:
+    """Rings holding exactly one draw each (replay.iterations = 1, as Reptile runs)."""
+    return synthetic_rings(num_tasks, capacity=16)
+
+
+def test_meta_training_and_adapt_run_one_inner_procedure(tiny):
+    """Reptile's per-task adaptation in meta-training (`meta.adapt_tasks`) and the learner of
+    an adaptation iteration (`learner.inner_procedure`, what `alphazero` runs with
+    `learner.fresh_state`) give identical parameters on the same data and key."""
+    _, params, opt_state, _, keys = tiny
+    config = tiny_config(fresh=True)
+    rings = one_draw_rings(3)
+    thetas, _, _ = jax.jit(functools.partial(meta.adapt_tasks, config=config))(
+        params, opt_state, rings, keys
+    )
+    procedure = jax.jit(learner.inner_procedure, static_argnums=(3, 4))
+    frozen = ml_collections.FrozenConfigDict
+    for task in range(3):
+        batch, _ = learner.replay_contents(jax.tree.map(lambda x, t=task: x[t], rings))
+        theta, metrics = procedure(
+            params, batch, keys[task], frozen(config.network), frozen(config.inner)
+        )
+        chex.assert_shape(metrics["total"], (config.inner.steps,))
+        chex.assert_trees_all_equal(jax.tree.map(lambda x, t=task: x[t], thetas), theta)
+    first = jax.tree.leaves(thetas)[0]
+    assert not np.allclose(first[0], jax.tree.leaves(params)[0])  # adapted away from phi
+
+
+def test_reptile_inner_optimizer_state_is_reset_per_task(tiny):
+    """With momentum (b1 = 0.9) a carried state would move the parameters: the thetas do not
+    depend on the optimizer state handed in, and the meta-update leaves it untouched."""
+    _, params, opt_state, _, keys = tiny
+    config = tiny_config(fresh=True)
+    config.inner.b1 = 0.9
+    rings = one_draw_rings(3)
+    adapt = jax.jit(functools.partial(meta.adapt_tasks, config=config))
+    # A state with large first moments, as after many steps on another task.
+    warm = jax.tree.map(
+        lambda x: x + 0.5 if jnp.issubdtype(x.dtype, jnp.floating) else x, opt_state
+    )
+    cold_thetas, _, _ = adapt(params, opt_state, rings, keys)
+    warm_thetas, _, _ = adapt(params, warm, rings, keys)
+    chex.assert_trees_all_equal(cold_thetas, warm_thetas)
+    # One task alone equals the same task adapted after two others (no carry between tasks).
+    last = jax.tree.map(lambda x: x[2:], rings)
+    alone, _, _ = adapt(params, opt_state, last, keys[2:])
+    chex.assert_trees_all_equal(
+        jax.tree.map(lambda x: x[2], cold_thetas), jax.tree.map(lambda x: x[0], alone)
+    )
+    new_params, new_state, _ = jax.jit(functools.partial(meta.meta_update, eps=1.0, config=config))(
+        params, warm, rings, keys
+    )
+    chex.assert_trees_all_equal(new_state, warm)
+    assert not np.allclose(jax.tree.leaves(new_params)[0], jax.tree.leaves(params)[0])
 
 
 def test_cli_errors_list_the_variants(tmp_path):

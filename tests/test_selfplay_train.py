@@ -9,6 +9,7 @@ starts with the first fixture so that its compilation overlaps this process's.
 
 from __future__ import annotations
 
+import functools
 import io
 import json
 import os
@@ -215,6 +216,7 @@ def test_compute_targets_boundaries_draws_and_invalid_samples():
         terminated=jnp.asarray(terminated),
         rewards=jnp.asarray(rewards),
         valid=jnp.asarray(valid),
+        root_value=jnp.full((num_plies, batch_size), 0.5, jnp.float32),
     )
     batch = jax.jit(selfplay.compute_targets)(trajectory)
     value = np.asarray(batch.value_target).reshape(num_plies, batch_size)
@@ -226,6 +228,16 @@ def test_compute_targets_boundaries_draws_and_invalid_samples():
     np.testing.assert_array_equal(policy[0, 1], 0.0)  # invalid sample: no policy target
     stats = jax.device_get(jax.jit(selfplay.trajectory_stats)(trajectory))
     assert stats["frames"] == 11 and stats["games"] == 2 and stats["black_wins"] == 1
+
+    # Bootstrapped: the game cut off at ply 5 (Black to move, search value 0.5 for Black)
+    # takes that value, seen from each sample's mover; finished games are unchanged.
+    boot = jax.jit(functools.partial(selfplay.compute_targets, bootstrap=True))(trajectory)
+    value = np.asarray(boot.value_target).reshape(num_plies, batch_size)
+    mask = np.asarray(boot.value_mask).reshape(num_plies, batch_size)
+    np.testing.assert_array_equal(value[:, 0], [-1, 1, -1, 0, 0, 0.5])
+    np.testing.assert_array_equal(mask[:, 0], True)
+    np.testing.assert_array_equal(value[1:, 1], [0.5, -0.5, 0.5, -0.5, 0.5])
+    np.testing.assert_array_equal(mask[:, 1], [False, True, True, True, True, True])
 
 
 def test_muzero_selfplay_traces():
