@@ -145,6 +145,7 @@ def adaptation_config(
     out.eval.opponents = tuple(source.eval.get("opponents", ("random", "greedy")))
     out.eval.max_plies = int(source.eval.get("max_plies", 0) or 0)
     out.eval.opening_plies = int(source.eval.get("opening_plies", DEFAULT_OPENING_PLIES))
+    out.eval.num_worlds = int(source.selfplay.get("num_worlds", 4))  # fog: PIMC worlds
     checkpoint = source.get("checkpoint", {})
     out.checkpoint = ml_collections.ConfigDict()
     out.checkpoint.every = 1  # every evaluated iteration must be restorable
@@ -176,7 +177,9 @@ def evaluate_point(
     plus "unadapted" (against those params) and "reference" ((network, params)) when given.
 
     The key of a match depends only on the opponent, so every start point and iteration plays
-    the same random openings / tie-breaks (paired comparisons). Matches between two networks
+    the same random openings / tie-breaks (paired comparisons). Under fog the model plays from
+    its observations (`pimc`, `settings.num_worlds` worlds) and only against random / greedy:
+    a second network would need beliefs of its own. Matches between two networks
     begin with `settings.opening_plies` random plies (the same in game i and game i + N/2).
     """
     games, sims = int(settings.num_games), int(settings.num_simulations)
@@ -186,11 +189,12 @@ def evaluate_point(
     matches = [
         (opponent, i, {"opponent": opponent}) for i, opponent in enumerate(settings.opponents)
     ]
-    if unadapted is not None:
+    fog = R.parse(variant).fog == "on"  # networks play fairly only against random / greedy
+    if unadapted is not None and not fog:
         matches.append(
             ("unadapted", 100, {"opponent_network": network, "opponent_params": unadapted})
         )
-    if reference is not None:
+    if reference is not None and not fog:
         ref_network, ref_params = reference
         matches.append(
             ("reference", 101, {"opponent_network": ref_network, "opponent_params": ref_params})
@@ -207,7 +211,8 @@ def evaluate_point(
             sims,
             jax.random.fold_in(key, index),
             max_plies=max_plies,
-            opening_plies=openings if networks else 0,
+            opening_plies=openings if networks or fog else 0,
+            num_worlds=int(settings.get("num_worlds", 4)),
             **opponent,
         )
         out[name] = _summary(result)

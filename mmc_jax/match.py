@@ -25,6 +25,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from mmc_jax import elo as elo_lib
+from mmc_jax import pimc
 from mmc_jax import rules as R
 from mmc_jax.policies import (
     NAMED_OPPONENTS,
@@ -281,6 +282,8 @@ def play_match(
     max_plies: int | None = None,
     opening_plies: int = 0,
     games_out: list | None = None,
+    num_worlds: int = 4,
+    omniscient: bool = False,
 ) -> dict[str, Any]:
     """Plays `num_games` colour-balanced games of `variant`: model vs `opponent`.
 
@@ -351,6 +354,20 @@ def play_match(
         opponent, opponent_network, opponent_params, opponent_simulations, "opponent"
     )
 
+    if R.parse(variant).fog == "on" and model.kind == "network" and not omniscient:
+        return _fair_fog_match(
+            network,
+            params,
+            variant,
+            opponent,
+            opponent_player,
+            num_games,
+            num_simulations,
+            key,
+            num_worlds=num_worlds,
+            opening_plies=opening_plies,
+            max_plies=max_plies,
+        )
     if model.kind == "network" and opponent_player.kind == "network" and opening_plies == 0:
         raise ValueError(
             "two networks with deterministic searches and opening_plies=0 would replay one "
@@ -390,6 +407,56 @@ def play_match(
         opponent_simulations=opponent_simulations if opponent_player.kind == "network" else None,
         max_plies=int(single.max_plies),
         opening_plies=opening_plies,
+    )
+    return result
+
+
+def _fair_fog_match(
+    network,
+    params,
+    variant,
+    opponent,
+    opponent_player,
+    num_games,
+    num_simulations,
+    key,
+    *,
+    num_worlds,
+    opening_plies,
+    max_plies,
+) -> dict[str, Any]:
+    """A network under fog plays from its observations only (`pimc.fog_match`: PIMC over
+    `num_worlds` sampled worlds, or the raw policy at 0 simulations) against random or greedy
+    (greedy ranks legal moves only: fair)."""
+    if not isinstance(opponent, str) or opponent not in NAMED_OPPONENTS:
+        raise ValueError(
+            f"under fog ({variant}) a network plays only random or greedy fairly; a second "
+            "network needs its own beliefs (pimc.fog_match plays one network); pass "
+            "omniscient=True for the old search on the true state (an upper bound, not fair)"
+        )
+    del opponent_player
+    if num_simulations:
+        player = pimc.FogPlayer("pimc", num_simulations, num_worlds)
+    else:
+        player = pimc.FogPlayer("raw")
+    result = pimc.fog_match(
+        network,
+        params,
+        variant,
+        player,
+        pimc.FogPlayer(opponent),
+        num_games,
+        key,
+        opening_plies=opening_plies,
+        max_plies=max_plies,
+    )
+    result.update(
+        model="network (fair: observation only)",
+        num_simulations=num_simulations,
+        num_worlds=num_worlds if num_simulations else None,
+        opponent=opponent,
+        max_plies=int(R.get(variant).max_plies if max_plies is None else max_plies),
+        illegal_moves={"model": 0, "opponent": 0},
     )
     return result
 
@@ -458,6 +525,7 @@ def evaluate_params(
             int(settings.num_games),
             int(settings.num_simulations),
             jax.random.fold_in(key, index),
+            num_worlds=int(settings.get("num_worlds", 4)),
         )
         name = _metric_name(opponent)
         metrics[f"{prefix}score_vs_{name}"] = float(result["score"])
