@@ -1,0 +1,496 @@
+"""The decisive adaptation study: does meta-training make adaptation fast?
+
+    python experiments/adaptation/study.py --preset quick --workdir runs/study_quick   # CPU
+    python experiments/adaptation/study.py --preset gpu --workdir runs/study_gpu       # H100
+
+Resumable: every stage writes `<workdir>/<stage>/done.json` and is skipped when it exists; a
+re-run continues where the last one stopped (`--budget-minutes` stops cleanly between stages).
+
+Arms, all pretrained for the same self-play frames (iterations x n tasks x G games x plies) and
+the same sequential gradient steps (k per iteration):
+
+  joat        Reptile over the rule space (configs/joat.py): per task k steps of the inner
+              procedure from phi with a fresh Adam (b1 = 0), phi += eps (mean theta - phi),
+              eps annealed linearly from 1 to 0.1
+  joint       the same tasks and data, k = 1: one joint step on the mean task gradient, k times
+              per iteration, a persistent Adam (multi-task training)
+  joat+desc, joint+desc   the same with the rules descriptor as input (rule_planes=descriptor)
+  strict      joat without any fog=on task: dark and `dark,capture=atomic` are unseen components
+  gardner     AlphaZero on gardner only, n x G games per iteration, k steps of the same size
+  scratch     no pretraining
+
+Evaluation on the held-out variants of configs/joat.py (dark, atomic, rifle, extinction and
+four composed points, never drawn as training tasks):
+
+  few-shot    the primary diagnostic: a fixed labelled dataset per variant (self-play of a
+              reference AlphaZero model trained on that variant from scratch: the search's
+              improved policies, game results or bootstrapped values), split into adaptation
+              draws and a held-out evaluation set; the policy and value loss on the evaluation
+              set after 0, 1, 2, 5 inner procedures (each on a new draw): exactly what Reptile
+              optimises, seconds to compute, no game noise.
+  games       `mmc_jax.adapt` (the same inner procedure per iteration, on its own self-play)
+              after 0 and 1 adaptation iterations against greedy, colour-balanced, the training
+              ply cap, fair play under fog (observation-only PIMC).
+
+Outputs: `<workdir>/results.json` (everything, with settings and frames), `results.md` (the
+tables) and `fewshot.png`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import functools
+import json
+import math
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+if str(ROOT) not in sys.path:  # `from configs import joat`
+    sys.path.insert(0, str(ROOT))
+
+
+@dataclasses.dataclass(frozen=True)
+class Preset:
+    joat_preset: str  # network size, tasks, games, plies, k
+    iterations: int  # pretraining outer iterations (every arm)
+    reference_iterations: int  # AlphaZero iterations of each held-out variant's reference
+    dataset_draws: int  # self-play draws of the reference per variant (5 adapt + the rest eval)
+    games: int  # games per match
+    simulations: int  # evaluation search
+    arms: tuple[str, ...]
+    game_arms: tuple[str, ...]
+    variants: int  # how many of the held-out variants (in configs/joat.py order)
+    seeds: tuple[int, ...] = (0,)  # pretraining seeds
+    adapt_seeds: tuple[int, ...] = (0,)
+
+
+ALL_ARMS = ("scratch", "gardner", "joint", "joat", "joint+desc", "joat+desc", "strict")
+PRESETS = {
+    "smoke": Preset("smoke", 2, 1, 7, 4, 2, ALL_ARMS, ("scratch", "joat"), 2),
+    "quick": Preset("quick", 20, 6, 8, 64, 8, ALL_ARMS, ("scratch", "joint", "joat"), 8),
+    "gpu": Preset("cpu", 40, 12, 8, 256, 16, ALL_ARMS, ("scratch", "gardner", "joint", "joat"), 8),
+}
+
+
+class Log:
+    def __init__(self, workdir: Path):
+        self.path = workdir / "study.log"
+        self.started = time.time()
+
+    def __call__(self, line: str) -> None:
+        stamp = f"[{(time.time() - self.started) / 60:6.1f} min] "
+        print(stamp + line, flush=True)
+        with open(self.path, "a", encoding="utf-8") as f:
+            f.write(stamp + line + "\n")
+
+    def write(self, text: str) -> None:  # a stream for the run loop's progress lines
+        if text.strip():
+            self(text.rstrip())
+
+    def flush(self) -> None:
+        pass
+
+
+def _done(stage: Path):
+    marker = stage / "done.json"
+    return json.loads(marker.read_text()) if marker.exists() else None
+
+
+def _finish(stage: Path, info: dict) -> dict:
+    stage.mkdir(parents=True, exist_ok=True)
+    (stage / "done.json").write_text(json.dumps(info, indent=1))
+    return info
+
+
+def joat_config(preset: Preset, seed: int):
+    from configs import joat
+
+    config = joat.get_config(preset.joat_preset)
+    config.num_iterations = preset.iterations
+    config.seed = seed
+    config.eval.every = 0
+    config.checkpoint.save_replay = False
+    config.checkpoint.max_to_keep = 1
+    config.checkpoint.every = max(1, preset.iterations // 4)
+    return config
+
+
+def arm_config(preset: Preset, arm: str, seed: int):
+    """The pretraining config of `arm` (equal frames and sequential steps)."""
+    config = joat_config(preset, seed)
+    k = int(config.meta.inner_steps)
+    if arm.endswith("+desc"):
+        config.network.rule_planes = "descriptor"
+    if arm.startswith("joat") or arm == "strict":
+        config.meta.outer_lr = 1.0
+        config.meta.outer_lr_schedule = "linear"
+        config.meta.outer_lr_end = 0.1
+    if arm == "strict":
+        config.task_space.goal_fogs = tuple(
+            g for g in config.task_space.goal_fogs if "/on" not in g
+        )
+    if arm.startswith("joint"):
+        config.meta.inner_steps = 1
+        config.meta.fresh_inner_state = False
+        config.meta.updates_per_iteration = k
+        config.learner.batch_size = int(config.inner.batch_size)
+    if arm == "gardner":
+        from configs import gardner
+
+        single = gardner.get_config("smoke" if preset.joat_preset == "smoke" else "cpu")
+        single.network = config.network.copy_and_resolve_references()
+        single.seed = seed
+        single.num_iterations = preset.iterations
+        single.unlock()
+        single.selfplay = config.selfplay.copy_and_resolve_references()
+        single.selfplay.unlock()
+        single.selfplay.mirror_augment = False
+        single.selfplay.batch_size = int(config.meta.num_tasks) * int(config.meta.games_per_task)
+        single.learner = config.learner.copy_and_resolve_references()
+        single.learner.unlock()
+        single.learner.batch_size = int(config.inner.batch_size)
+        single.learner.steps_per_iteration = k
+        single.replay.iterations = 1
+        single.eval.every = 0
+        single.checkpoint = config.checkpoint.copy_and_resolve_references()
+        return single
+    return config
+
+
+def pretrain(workdir: Path, preset: Preset, arm: str, seed: int, log) -> dict:
+    from mmc_jax import train
+
+    stage = workdir / "pretrain" / f"{arm}_s{seed}"
+    info = _done(stage)
+    if info:
+        return info
+    config = arm_config(preset, arm, seed)
+    log(f"pretrain {arm} seed {seed}: {preset.iterations} iterations")
+    started = time.time()
+    result = train.train(config, stage, stream=log)
+    return _finish(
+        stage,
+        {
+            "path": str(stage),
+            "frames": int(result["frames"]),
+            "iterations": int(result["iteration"]),
+            "seconds": time.time() - started,
+        },
+    )
+
+
+def held_out(preset: Preset) -> tuple[str, ...]:
+    from configs import joat
+    from mmc_jax import rules as R
+
+    return tuple(R.canonical(v) for v in joat.HELD_OUT[: preset.variants])
+
+
+def _slug(variant: str) -> str:
+    return "".join(c if c.isalnum() else "_" for c in variant)
+
+
+def adapt_config(preset: Preset, variant: str, iterations: int, network, seed: int = 0):
+    from mmc_jax import adapt
+
+    joat = joat_config(preset, 0)
+    return adapt.adaptation_config(variant, iterations, network, config=joat, seed=seed)
+
+
+def reference(workdir: Path, preset: Preset, variant: str, log) -> dict:
+    """AlphaZero on `variant` from scratch with the adaptation's settings but the ordinary
+    learner (persistent Adam over a replay of 4 iterations): the source of the dataset."""
+    from mmc_jax import train
+
+    stage = workdir / "reference" / _slug(variant)
+    info = _done(stage)
+    if info:
+        return info
+    joat = joat_config(preset, 0)
+    config = adapt_config(preset, variant, preset.reference_iterations, joat.network)
+    config.learner = joat.learner.copy_and_resolve_references()
+    config.learner.unlock()
+    config.learner.batch_size = int(joat.inner.batch_size)
+    config.learner.steps_per_iteration = 4 * int(joat.inner.steps)
+    config.replay.iterations = 4
+    config.checkpoint.save_replay = False
+    log(f"reference {variant}: {preset.reference_iterations} iterations from scratch")
+    result = train.train(config, stage, stream=log)
+    return _finish(stage, {"path": str(stage), "frames": int(result["frames"])})
+
+
+@functools.lru_cache(maxsize=8)
+def _draw_fn(network, config, fog: bool):
+    """One jitted self-play draw + targets per network and config (variants are data)."""
+    import jax
+
+    from mmc_jax import alphazero, selfplay
+
+    def draw(params, rules_b, games, key):
+        games, trajectory = alphazero.play_games(network, params, rules_b, games, key, config, fog)
+        return games, selfplay.compute_targets(trajectory, bootstrap=True)
+
+    return jax.jit(draw)
+
+
+@functools.lru_cache(maxsize=8)
+def _loss_fn(network, inner):
+    """Held-out policy and value loss, jitted once per network and inner config."""
+    import jax
+
+    from mmc_jax import learner
+
+    def losses(params, batch):
+        _, metrics = learner.loss_fn(params, network, batch, inner)
+        return metrics["policy_loss"], metrics["value_loss"]
+
+    return jax.jit(losses)
+
+
+def dataset(workdir: Path, preset: Preset, variant: str, log) -> Path:
+    """`dataset_draws` self-play draws of the reference (its search's targets), saved as npz."""
+    import jax
+    import ml_collections
+    import numpy as np
+
+    from mmc_jax import alphazero, checkpoint
+    from mmc_jax import rules as R
+
+    path = workdir / "dataset" / f"{_slug(variant)}.npz"
+    if path.exists():
+        return path
+    ref = reference(workdir, preset, variant, log)
+    network, params, saved = checkpoint.load_model(ref["path"])
+    config = ml_collections.FrozenConfigDict(saved)
+    fog = alphazero.fair_fog(saved)
+    rules_b = R.batch(variant, int(config.selfplay.batch_size))
+    games = alphazero.init_games(rules_b, fog)
+    draw = _draw_fn(network, config, fog)
+    batches = []
+    for index in range(preset.dataset_draws):
+        games, batch = draw(params, rules_b, games, jax.random.key(10_000 + index))
+        batches.append(jax.device_get(batch))
+    path.parent.mkdir(parents=True, exist_ok=True)
+    np.savez_compressed(
+        path, **{f: np.stack([getattr(b, f) for b in batches]) for f in batches[0]._fields}
+    )
+    log(f"dataset {variant}: {preset.dataset_draws} draws of {batches[0].obs.shape[0]} positions")
+    return path
+
+
+@functools.lru_cache(maxsize=1)
+def _procedure():
+    import jax
+
+    from mmc_jax import learner
+
+    return jax.jit(learner.inner_procedure, static_argnums=(3, 4))
+
+
+def fewshot(workdir: Path, preset: Preset, arm: str, seed: int, variant: str) -> dict:
+    """Held-out loss after 0, 1, 2, 5 inner procedures from the arm's parameters."""
+    import jax
+    import jax.numpy as jnp
+    import ml_collections
+    import numpy as np
+
+    from mmc_jax import checkpoint, learner
+    from mmc_jax import network as network_lib
+    from mmc_jax import rules as R
+
+    data = np.load(dataset(workdir, preset, variant, print))
+    draws = [
+        learner.Batch(*(jnp.asarray(data[f][i]) for f in learner.Batch._fields))
+        for i in range(len(data["obs"]))
+    ]
+    adapt_draws, eval_draws = draws[:5], draws[5:]
+    evaluation = jax.tree.map(lambda *x: jnp.concatenate(x), *eval_draws)
+    joat = joat_config(preset, 0)
+    inner = ml_collections.FrozenConfigDict(joat.inner)
+    if arm == "scratch":
+        net_config = ml_collections.FrozenConfigDict(joat.network)
+        network = network_lib.make_network(net_config)
+        params = network_lib.init_params(network, jax.random.key(seed + 7), R.OBS_SHAPE)
+    else:
+        info = _done(workdir / "pretrain" / f"{arm}_s{seed}")
+        network, params, saved = checkpoint.load_model(info["path"])
+        net_config = ml_collections.FrozenConfigDict(saved.network)
+    procedure = _procedure()
+    losses = _loss_fn(network, inner)
+    out = {}
+    for steps in range(6):
+        if steps in (0, 1, 2, 5):
+            policy, value = (float(x) for x in losses(params, evaluation))
+            out[str(steps)] = {"policy_loss": policy, "value_loss": value}
+        if steps < 5:
+            params, _ = procedure(
+                params, adapt_draws[steps], jax.random.key(steps), net_config, inner
+            )
+    return out
+
+
+def games(workdir: Path, preset: Preset, arm: str, seed: int, variant: str, log) -> dict:
+    from mmc_jax import adapt
+
+    init = "scratch" if arm == "scratch" else _done(workdir / "pretrain" / f"{arm}_s{seed}")["path"]
+    out = {}
+    for adapt_seed in preset.adapt_seeds:
+        stage = workdir / "games" / f"{arm}_s{seed}_a{adapt_seed}_{_slug(variant)}"
+        joat = joat_config(preset, seed)
+        joat.adapt.eval.opponents = ("greedy",)
+        joat.adapt.eval.max_plies = 0  # the training ply cap
+        results = adapt.run_adaptation(
+            variant,
+            init,
+            stage,
+            iterations=1,
+            config=joat,
+            num_games=preset.games,
+            num_simulations=preset.simulations,
+            head_to_head=False,
+            seed=adapt_seed,
+            stream=None,
+        )
+        out[str(adapt_seed)] = [
+            {"iteration": p["iteration"], "frames": p["frames"], **p["matches"]["greedy"]}
+            for p in results["points"]
+        ]
+    log(
+        f"games {arm} {variant}: "
+        + ", ".join(f"{p['iteration']}: {p['score']:.2f}" for p in out[str(preset.adapt_seeds[0])])
+    )
+    return out
+
+
+def report(workdir: Path, results: dict) -> str:
+    lines = [f"# Adaptation study ({results['preset']})", ""]
+    lines.append("## Few-shot loss on held-out data (policy / value), after j inner procedures")
+    lines.append("")
+    lines.append("| variant | arm | j=0 | j=1 | j=2 | j=5 |")
+    lines.append("|---|---|---:|---:|---:|---:|")
+    for variant, arms in results["fewshot"].items():
+        for arm, by_seed in arms.items():
+            cells = []
+            for j in ("0", "1", "2", "5"):
+                pol = [s[j]["policy_loss"] for s in by_seed.values()]
+                val = [s[j]["value_loss"] for s in by_seed.values()]
+                cells.append(f"{sum(pol) / len(pol):.3f} / {sum(val) / len(val):.3f}")
+            lines.append(f"| `{variant}` | {arm} | " + " | ".join(cells) + " |")
+    lines += ["", "## Score against greedy after 0 and 1 adaptation iterations (95% CI)", ""]
+    lines.append("| variant | arm | iteration 0 | iteration 1 |")
+    lines.append("|---|---|---:|---:|")
+    for variant, arms in results["games"].items():
+        for arm, by_seed in arms.items():
+            first_seed = next(iter(by_seed.values()))  # {adaptation seed: points}
+            points = next(iter(first_seed.values()))
+            cells = [
+                f"{p['score']:.2f} [{p['score_ci95'][0]:.2f}, {p['score_ci95'][1]:.2f}] "
+                f"(n={p['num_games']})"
+                for p in points
+            ]
+            lines.append(f"| `{variant}` | {arm} | " + " | ".join(cells) + " |")
+    text = "\n".join(lines) + "\n"
+    (workdir / "results.md").write_text(text)
+    return text
+
+
+def plot(workdir: Path, results: dict) -> None:
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    variants = list(results["fewshot"])
+    if not variants:
+        return
+    columns = min(4, len(variants))
+    rows = math.ceil(len(variants) / columns)
+    figure = Figure(figsize=(4 * columns, 3.2 * rows), dpi=90)
+    FigureCanvasAgg(figure)
+    for index, variant in enumerate(variants):
+        axes = figure.add_subplot(rows, columns, index + 1)
+        for arm, by_seed in results["fewshot"][variant].items():
+            xs = [0, 1, 2, 5]
+            ys = [
+                sum(s[str(j)]["policy_loss"] + s[str(j)]["value_loss"] for s in by_seed.values())
+                / len(by_seed)
+                for j in xs
+            ]
+            axes.plot(xs, ys, marker="o", label=arm)
+        axes.set_title(variant, fontsize=8)
+        axes.set_xlabel("inner procedures")
+        axes.set_ylabel("held-out loss (policy + value)")
+        axes.grid(alpha=0.3)
+        if index == 0:
+            axes.legend(fontsize=6)
+    figure.tight_layout()
+    figure.savefig(workdir / "fewshot.png")
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--preset", choices=sorted(PRESETS), default="quick")
+    parser.add_argument("--workdir", default=None)
+    parser.add_argument("--budget-minutes", type=float, default=0.0, help="stop between stages")
+    args = parser.parse_args(argv)
+    preset = PRESETS[args.preset]
+    workdir = Path(args.workdir or f"runs/study_{args.preset}")
+    workdir.mkdir(parents=True, exist_ok=True)
+    log = Log(workdir)
+    started = time.time()
+
+    def out_of_time() -> bool:
+        return bool(args.budget_minutes) and time.time() - started > 60 * args.budget_minutes
+
+    results_path = workdir / "results.json"
+    results = json.loads(results_path.read_text()) if results_path.exists() else {}
+    results.update(preset=args.preset, settings=dataclasses.asdict(preset))
+    results.setdefault("pretrain", {})
+    results.setdefault("fewshot", {})
+    results.setdefault("games", {})
+
+    def save():
+        results_path.write_text(json.dumps(results, indent=1))
+        report(workdir, results)
+        plot(workdir, results)
+
+    for seed in preset.seeds:
+        for arm in preset.arms:
+            if arm != "scratch" and not out_of_time():
+                results["pretrain"][f"{arm}_s{seed}"] = pretrain(workdir, preset, arm, seed, log)
+                save()
+    for variant in held_out(preset):
+        if out_of_time():
+            break
+        dataset(workdir, preset, variant, log)
+        for arm in preset.arms:
+            for seed in preset.seeds:
+                if arm != "scratch" and f"{arm}_s{seed}" not in results["pretrain"]:
+                    continue
+                cell = results["fewshot"].setdefault(variant, {}).setdefault(arm, {})
+                if str(seed) not in cell:
+                    cell[str(seed)] = fewshot(workdir, preset, arm, seed, variant)
+        save()
+    for variant in held_out(preset):
+        for arm in preset.game_arms:
+            for seed in preset.seeds:
+                if out_of_time():
+                    break
+                if arm != "scratch" and f"{arm}_s{seed}" not in results["pretrain"]:
+                    continue
+                cell = results["games"].setdefault(variant, {}).setdefault(arm, {})
+                if str(seed) not in cell:
+                    cell[str(seed)] = games(workdir, preset, arm, seed, variant, log)
+                    save()
+    save()
+    print(report(workdir, results))
+    log(
+        f"done in {(time.time() - started) / 60:.1f} min"
+        + (" (budget reached)" if out_of_time() else "")
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
