@@ -2,26 +2,36 @@
 
     python -m mmc_jax.train --config configs/joat.py:cpu --workdir runs/joat
     python -m mmc_jax.train --config configs/joat.py:cpu --workdir runs/joint \\
-        --config.meta.inner_steps=1 --config.meta.updates_per_iteration=8   # the k = 1 control
+        --config.meta.inner_steps=1 --config.meta.fresh_inner_state=False \\
+        --config.meta.updates_per_iteration=8                     # the joint (k = 1) control
 
-A task is a variant. The training variants are those with a positive `task_weights` entry
-(monochromatic has weight 0 by default: its start position has no legal move) minus
-`holdout` (one or several comma-separated names, for leave-out studies). One outer iteration
-(`meta_step`, a single jitted function) does:
+A task is a variant. With `task_space.size` > 0 (configs/joat.py) the training variants are
+that many playable points drawn once (seed `task_space.seed`) from a declared region of the
+rule space (`task_space.starts`, `captures`, `goal_fogs`, `colours`), never one of `holdout` or
+`eval.variants` (compared as rule-space points: another spelling of a held-out variant is held
+out too); with `task_space.size` = 0, the registered variants with a positive `task_weights`
+entry minus `holdout` (the first JOAT's distribution). `holdout` lists specs separated by ";"
+(or registered names by ","). One outer iteration (`meta_step`, a single jitted function) does:
 
 1. Sample a meta-batch of n = `meta.num_tasks` distinct training variants, with probabilities
    proportional to their weights (`jax.random.choice` without replacement).
-2. Self-play ONE `selfplay.selfplay` call over a mixed-variant batch of n x G games
-   (G = `meta.games_per_task`, `selfplay.num_plies` plies, search with the shared parameters
-   phi). Every training variant keeps its own G games in progress in a pool [V * G]; a game cut
-   off by the end of the scan continues the next time its variant is drawn.
+2. Self-play ONE call over a mixed-variant batch of n x G games (G = `meta.games_per_task`,
+   `selfplay.num_plies` plies, search with the shared parameters phi; under fog the fair
+   search of `mmc_jax.pimc`). Every training variant keeps its own G games in progress in a
+   pool [V * G]; a game cut off by the end of the scan continues the next time its variant is
+   drawn, and with `selfplay.value_bootstrap` its samples take the search's value at the cut.
 3. Per-task targets (`selfplay.compute_targets` vmapped over the task axis), written into the
-   variant's own replay ring (its last `replay.iterations` draws).
-4. Inner loop, `jax.vmap`ped over the n tasks (no Python loop): from phi and the shared
-   optimizer state S, k = `meta.inner_steps` optimizer steps (`learner.train_step`) on
-   minibatches of `learner.batch_size` drawn from that task's ring -> theta_i, S_i.
-5. Outer update: phi <- phi + eps * (mean_i theta_i - phi); S <- mean_i S_i (integer leaves,
-   the step count, are the same in every task). eps comes from `meta.outer_lr` with
+   variant's own replay ring (its last `replay.iterations` draws; 1 for Reptile).
+4. Inner loop over the n tasks (`lax.map` on a CPU, `vmap` on accelerators):
+   - Reptile (`meta.fresh_inner_state`, the default of configs/joat.py): per task
+     `learner.inner_procedure` on the data of its draw: k = `inner.steps` steps of the `inner`
+     optimizer (Adam with b1 = 0) started FRESH for the task -> theta_i. `mmc_jax.adapt` runs
+     exactly this procedure per adaptation iteration (`learner.fresh_state`), so
+     meta-training optimises what adaptation does.
+   - the first JOAT (`fresh_inner_state` False): from phi and the shared optimizer state S,
+     k = `meta.inner_steps` steps of `learner` on minibatches of the ring -> theta_i, S_i.
+5. Outer update: phi <- phi + eps * (mean_i theta_i - phi); for the first JOAT also
+   S <- mean_i S_i (Reptile keeps no shared inner state). eps comes from `meta.outer_lr` with
    `meta.outer_lr_schedule`: "constant", or "linear" from `outer_lr` to `outer_lr_end` over
    the run (Reptile's anneal). eps = 1 is the plain parameter averaging of JOAT.
 

@@ -71,7 +71,7 @@ ALL_ARMS = ("scratch", "gardner", "joint", "joat", "joint+desc", "joat+desc", "s
 PRESETS = {
     "smoke": Preset("smoke", 2, 1, 7, 4, 2, ALL_ARMS, ("scratch", "joat"), 2),
     "quick": Preset("quick", 20, 6, 8, 64, 8, ALL_ARMS, ("scratch", "joint", "joat"), 8),
-    "gpu": Preset("cpu", 40, 12, 8, 256, 16, ALL_ARMS, ("scratch", "gardner", "joint", "joat"), 8),
+    "gpu": Preset("cpu", 30, 10, 8, 256, 16, ALL_ARMS, ("scratch", "gardner", "joint", "joat"), 8),
 }
 
 
@@ -433,6 +433,12 @@ def main(argv=None) -> int:
     parser.add_argument("--preset", choices=sorted(PRESETS), default="quick")
     parser.add_argument("--workdir", default=None)
     parser.add_argument("--budget-minutes", type=float, default=0.0, help="stop between stages")
+    parser.add_argument(
+        "--only",
+        choices=("all", "pretrain", "fewshot", "games"),
+        default="all",
+        help="run only these stages (the others are read from the workdir when done)",
+    )
     args = parser.parse_args(argv)
     preset = PRESETS[args.preset]
     workdir = Path(args.workdir or f"runs/study_{args.preset}")
@@ -455,13 +461,18 @@ def main(argv=None) -> int:
         report(workdir, results)
         plot(workdir, results)
 
+    stages = {"pretrain", "fewshot", "games"} if args.only == "all" else {args.only}
     for seed in preset.seeds:
         for arm in preset.arms:
-            if arm != "scratch" and not out_of_time():
+            if (
+                arm != "scratch"
+                and not out_of_time()
+                and ("pretrain" in stages or _done(workdir / "pretrain" / f"{arm}_s{seed}"))
+            ):
                 results["pretrain"][f"{arm}_s{seed}"] = pretrain(workdir, preset, arm, seed, log)
                 save()
     for variant in held_out(preset):
-        if out_of_time():
+        if out_of_time() or "fewshot" not in stages:
             break
         dataset(workdir, preset, variant, log)
         for arm in preset.arms:
@@ -475,7 +486,7 @@ def main(argv=None) -> int:
     for variant in held_out(preset):
         for arm in preset.game_arms:
             for seed in preset.seeds:
-                if out_of_time():
+                if out_of_time() or "games" not in stages:
                     break
                 if arm != "scratch" and f"{arm}_s{seed}" not in results["pretrain"]:
                     continue
