@@ -1,38 +1,43 @@
-"""JOAT / Reptile meta-training over the variant distribution: `python -m mmc_jax.train` config.
+"""JOAT / Reptile meta-training over the rule space: `python -m mmc_jax.train` config.
 
-Presets (the part after the colon):
+What it trains (mmc_jax/meta.py): `task_space.size` variants are drawn once from a declared
+region of the rule space (`task_space`: starts gardner/baby/mallet/any of the 240 shuffles,
+every capture, every goal/fog pair, colour any/other), never one of the 8 evaluation variants
+`HELD_OUT` (dark, atomic, rifle, extinction and four composed points). Every outer iteration
+samples `meta.num_tasks` of them, self-plays G games of each (the fair fog search for fog
+tasks), and adapts phi to every task with the inner procedure (`inner`: k steps of Adam with
+b1 = 0, started fresh per task, on that task's own draw); phi moves toward the mean adapted
+parameters (eps). `python -m mmc_jax.adapt` runs the same inner procedure per adaptation
+iteration (the `adapt` section: its learner IS `inner`, G games per iteration), so
+meta-training optimises exactly what adaptation does.
+
+Presets (the part after the colon; without one: `full` on an accelerator, `cpu` otherwise):
 
   full             python -m mmc_jax.train --config configs/joat.py:full --workdir runs/joat
-      One accelerator (H100 class): 6x128 ResNet, 7 tasks (every variant but monochromatic)
-      x 128 games x 64 plies x 32 simulations per outer iteration (57k positions), k = 16
-      inner steps of 512 per task, eps = 1 (JOAT averaging), 300 outer iterations.
-      Not run yet (no accelerator was lent to this task).
+      One accelerator (H100 class): 6x128 ResNet, 7 tasks x 128 games x 64 plies x 32
+      simulations per outer iteration, k = 16 inner steps of 512, 300 outer iterations.
+      Not run yet.
   cpu              python -m mmc_jax.train --config configs/joat.py:cpu --workdir runs/joat
-      A 2-core CPU: 2x32 net, 4 of the 7 variants x 16 games x 32 plies x 16 simulations
-      per outer iteration (2048 positions), k = 8 inner steps of 128 per task, 60 iterations,
-      evaluation (32 games against random and greedy on every variant, 16 simulations) every
-      20. Not run to the end here; twice the positions per iteration of `quick`, so expect
-      about 10 s per outer iteration on an idle 2-core CPU (~12 minutes for 60, plus
-      evaluations and a 1-2 minute compile).
-  quick            the meta-training of `experiments/adaptation` --preset quick: as cpu, but
-      4 tasks x 8 games, k = 4, 40 iterations, no evaluation during training. Measured on the
-      2-core CPU shared with other jobs: compile 74 s (400 s at load average 8), then 5.4 s
-      per outer iteration (1024 positions, ~190 positions/s): 41k positions in 5 minutes.
-  smoke            python -m mmc_jax.train --config configs/joat.py:smoke --workdir /tmp/j
-      The tests' run: 1x8 net, 2 tasks x 4 games x 4 plies x 4 simulations, k = 2, 2 outer
-      iterations, dark held out. About 2.5 minutes on 2 idle CPU cores, nearly all of it the
-      100 s compilation of the outer iteration. Learns nothing.
+      2x32 net, 4 tasks x 16 games x 32 plies x 16 simulations (2 sampled worlds per move in
+      fog tasks), k = 8 inner steps of 128, 60 iterations. On one H100 (the study's pretraining,
+      experiments/adaptation/study.py --preset gpu): compile 60-68 s, then about 0.4-0.6 s per
+      outer iteration.
+  quick            as cpu, but 4 tasks x 8 games, k = 4, 40 iterations: the README's first
+      command (a few minutes on a 2-core CPU, most of it compiling the iteration).
+  smoke            the tests' run: 1x8 net, 2 tasks x 4 games x 4 plies x 4 simulations, k = 2,
+      2 outer iterations, 8 fog-free tasks. Learns nothing.
 
 The switches (override any field with `--config.<field>=<value>`; the config is locked, so a
 misspelt field is an error):
 
-  --config.holdout=dark,atomic      leave variants out of meta-training (registry names)
-  --config.task_weights.atomic=2    the task distribution (monochromatic has weight 0: its
-                                    start position has no legal move)
-  --config.meta.inner_steps=1       k = 1: joint multi-task training, the control (see
-                                    mmc_jax/meta.py for exactly what it computes); with
-                                    --config.meta.updates_per_iteration=8 it takes as many
-                                    gradient steps as k = 8
+  --config.holdout='dark;capture=atomic,goal=king'   held-out specs (";"-separated)
+  --config.task_space.size=256      more tasks from the region; 0: the registered variants by
+                                    --config.task_weights.<name> (the first JOAT)
+  --config.meta.fresh_inner_state=False   the first JOAT's shared, averaged inner Adam state
+  --config.meta.inner_steps=1 --config.meta.fresh_inner_state=False
+                                    joint multi-task training, the control (mmc_jax/meta.py);
+                                    with --config.meta.updates_per_iteration=8 it takes as many
+                                    sequential gradient steps as k = 8
   --config.meta.outer_lr=0.5 --config.meta.outer_lr_schedule=linear   Reptile's annealed eps
   --config.network.rule_planes=descriptor   tell the network the rules (capture, goal, fog,
                                     colour planes become inputs; checkpoints of the other
