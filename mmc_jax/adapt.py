@@ -42,6 +42,8 @@ from mmc_jax import network as network_lib
 from mmc_jax import rules as R
 
 SCRATCH = ("scratch", "none")
+# The model `--init_from` defaults to: shipped in the package (mmc_jax/data/models).
+DEFAULT_MODEL = "joat-cpu"
 RESULTS_FILE = "adaptation.json"
 TABLE_FILE = "adaptation.md"
 PLOT_FILE = "adaptation.png"
@@ -93,7 +95,11 @@ def load_start(init_from: str, config: ml_collections.ConfigDict | None, seed: i
         )
         return network_config, on_device(params), None, "scratch"
     _, params, saved = checkpoint_lib.load_model(init_from)
-    label = os.path.abspath(os.fspath(init_from))
+    label = (
+        str(init_from)
+        if str(init_from) in checkpoint_lib.shipped_models()
+        else os.path.abspath(os.fspath(init_from))
+    )
     return _config_dict(saved.network), on_device(params), saved, label
 
 
@@ -492,7 +498,8 @@ def define_flags(flag_values=None) -> None:
     flags.DEFINE_string(
         "init_from",
         None,
-        "checkpoint to start from: a run workdir, <workdir>/checkpoints/<step>, or 'scratch'",
+        "start: a run workdir, <workdir>/checkpoints/<step>, an exported model, a shipped "
+        f"model's name, or 'scratch' (default: the shipped {DEFAULT_MODEL!r} JOAT model)",
         flag_values=fv,
     )
     flags.DEFINE_string(
@@ -547,11 +554,14 @@ def main(argv) -> None:
         variant = R.check_variant(FLAGS.variant)
     except ValueError as error:
         cli.fail(f"--variant: {error}")
-    init_from = FLAGS.init_from
-    if not init_from:
+    init_from = FLAGS.init_from or DEFAULT_MODEL
+    if init_from not in checkpoint_lib.shipped_models() and not FLAGS.init_from:
         cli.fail("--init_from is required: a run workdir, <workdir>/checkpoints/<step>, or scratch")
     workdir = FLAGS.workdir or os.path.join("runs", f"adapt_{variant}")
-    print(f"adapting {init_from} to {variant}; workdir {workdir}", flush=True)
+    start_note = "" if FLAGS.init_from else " (the shipped JOAT model; --init_from to change)"
+    where_note = "" if FLAGS.workdir else " (--workdir to change)"
+    print(f"adapting {init_from}{start_note} to {variant}", flush=True)
+    print(f"workdir {workdir}{where_note}", flush=True)
     eval_at = None
     if FLAGS.eval_at:
         try:
@@ -559,7 +569,12 @@ def main(argv) -> None:
         except ValueError:
             cli.fail(f"--eval_at must be integers, got {FLAGS.eval_at!r}")
     for flag, path in (("--init_from", init_from), ("--reference", FLAGS.reference)):
-        if path and str(path).lower() not in SCRATCH and not os.path.isdir(path):
+        if (
+            path
+            and str(path).lower() not in SCRATCH
+            and not checkpoint_lib.is_exported(path)
+            and not os.path.isdir(path)
+        ):
             cli.fail(f"{flag} {path}: no such checkpoint directory")
     if os.path.exists(workdir) and not os.path.isdir(workdir):
         cli.fail(f"--workdir {workdir} is a file, not a directory")

@@ -6,8 +6,10 @@ list of legal moves and a new prompt; `moves` lists them, `board` redraws, `help
 `quit` (or end of input, or Ctrl-C) ends the game. In `dark` you see only your own pieces and
 the squares your legal moves reach, and the model's moves are not shown until the end.
 
-Without `--checkpoint` the opponent is the search with a uniform prior (zero logits, zero
-value: it finds mates and king captures within its simulations, nothing more). The model
+Without `--checkpoint` the opponent is the model shipped for the variant (gardner: the
+30-minute CPU agent, `mmc_jax/data/models/gardner-cpu`), else the search with a uniform prior
+(zero logits, zero value: it finds mates and king captures within its simulations, nothing
+more; `--checkpoint none` asks for it). The model
 plays its evaluation search (`--simulations`, deterministic); `--pgn FILE` saves the game.
 
 For tests and scripts, `main(argv, stdin, stdout)` reads moves from any text stream.
@@ -21,7 +23,7 @@ from typing import TextIO
 
 import jax
 
-from mmc_jax import arena, cli
+from mmc_jax import arena, checkpoint, cli
 from mmc_jax import rules as R
 from mmc_jax.rules import notation
 
@@ -42,7 +44,9 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--checkpoint",
         default=None,
-        help="run workdir (or <workdir>/checkpoints/<step>); default: the uniform-prior search",
+        help="run workdir (or <workdir>/checkpoints/<step>), an exported model or a shipped "
+        "model's name; default: the shipped model of the variant (gardner: gardner-cpu, the "
+        "30-minute CPU agent), else the uniform-prior search; 'none': the uniform-prior search",
     )
     parser.add_argument("--step", type=cli.integer_arg("--step", 0), default=None)
     parser.add_argument(
@@ -117,6 +121,8 @@ def main(
     stdout = sys.stdout if stdout is None else stdout
     parser = _parser()
     args = parser.parse_args(argv)
+    if args.checkpoint is None and f"{args.variant}-cpu" in checkpoint.shipped_models():
+        args.checkpoint = f"{args.variant}-cpu"
     if args.checkpoint is None or args.checkpoint.lower() == "none":
         network, params, name = None, None, "uniform-prior search"
     else:
