@@ -35,7 +35,7 @@ from typing import Any
 import jax
 import ml_collections
 
-from mmc_jax import alphazero, cli, distributed, match, runloop
+from mmc_jax import alphazero, cli, match, runloop
 from mmc_jax import checkpoint as checkpoint_lib
 from mmc_jax import metrics as metrics_lib
 from mmc_jax import network as network_lib
@@ -537,16 +537,9 @@ def define_flags(flag_values=None) -> None:
 
 def main(argv) -> None:
     """absl entry point; every error is one line on stderr (`error: ...`), exit status 2."""
-    from absl import flags, logging
+    from absl import flags
 
-    if len(argv) > 1:
-        cli.fail(f"unexpected arguments: {argv[1:]}")
-    try:
-        distributed.initialize_from_flags()  # several processes: before any other JAX call
-    except (ValueError, RuntimeError) as error:
-        cli.fail(f"multi-process start-up: {error}")
-    if not flags.FLAGS["verbosity"].present:
-        logging.set_verbosity(logging.WARNING)
+    cli.absl_start(argv)
     FLAGS = flags.FLAGS
     if not FLAGS.variant:
         cli.fail("--variant is required, e.g. --variant dark")
@@ -605,5 +598,5 @@ if __name__ == "__main__":
     from absl import app
 
     define_flags()
-    distributed.define_flags()
+    cli.define_distributed_flags()
     app.run(main, flags_parser=cli.absl_flags_parser(__doc__))

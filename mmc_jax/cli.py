@@ -214,3 +214,28 @@ def _parse_flags(doc: str, argv: list[str]) -> list[str]:
         lines = [line.strip() for line in str(error).splitlines() if line.strip()]
         fail(f"--config: {lines[-1] if lines else type(error).__name__}")
     return []
+
+
+def define_distributed_flags() -> None:
+    """The multi-process flags (`--coordinator_address`, `--num_processes`, `--process_id`)."""
+    from mmc_jax import distributed
+
+    distributed.define_flags()
+
+
+def absl_start(argv: list[str]) -> None:
+    """The start of an absl `main`: no stray arguments, the multi-process runtime when the
+    command line or the cluster asks for it (before any other JAX call), and orbax's INFO logs
+    off unless `--verbosity` is given. Errors are one line (`fail`)."""
+    from absl import flags, logging
+
+    from mmc_jax import distributed
+
+    if len(argv) > 1:
+        fail(f"unexpected arguments: {argv[1:]}")
+    try:
+        distributed.initialize_from_flags()
+    except (ValueError, RuntimeError) as error:
+        fail(f"multi-process start-up: {error}")
+    if not flags.FLAGS["verbosity"].present:
+        logging.set_verbosity(logging.WARNING)  # orbax logs every save at INFO

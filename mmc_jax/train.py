@@ -30,7 +30,7 @@ from typing import Any
 import jax
 import ml_collections
 
-from mmc_jax import alphazero, cli, distributed, meta, runloop
+from mmc_jax import alphazero, cli, meta, runloop
 
 
 def is_meta_config(config: ml_collections.ConfigDict) -> bool:
@@ -66,16 +66,9 @@ def train(
 
 def main(argv) -> None:
     """absl entry point: train `FLAGS.config` in `FLAGS.workdir`."""
-    from absl import flags, logging
+    from absl import flags
 
-    if len(argv) > 1:
-        cli.fail(f"unexpected arguments: {argv[1:]}")
-    try:
-        distributed.initialize_from_flags()  # several processes: before any other JAX call
-    except (ValueError, RuntimeError) as error:
-        cli.fail(f"multi-process start-up: {error}")
-    if not flags.FLAGS["verbosity"].present:
-        logging.set_verbosity(logging.WARNING)  # orbax logs every save at INFO
+    cli.absl_start(argv)
     config = flags.FLAGS.config
     workdir = flags.FLAGS.workdir
     if config is None:
@@ -138,5 +131,5 @@ if __name__ == "__main__":
     from absl import app
 
     define_flags()
-    distributed.define_flags()
+    cli.define_distributed_flags()
     app.run(main, flags_parser=cli.absl_flags_parser(__doc__))
