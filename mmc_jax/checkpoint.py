@@ -116,7 +116,10 @@ def _check_compatible(
     """Raises ValueError listing every config-field and leaf-shape mismatch; first of all, a
     checkpoint of another observation layout (`network.check_obs_layout` says why)."""
     if config is not None and "network" in config:
-        network_lib.check_obs_layout(meta.get("obs_layout"), _as_config(config).network)
+        try:
+            network_lib.check_obs_layout(meta.get("obs_layout"), _as_config(config).network)
+        except ValueError as error:
+            raise CheckpointMismatch(str(error)) from None
     problems = []
     if config is not None and meta.get("config") is not None:
         new_config = _jsonable(config)
@@ -145,10 +148,16 @@ def _check_compatible(
         shown = problems[:12] + (
             [f"... and {len(problems) - 12} more"] if len(problems) > 12 else []
         )
-        raise ValueError(
+        raise CheckpointMismatch(
             f"checkpoint {where} does not match the model being restored "
             f"({len(problems)} mismatches):\n  " + "\n  ".join(shown)
         )
+
+
+class CheckpointMismatch(ValueError):
+    """A checkpoint that does not fit what restores it (config fields, observation layout or
+    leaf shapes): refused before any array is read. Any other error while restoring means
+    damaged files."""
 
 
 def _as_config(config: Any) -> ml_collections.ConfigDict:
@@ -290,7 +299,7 @@ class Checkpointer:
         prefix = f"[{key!r}]"
         saved = {p: s for p, s in meta.get("shapes", {}).items() if p.startswith(prefix)}
         if not saved:
-            raise ValueError(f"checkpoint {where} has no {key!r} entry in its saved state")
+            raise CheckpointMismatch(f"checkpoint {where} has no {key!r} entry in its saved state")
         _check_compatible(dict(meta, shapes=saved), {key: target_template}, None, (), where)
         template = {key: target_template}
         restored = self._manager.restore(
@@ -464,7 +473,7 @@ def load_model(path: str | os.PathLike, step: int | None = None):
     )
     try:
         params = restore_subtree(workdir, "params", template, step=int(meta["step"]))
-    except (FileNotFoundError, ValueError):
+    except (FileNotFoundError, CheckpointMismatch):
         raise
     except Exception as error:  # orbax raises many types for truncated or missing files
         older = [s for s in _all_steps(workdir) if s < int(meta["step"])]

@@ -264,7 +264,7 @@ def _restore(algorithm, config, mesh, ckpt, save_replay, log):
     for step in reversed(steps):
         try:
             return ckpt.restore(template, step=step, config=config)
-        except ValueError as error:
+        except checkpoint_lib.CheckpointMismatch as error:
             raise algorithm.restore_error(error, config) from None
         except Exception as error:  # orbax raises many types for damaged files
             reason = str(error).splitlines()[0][:160] if str(error) else type(error).__name__

@@ -67,3 +67,27 @@ def test_shipped_models_load():
 def test_a_checkpoint_of_the_old_observation_layout_is_refused():
     with pytest.raises(ValueError, match="observation layout"):
         checkpoint.load_model(OBS26)
+
+
+def test_a_damaged_latest_checkpoint_falls_back_to_the_newest_intact_one(tmp_path, capsys):
+    """A truncated or deleted file in the latest step: `load_model` warns and uses the step
+    before; asked for that step explicitly, it says which step to try instead."""
+    from mmc_jax import checkpoint as ckpt_lib
+
+    workdir = tmp_path / "run"
+    shutil.copytree(LEGACY, workdir)
+    steps = workdir / "checkpoints"
+    shutil.copytree(steps / "1", steps / "2")  # a second step, then damage it
+    for path in (steps / "2" / "state" / "d").rglob("*"):  # the array data: deleted
+        if path.is_file():
+            path.unlink()
+    meta = json.loads((steps / "2" / "meta" / "metadata").read_text())
+    meta["step"] = 2
+    (steps / "2" / "meta" / "metadata").write_text(json.dumps(meta))
+    _, params, _ = ckpt_lib.load_model(workdir)
+    _, intact, _ = ckpt_lib.load_model(workdir, step=1)
+    for a, b in zip(jax.tree.leaves(params), jax.tree.leaves(intact), strict=True):
+        np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+    assert "is damaged" in capsys.readouterr().err
+    with pytest.raises(ValueError, match="is damaged .* try --step 1"):
+        ckpt_lib.load_model(workdir, step=2)
