@@ -9,8 +9,11 @@ resumes; `on_eval` sees every iteration and `init_params` is the start of a fres
 
 from __future__ import annotations
 
+import io
 import json
+import os
 import shutil
+import signal
 from pathlib import Path
 
 import jax
@@ -176,3 +179,23 @@ def test_a_workdir_of_the_old_observation_layout_is_refused(tmp_path, name):
     shutil.copytree(FIXTURES.parent / "obs26" / fixture, workdir)
     with pytest.raises(ValueError, match="observation layout .* differs .* rules descriptor"):
         runloop.run(algorithm, smoke(module, 2), workdir, stream=None)
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
+def test_a_signal_stops_after_the_iteration_in_progress_and_resume_continues(tmp_path, signum):
+    """SIGTERM (a preempted VM) or Ctrl-C during iteration 1 of 3: the iteration finishes and
+    is checkpointed, `run` returns `stopped`; the same call resumes from it."""
+    algorithm, module, _ = ALGORITHMS["alphazero"]
+
+    def hook(iteration, state, record):
+        if iteration == 1:
+            os.kill(os.getpid(), signum)
+
+    stream = io.StringIO()
+    stopped = runloop.run(algorithm, smoke(module, 3), tmp_path, on_eval=hook, stream=stream)
+    assert stopped.stopped and stopped.record["iteration"] == 1
+    assert checkpoint.latest_step(tmp_path) == 1
+    assert f"stopped by {signal.Signals(signum).name} after iteration 1" in stream.getvalue()
+    resumed = runloop.run(algorithm, smoke(module, 2), tmp_path, stream=None)
+    assert resumed.start_iteration == 1 and not resumed.stopped
+    assert resumed.record["iteration"] == 2
