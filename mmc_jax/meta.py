@@ -708,7 +708,7 @@ def _record(raw: dict[str, np.ndarray], variants: tuple[str, ...], eps: float) -
     record["meta/eps"] = eps
     record["meta/update_norm"] = float(raw["update_norm"])
     record["meta/adapt_norm"] = float(raw["adapt_norm"])
-    record["meta/tasks"] = ",".join(tasks)
+    record["meta/tasks"] = ";".join(tasks)  # composed specs contain commas
     return record
 
 

@@ -182,11 +182,13 @@ def pretrain(workdir: Path, preset: Preset, arm: str, seed: int, log) -> dict:
     )
 
 
-def held_out(preset: Preset) -> tuple[str, ...]:
+def held_out(preset: Preset, only=None) -> tuple[str, ...]:
+    """The preset's held-out variants (canonical), or those of them in `only`."""
     from configs import joat
     from mmc_jax import rules as R
 
-    return tuple(R.canonical(v) for v in joat.HELD_OUT[: preset.variants])
+    chosen = tuple(R.canonical(v) for v in joat.HELD_OUT[: preset.variants])
+    return tuple(v for v in chosen if only is None or v in only)
 
 
 def _slug(variant: str) -> str:
@@ -262,8 +264,8 @@ def dataset(workdir: Path, preset: Preset, variant: str, log) -> Path:
     path = workdir / "dataset" / f"{_slug(variant)}.npz"
     if path.exists():
         return path
-    ref = reference(workdir, preset, variant, log)
-    network, params, saved = checkpoint.load_model(ref["path"])
+    reference(workdir, preset, variant, log)
+    network, params, saved = checkpoint.load_model(workdir / "reference" / _slug(variant))
     config = ml_collections.FrozenConfigDict(saved)
     fog = alphazero.fair_fog(saved)
     rules_b = R.batch(variant, int(config.selfplay.batch_size))
@@ -315,8 +317,7 @@ def fewshot(workdir: Path, preset: Preset, arm: str, seed: int, variant: str) ->
         network = network_lib.make_network(net_config)
         params = network_lib.init_params(network, jax.random.key(seed + 7), R.OBS_SHAPE)
     else:
-        info = _done(workdir / "pretrain" / f"{arm}_s{seed}")
-        network, params, saved = checkpoint.load_model(info["path"])
+        network, params, saved = checkpoint.load_model(workdir / "pretrain" / f"{arm}_s{seed}")
         net_config = ml_collections.FrozenConfigDict(saved.network)
     procedure = _procedure()
     losses = _loss_fn(network, inner)
@@ -335,7 +336,7 @@ def fewshot(workdir: Path, preset: Preset, arm: str, seed: int, variant: str) ->
 def games(workdir: Path, preset: Preset, arm: str, seed: int, variant: str, log) -> dict:
     from mmc_jax import adapt
 
-    init = "scratch" if arm == "scratch" else _done(workdir / "pretrain" / f"{arm}_s{seed}")["path"]
+    init = "scratch" if arm == "scratch" else str(workdir / "pretrain" / f"{arm}_s{seed}")
     out = {}
     for adapt_seed in preset.adapt_seeds:
         stage = workdir / "games" / f"{arm}_s{seed}_a{adapt_seed}_{_slug(variant)}"
@@ -434,6 +435,9 @@ def main(argv=None) -> int:
     parser.add_argument("--workdir", default=None)
     parser.add_argument("--budget-minutes", type=float, default=0.0, help="stop between stages")
     parser.add_argument(
+        "--variants", nargs="*", default=None, help="a subset of the held-out variants (specs)"
+    )
+    parser.add_argument(
         "--only",
         choices=("all", "pretrain", "fewshot", "games"),
         default="all",
@@ -441,6 +445,11 @@ def main(argv=None) -> int:
     )
     args = parser.parse_args(argv)
     preset = PRESETS[args.preset]
+    only_variants = None
+    if args.variants:
+        from mmc_jax import rules as R
+
+        only_variants = {R.canonical(v) for v in args.variants}
     workdir = Path(args.workdir or f"runs/study_{args.preset}")
     workdir.mkdir(parents=True, exist_ok=True)
     log = Log(workdir)
@@ -471,7 +480,7 @@ def main(argv=None) -> int:
             ):
                 results["pretrain"][f"{arm}_s{seed}"] = pretrain(workdir, preset, arm, seed, log)
                 save()
-    for variant in held_out(preset):
+    for variant in held_out(preset, only_variants):
         if out_of_time() or "fewshot" not in stages:
             break
         dataset(workdir, preset, variant, log)
@@ -483,7 +492,7 @@ def main(argv=None) -> int:
                 if str(seed) not in cell:
                     cell[str(seed)] = fewshot(workdir, preset, arm, seed, variant)
         save()
-    for variant in held_out(preset):
+    for variant in held_out(preset, only_variants):
         for arm in preset.game_arms:
             for seed in preset.seeds:
                 if out_of_time() or "games" not in stages:
