@@ -25,7 +25,18 @@ import pytest
 from conftest import start_on_fake_devices, stop_process
 
 from configs import gardner as gardner_config
-from mmc_jax import alphazero, learner, metrics, network, selfplay, sharding, train
+from mmc_jax import (
+    alphazero,
+    checkpoint,
+    learner,
+    match,
+    metrics,
+    network,
+    runloop,
+    selfplay,
+    sharding,
+    train,
+)
 from mmc_jax import rules as R
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -364,9 +375,9 @@ def test_cli_rejects_an_unknown_variant(tmp_path):
 
 
 def test_non_finite_loss_is_a_clear_error():
-    train._check_finite({"train/policy_loss": 1.0, "selfplay/games": 3}, 4, "note")
+    runloop.check_finite({"train/policy_loss": 1.0, "selfplay/games": 3}, 4, "note")
     with pytest.raises(FloatingPointError, match="iteration 4.*train/value_loss.*kept"):
-        train._check_finite({"train/value_loss": float("nan")}, 4, "kept")
+        runloop.check_finite({"train/value_loss": float("nan")}, 4, "kept")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -395,7 +406,7 @@ def test_smoke_run_writes_metrics_checkpoints_and_plots(smoke_run):
     assert (workdir / "plots" / "value_loss.png").stat().st_size > 0
     assert os.listdir(workdir / "tensorboard")
     assert "compiled the iteration" in log and "it 2/2" in log
-    meta = train.checkpoint_lib.load_metadata(workdir)
+    meta = checkpoint.load_metadata(workdir)
     assert meta["config"]["variants"] == ["gardner"]
     assert meta["config"]["network"]["channels"] == 8
 
@@ -426,11 +437,13 @@ def test_evaluation_hook_logs_scores(smoke_run, tmp_path, monkeypatch):
     del smoke_run  # compiled the iteration
     calls = []
 
-    def fake_play_match(network, params, variant, opponent, num_games, num_simulations, key):
+    def fake_play_match(
+        network, params, variant, opponent, num_games, num_simulations, key, **kwargs
+    ):
         calls.append((variant, opponent, num_games, num_simulations))
         return {"score": 0.75, "score_ci95": [0.6, 0.9], "wins": 3, "draws": 0, "losses": 1}
 
-    monkeypatch.setattr(train, "_play_match_fn", lambda: fake_play_match)
+    monkeypatch.setattr(match, "play_match", fake_play_match)
     config = load_config("smoke")
     config.num_iterations, config.eval.every = 1, 1
     stream = io.StringIO()

@@ -71,9 +71,9 @@ def main() -> None:
     results = json.load(open(out_path)) if os.path.exists(out_path) else {}
 
     if args.checkpoint:
-        from mmc_jax import evaluate
+        from mmc_jax import checkpoint
 
-        network, params, _ = evaluate.load_model(args.checkpoint)
+        network, params, _ = checkpoint.load_model(args.checkpoint)
         source = args.checkpoint
     else:
         network = network_lib.PolicyValueNet(num_blocks=2, channels=32, value_hidden=32)
@@ -94,9 +94,9 @@ def main() -> None:
         started = time.time()
         out = jax.device_get(compiled(params, rules, key, jnp.int32(2)))
         play_s = time.time() - started
-        from mmc_jax import evaluate
+        from mmc_jax import elo
 
-        stats = evaluate.match_statistics(out.a_reward, out.plies)
+        stats = elo.match_statistics(out.a_reward, out.plies)
         a_moves = int(((out.plies - 2 + 1) // 2).sum())  # A's moves after the 2 opening plies
         stats.update(
             label=label,
