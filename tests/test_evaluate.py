@@ -266,6 +266,7 @@ def test_model_vs_checkpoint_opponent_and_cli(saved_run, capsys):
         opponent_params=params,
         opponent_simulations=MODEL_MATCH["opponent_simulations"],
         max_plies=MODEL_MATCH["max_plies"],
+        opening_plies=match.NETWORK_OPENING_PLIES,  # the CLI's default between two networks
     )
     check_match(result, MODEL_MATCH["num_games"])
     assert result["illegal_moves"] == {"model": 0, "opponent": 0}
@@ -288,6 +289,14 @@ def test_model_vs_checkpoint_opponent_and_cli(saved_run, capsys):
     for key in ("wins", "draws", "losses", "score", "score_ci95", "white", "black"):
         assert printed[key] == result[key]
     assert printed["opponent"] == workdir and printed["model"] == workdir
+    assert printed["opening_plies"] == match.NETWORK_OPENING_PLIES
+    # Two deterministic searches without random openings would replay one game per colour:
+    # refused, not counted as independent games.
+    with pytest.raises(ValueError, match="opening_plies"):
+        match.play_match(
+            net, params, "gardner", "checkpoint", 4, 2, jax.random.key(0),
+            opponent_network=net, opponent_params=params, opening_plies=0,
+        )  # fmt: skip
 
 
 def test_uniform_prior_network_outputs():

@@ -29,7 +29,8 @@ def test_scripted_game_with_bad_input(tmp_path):
     path = tmp_path / "game.pgn"
     lines = ["e2e4", "hello", "", "a2a3q", "moves", "board", "help", "E2E3", "b1c3", "c3b5"]
     status, out = run(
-        ["--variant", "gardner", "--simulations", "0", "--max-plies", "6", "--pgn", str(path)],
+        ["--variant", "gardner", "--checkpoint", "none", "--simulations", "0", "--max-plies", "6"]
+        + ["--pgn", str(path)],
         lines,
     )
     assert status == 0
@@ -100,3 +101,8 @@ def test_help(argv, capsys):
         play.main(argv)
     assert exit_info.value.code == 0
     assert "--checkpoint" in capsys.readouterr().out
+
+
+def test_gardner_defaults_to_the_shipped_30_minute_agent():
+    status, out = run(["--variant", "gardner", "--simulations", "0"], ["quit"])
+    assert status == 0 and "against gardner-cpu" in out
