@@ -360,7 +360,6 @@ def play_match(
             params,
             variant,
             opponent,
-            opponent_player,
             num_games,
             num_simulations,
             key,
@@ -416,7 +415,6 @@ def _fair_fog_match(
     params,
     variant,
     opponent,
-    opponent_player,
     num_games,
     num_simulations,
     key,
@@ -434,7 +432,6 @@ def _fair_fog_match(
             "network needs its own beliefs (pimc.fog_match plays one network); pass "
             "omniscient=True for the old search on the true state (an upper bound, not fair)"
         )
-    del opponent_player
     if num_simulations:
         player = pimc.FogPlayer("pimc", num_simulations, num_worlds)
     else:
