@@ -2,8 +2,10 @@
 # The 30-minute Gardner run on a CPU (issue 3's target), reproducible with one command:
 #
 #   bash experiments/gardner_cpu/run.sh [WORKDIR]        # default runs/gardner_cpu
+#   VARIANT=atomic bash experiments/gardner_cpu/run.sh runs/atomic_cpu   # any other variant
 #
-# 1. trains `configs/gardner.py:cpu` for MINUTES (default 30) of wall time, compilation and the
+# 1. trains `configs/gardner.py:cpu` (with `--config.variant=$VARIANT`, default gardner) for
+#    MINUTES (default 30) of wall time, compilation and the
 #    periodic 64-game evaluations included; the trainer is then stopped (SIGTERM, like a
 #    crash: the checkpoint of the last finished iteration is kept);
 # 2. evaluates that checkpoint with 400 colour-balanced games against random and against
@@ -16,6 +18,7 @@ cd "$(dirname "$0")/../.."
 WORKDIR=${1:-runs/gardner_cpu}
 MINUTES=${MINUTES:-30}
 GAMES=${GAMES:-400}
+VARIANT=${VARIANT:-gardner}
 if [ -e "$WORKDIR/metrics.jsonl" ]; then
   echo "error: $WORKDIR already holds a run; the 30-minute protocol needs a fresh workdir" >&2
   exit 2
@@ -28,10 +31,10 @@ LOADLOG=$!
 trap 'kill $LOADLOG 2>/dev/null || true' EXIT
 status=0
 timeout -s TERM -k 30 "${MINUTES}m" python -m mmc_jax.train --config configs/gardner.py:cpu \
-  --workdir "$WORKDIR" 2>&1 | tee "$WORKDIR/train.log" || status=$?
+  --config.variant="$VARIANT" --workdir "$WORKDIR" 2>&1 | tee "$WORKDIR/train.log" || status=$?
 echo "training stopped after ${MINUTES} minutes (exit status $status)"
 for opponent in random greedy; do
-  python -m mmc_jax.evaluate --checkpoint "$WORKDIR" --variant gardner --opponent "$opponent" \
+  python -m mmc_jax.evaluate --checkpoint "$WORKDIR" --variant "$VARIANT" --opponent "$opponent" \
     --games "$GAMES" --simulations 32 --json > "$WORKDIR/final_vs_$opponent.json"
   cat "$WORKDIR/final_vs_$opponent.json"
 done
