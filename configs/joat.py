@@ -152,6 +152,10 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
     config.meta.games_per_task = 128  # G, games per task in the mixed self-play batch
     config.meta.inner_steps = 16  # k; 1 = joint multi-task training
     config.meta.updates_per_iteration = 1  # meta-updates per self-play batch
+    # Device groups the tasks are split over in the inner loop: a (task, data) mesh of
+    # task_parallel x devices/task_parallel (a pod adapts many tasks at once); 1 = every device
+    # runs every task's inner loop (self-play is data-parallel either way).
+    config.meta.task_parallel = 1
     config.meta.outer_lr = 1.0  # eps; 1 = JOAT's plain averaging
     config.meta.outer_lr_schedule = "constant"  # or "linear" (Reptile)
     config.meta.outer_lr_end = 0.0  # eps after the last iteration with "linear"

@@ -1,4 +1,4 @@
-"""Benchmarks: `python -m mmc_jax.bench env|selfplay|learner [--json]`.
+"""Benchmarks: `python -m mmc_jax.bench env|selfplay|learner|iteration|processes [--json]`.
 
 `env` measures random-play throughput with one protocol for every engine: inside one jitted
 `lax.scan`, each ply computes the legal action mask, draws a uniformly random legal action
@@ -25,6 +25,12 @@ one jitted `learner.train_step` called in a Python loop, and against the paths b
 (XLA's own convolution gradient; the inner loop vmapped over the tasks), all arms interleaved
 in one process, medians of `--repeats` rounds.
 
+`processes` measures the multi-process overhead on this machine: `train` (default
+`configs/gardner.py:cpu`) as 2 processes x 1 CPU device joined by gloo over 127.0.0.1
+(`launch.start_local`) against 1 process x 2 devices, the same global batch, the median of the
+iteration times each run records, alternated `--repeats` times; `two_processes_vs_one` is the
+time ratio.
+
 Timings are wall-clock on whatever JAX sees (`jax.devices()`); run nothing else meanwhile.
 """
 
@@ -32,6 +38,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import platform
 import sys
 import time
@@ -869,6 +876,82 @@ def bench_iteration(args) -> dict:
     return result
 
 
+PROCESS_LAYOUTS = (("1 process x 2 devices", 1, 2), ("2 processes x 1 device", 2, 1))
+
+
+def _iteration_seconds(config: str, iterations: int, processes: int, devices: int) -> dict:
+    """Runs `python -m mmc_jax.train --config CONFIG` for `iterations` iterations as
+    `processes` local processes (`launch.start_local`) and reads the iteration times that the
+    run itself recorded (`perf/iteration_seconds`; the first, with any lazy compile, is
+    dropped)."""
+    import tempfile
+
+    from mmc_jax import launch, metrics
+
+    with tempfile.TemporaryDirectory(prefix="mmc_bench_processes_") as folder:
+        workdir = os.path.join(folder, "run")
+        command = [
+            sys.executable,
+            "-m",
+            "mmc_jax.train",
+            "--config",
+            config,
+            f"--config.num_iterations={iterations}",
+            "--config.eval.every=0",
+            f"--config.checkpoint.every={iterations}",
+            "--workdir",
+            workdir,
+        ]
+        started = time.time()
+        codes = launch.wait_local(launch.start_local(command, processes, devices, folder))
+        wall = time.time() - started
+        if any(codes):
+            log = open(os.path.join(folder, "process_0.log")).read()
+            raise SystemExit(f"error: the {processes}-process run failed:\n{log[-2000:]}")
+        seconds = [r["perf/iteration_seconds"] for r in metrics.read_metrics(workdir)][1:]
+    return {
+        "iteration_s": float(np.median(seconds)),
+        "iterations_timed": len(seconds),
+        "wall_s": wall,
+    }
+
+
+def bench_processes(args) -> dict:
+    """Multi-process overhead on this machine: seconds per training iteration of 2 processes x
+    1 CPU device (joined by gloo over 127.0.0.1) against 1 process x 2 devices, the same
+    global batch, alternated `--repeats` times."""
+    rows: dict[str, list[dict]] = {label: [] for label, _, _ in PROCESS_LAYOUTS}
+    for _ in range(args.repeats):
+        for label, processes, devices in PROCESS_LAYOUTS:
+            row = _iteration_seconds(args.config, args.iterations, processes, devices)
+            rows[label].append(row)
+            if not args.json:
+                print(
+                    f"{label}: {row['iteration_s']:.2f} s per iteration (median of "
+                    f"{row['iterations_timed']}, run wall {row['wall_s']:.0f} s)",
+                    flush=True,
+                )
+    medians = {
+        label: float(np.median([r["iteration_s"] for r in rs])) for label, rs in rows.items()
+    }
+    (one_label, _, _), (two_label, _, _) = PROCESS_LAYOUTS
+    result = {
+        "benchmark": "processes",
+        "config": args.config,
+        "iteration_s": medians,
+        "runs": rows,
+        "two_processes_vs_one": medians[two_label] / medians[one_label],
+        "load_average": os.getloadavg(),
+    }
+    if not args.json:
+        print(
+            f"{two_label} / {one_label}: {result['two_processes_vs_one']:.2f}x the time per "
+            f"iteration (load average {result['load_average'][0]:.1f})",
+            flush=True,
+        )
+    return result
+
+
 def _print_row(row):
     line = (
         f"batch {row['batch']:>5}: {row['steps_per_s']:>12,.0f} steps/s "
@@ -997,7 +1080,27 @@ def main(argv=None):
     ip.add_argument("--joat-preset", default="quick", help="configs/joat.py preset (quick)")
     ip.add_argument("--repeats", type=POSITIVE, default=3, help="timed rounds (default 3)")
     ip.add_argument("--json", action="store_true", help="print one JSON object")
+    pp = sub.add_parser(
+        "processes",
+        help="multi-process overhead: 2 processes x 1 device vs 1 process x 2 devices (gloo)",
+    )
+    pp.add_argument(
+        "--config",
+        default="configs/gardner.py:cpu",
+        help="train config (default configs/gardner.py:cpu)",
+    )
+    pp.add_argument(
+        "--iterations", type=_int_at_least(2), default=6, help="iterations per run (default 6)"
+    )
+    pp.add_argument("--repeats", type=POSITIVE, default=2, help="runs per layout (default 2)")
+    pp.add_argument("--json", action="store_true", help="print one JSON object")
     args = parser.parse_args(argv)
+    if args.benchmark == "processes":
+        result = bench_processes(args)
+        if args.json:
+            json.dump(result, sys.stdout)
+            print()
+        return
     if args.benchmark == "iteration":
         result = bench_iteration(args)
         if args.json:

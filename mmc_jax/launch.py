@@ -24,6 +24,15 @@ submit` (`--no-submit`: only write it).
 nodes (`--gpu-type`), with the environment JAX's cluster detection needs; `--apply` runs
 `kubectl apply -f`.
 
+`local`: N processes of the command on this machine, joined through 127.0.0.1 (JAX's CPU
+collectives, gloo), each with its own fake CPU devices: the multi-host code paths (per-process
+data, the stop consensus, checkpoints written by every process) on one laptop. Process 0's
+output is streamed, the others' go to `--log-dir`; SIGTERM and Ctrl-C are passed on to every
+process.
+
+    python -m mmc_jax.launch local --processes 2 --devices-per-process 1 \
+        -- python -m mmc_jax.train --config configs/gardner.py:smoke --workdir runs/two
+
 `--dry-run` prints every `gcloud`/`kubectl` command instead of running it (and writes the spec
 files). Nothing here has run against Google Cloud from this repository's CI: see docs/cloud.md.
 """
@@ -37,6 +46,7 @@ import math
 import os
 import shlex
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -553,6 +563,129 @@ def _positive(text: str) -> int:
     return int(text)
 
 
+def local_environment(
+    process_id: int,
+    num_processes: int,
+    port: int,
+    devices_per_process: int,
+    base: dict[str, str] | None = None,
+) -> dict[str, str]:
+    """The environment of process `process_id` of a local multi-process run: the coordinator
+    variables `mmc_jax.distributed.initialize` reads (`JAX_COORDINATOR_ADDRESS`,
+    `JAX_NUM_PROCESSES`, `JAX_PROCESS_ID`) and `devices_per_process` fake CPU devices."""
+    env = dict(os.environ if base is None else base)
+    for name in (
+        "MMC_DISTRIBUTED",
+        "SLURM_JOB_ID",
+        "OMPI_MCA_orte_hnp_uri",
+        "TPU_WORKER_HOSTNAMES",
+    ):
+        env.pop(name, None)  # nothing else may claim the run
+    env.update(
+        JAX_PLATFORMS="cpu",
+        XLA_FLAGS=f"--xla_force_host_platform_device_count={devices_per_process}",
+        JAX_COORDINATOR_ADDRESS=f"127.0.0.1:{port}",
+        JAX_NUM_PROCESSES=str(num_processes),
+        JAX_PROCESS_ID=str(process_id),
+    )
+    pythonpath = [PROJECT_ROOT] + [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]
+    env["PYTHONPATH"] = os.pathsep.join(dict.fromkeys(pythonpath))
+    return env
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that is free now."""
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def start_local(
+    command: Sequence[str],
+    num_processes: int,
+    devices_per_process: int,
+    log_dir: str | os.PathLike,
+    *,
+    port: int | None = None,
+    stream_first: bool = False,
+) -> list[subprocess.Popen]:
+    """Starts `command` as processes 0..N-1 of one run on this machine (`local_environment`),
+    in the project's root. Output goes to `log_dir/process_<i>.log` (process 0's to this
+    process's stdout when `stream_first`)."""
+    port = free_port() if port is None else port
+    os.makedirs(log_dir, exist_ok=True)
+    processes = []
+    for process_id in range(num_processes):
+        env = local_environment(process_id, num_processes, port, devices_per_process)
+        if stream_first and process_id == 0:
+            out = None
+        else:
+            out = open(os.path.join(log_dir, f"process_{process_id}.log"), "w")  # noqa: SIM115
+        try:
+            processes.append(
+                subprocess.Popen(
+                    list(command), env=env, cwd=PROJECT_ROOT, stdout=out, stderr=subprocess.STDOUT
+                )
+            )
+        finally:
+            if out is not None:
+                out.close()
+    return processes
+
+
+def wait_local(processes: Sequence[subprocess.Popen], timeout: float | None = None) -> list[int]:
+    """Waits for every process; once one fails (or the time is up) the others are killed, as
+    they would wait for it forever. Returns the exit codes (the killed ones' negative)."""
+    deadline = None if timeout is None else time.time() + timeout
+    pending = list(processes)
+    while pending:
+        for process in list(pending):
+            if process.poll() is not None:
+                pending.remove(process)
+                if process.returncode != 0:
+                    for other in pending:
+                        other.kill()
+        if deadline is not None and time.time() > deadline:
+            for other in pending:
+                other.kill()
+        time.sleep(0.1)
+    return [process.wait() for process in processes]
+
+
+def launch_local(args) -> int:
+    log_dir = args.log_dir or tempfile.mkdtemp(prefix="mmc_local_")
+    if args.dry_run:
+        port = COORDINATOR_PORT
+        for process_id in range(args.processes):
+            env = local_environment(process_id, args.processes, port, args.devices_per_process, {})
+            print(
+                shlex.join([f"{k}={v}" for k, v in env.items() if k != "PYTHONPATH"] + args.command)
+            )
+        return 0
+    processes = start_local(
+        args.command, args.processes, args.devices_per_process, log_dir, stream_first=True
+    )
+    print(f"{args.processes} processes; the others' logs: {log_dir}", file=sys.stderr, flush=True)
+
+    def forward(signum, frame):
+        del frame
+        for process in processes:
+            if process.poll() is None:
+                process.send_signal(signum)
+
+    previous = {s: signal.signal(s, forward) for s in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        codes = wait_local(processes)
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+    # The processes killed after another failed report -9: the first other code is the cause.
+    failures = [code for code in codes if code] or [0]
+    return next((code for code in failures if code != -signal.SIGKILL), failures[0])
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="python -m mmc_jax.launch",
@@ -560,7 +693,7 @@ def build_parser() -> argparse.ArgumentParser:
         "a Cloud Batch job (GPU seeds in parallel) or a GKE JobSet. Everything after `--` is "
         "the command, run from the project's root on every host.",
     )
-    sub = parser.add_subparsers(dest="target", required=True, metavar="{tpu,batch,gke}")
+    sub = parser.add_subparsers(dest="target", required=True, metavar="{tpu,batch,gke,local}")
 
     def common(p, *, zone: bool = False):
         p.add_argument("--name", type=_name, required=True, help="resource / job name")
@@ -634,6 +767,23 @@ def build_parser() -> argparse.ArgumentParser:
     gke.add_argument("--service-account", help="Kubernetes service account (GCS access)")
     gke.add_argument("--out", help="write the manifest here (default: print it)")
     gke.add_argument("--apply", action="store_true", help="kubectl apply -f the manifest")
+
+    local = sub.add_parser(
+        "local",
+        help="N processes on this machine (127.0.0.1, fake CPU devices): multi-host code paths",
+        description="Run the command as N processes of one JAX run on this machine, joined "
+        "through 127.0.0.1 (gloo), each with its own fake CPU devices. Process 0's output is "
+        "streamed; SIGTERM / Ctrl-C go to every process.",
+    )
+    local.add_argument("--processes", type=_positive, default=2, help="processes (default 2)")
+    local.add_argument(
+        "--devices-per-process", type=_positive, default=1, help="fake CPU devices each"
+    )
+    local.add_argument("--log-dir", help="where the other processes' logs go (default: a temp dir)")
+    local.add_argument(
+        "--dry-run", action="store_true", help="print each process's environment and command"
+    )
+    local.add_argument("command", nargs=argparse.REMAINDER, help="-- the command to run")
     return parser
 
 
@@ -652,6 +802,8 @@ def main(argv: list[str] | None = None) -> int:
             return launch_tpu(args, run)
         if args.target == "batch":
             return launch_batch(args, run)
+        if args.target == "local":
+            return launch_local(args)
         return launch_gke(args, run)
     except LaunchError as error:
         print(f"error: {error}", file=sys.stderr)

@@ -60,7 +60,10 @@ self-play batch are sharded along it, each replay ring along its sample axis, pa
 optimizer state replicated; the tasks themselves are vmapped on every device. G must be
 divisible by the number of devices. The inner loop's minibatches are replicated (see
 `adapt_tasks`: XLA cannot partition the grouped convolutions of per-task parameters), so only
-self-play, the dominant cost, is data-parallel.
+self-play, the dominant cost, is data-parallel. With `meta.task_parallel` = t > 1 the mesh is
+(`task`, `data`) = (t, devices / t): self-play still splits the whole batch over every device,
+and the inner loop splits the n tasks over the t device groups (n / t tasks each, `shard_map`),
+so a pod adapts many tasks at once; n must be a multiple of t, and t divide the devices.
 
 `ALGORITHM` (a `runloop.Algorithm`) hands `meta_step` to `mmc_jax.runloop.run`, the loop shared
 with AlphaZero: a progress line per iteration, `metrics.jsonl` (aggregates `train/*`, per task
@@ -88,7 +91,6 @@ from mmc_jax import network as network_lib
 from mmc_jax import rules as R
 from mmc_jax.runloop import Algorithm, CompiledStep
 
-DATA_AXIS = sharding.DATA_AXIS
 OUTER_LR_SCHEDULES = ("constant", "linear")
 # Per-task learner metrics reported by the inner loop (means over the inner steps).
 TASK_METRICS = ("policy_loss", "value_loss", "total", "policy_entropy", "grad_norm")
@@ -230,6 +232,17 @@ def prepare_meta_config(config: ml_collections.ConfigDict) -> ml_collections.Con
             f"config.meta.num_tasks={config.meta.num_tasks} exceeds the {len(variants)} training "
             f"variants {list(variants)} (tasks in a meta-batch are distinct variants)"
         )
+    task_parallel = config.meta.get("task_parallel", 1)
+    if isinstance(task_parallel, bool) or not isinstance(task_parallel, int) or task_parallel < 1:
+        raise ValueError(
+            f"config.meta.task_parallel must be a positive integer, got {task_parallel!r}"
+        )
+    if config.meta.num_tasks % task_parallel:
+        raise ValueError(
+            f"config.meta.num_tasks={config.meta.num_tasks} does not split over "
+            f"config.meta.task_parallel={task_parallel} device groups; use a multiple of "
+            f"{task_parallel} tasks"
+        )
     if config.meta.outer_lr_schedule not in OUTER_LR_SCHEDULES:
         raise ValueError(
             f"config.meta.outer_lr_schedule must be one of {OUTER_LR_SCHEDULES}, "
@@ -363,7 +376,7 @@ def state_shardings(state: MetaState, mesh: Mesh) -> MetaState:
     """Shardings of a `MetaState`: games along `data`, rings along their sample axis."""
 
     def ring_sharding(x):
-        return NamedSharding(mesh, P(None, DATA_AXIS) if np.ndim(x) >= 2 else P())
+        return NamedSharding(mesh, P(None, *sharding.batch_spec(mesh)) if np.ndim(x) >= 2 else P())
 
     return MetaState(
         params=sharding.replicated(state.params, mesh),
@@ -463,16 +476,32 @@ def adapt_tasks(
     XLA:CPU runs with a naive loop (5x slower than the tasks in sequence there), while an
     accelerator wants the parallelism.
 
-    With a `mesh` the minibatches are replicated before the updates: XLA's SPMD partitioner
-    rejects the grouped convolutions of vmapped per-task parameters when their batch is
-    sharded (jax 0.10: "output feature dimension ... not divisible by feature_group_count").
-    So the inner loop runs replicated on every device; self-play, by far the larger cost,
-    stays sharded.
+    With a one-axis `mesh` the inner loop runs replicated on every device: XLA's SPMD
+    partitioner rejects the grouped convolutions of vmapped per-task parameters when their
+    batch is sharded (jax 0.10: "output feature dimension ... not divisible by
+    feature_group_count"); self-play, by far the larger cost, stays sharded. With a (`task`,
+    `data`) mesh (`meta.task_parallel` > 1) the tasks are split over the `task` axis
+    (`shard_map`): each group of devices adapts its own n / task_parallel tasks.
     """
     if sequential is None:
         sequential = jax.default_backend() == "cpu"
+    local = functools.partial(_adapt_local, config=config, sequential=sequential)
+    if mesh is None or sharding.TASK_AXIS not in mesh.axis_names:
+        rings = sharding.constrain(rings, mesh, P())
+        return local(params, opt_state, rings, keys)
+    by_task = P(sharding.TASK_AXIS)
+    return jax.shard_map(
+        local,
+        mesh=mesh,
+        in_specs=(P(), P(), by_task, by_task),
+        out_specs=by_task,
+        check_vma=False,
+    )(params, opt_state, rings, keys)
+
+
+def _adapt_local(params, opt_state, rings, keys, *, config, sequential: bool):
+    """`adapt_tasks` on the tasks at hand (all of them, or one device group's share)."""
     if fresh_inner(config):
-        rings = sharding.constrain(rings, mesh, P())  # see below
 
         def one_task(ring, key):
             batch, _ = learner.replay_contents(ring)  # replay.iterations = 1: this draw's data
@@ -485,7 +514,6 @@ def adapt_tasks(
             return jax.lax.map(lambda args: one_task(*args), (rings, keys))
         return jax.vmap(one_task)(rings, keys)
     minibatches = jax.vmap(functools.partial(task_minibatches, config=config))(rings, keys)
-    minibatches = sharding.constrain(minibatches, mesh, P())
     if sequential:
         return jax.lax.map(
             lambda batches: inner_updates(params, opt_state, batches, config), minibatches
@@ -612,10 +640,8 @@ def meta_step(
     tasks = sample_tasks(task_key, weights, num_tasks)
     slots = (tasks[:, None] * games + jnp.arange(games)[None, :]).reshape(-1)  # [n * G]
     game_variant = jnp.repeat(tasks, games, total_repeat_length=num_tasks * games)
-    rules_b = sharding.constrain(jax.tree.map(lambda x: x[game_variant], table), mesh, P(DATA_AXIS))
-    games_in = sharding.constrain(
-        jax.tree.map(lambda x: x[slots], state.game_state), mesh, P(DATA_AXIS)
-    )
+    rules_b = sharding.constrain_batch(jax.tree.map(lambda x: x[game_variant], table), mesh)
+    games_in = sharding.constrain_batch(jax.tree.map(lambda x: x[slots], state.game_state), mesh)
     games_out, trajectory = alphazero.play_games(
         network, state.params, rules_b, games_in, play_key, config, bool(config.fog)
     )
@@ -759,6 +785,9 @@ class JOAT(Algorithm):
     def prepare_config(self, config):
         return prepare_meta_config(config)
 
+    def make_mesh(self, config, devices=None):
+        return sharding.make_mesh(devices, int(config.meta.get("task_parallel", 1)))
+
     def setup(self, config, mesh):
         variants = tuple(config.variants)
         by_name = task_weights(config)
@@ -794,6 +823,11 @@ class JOAT(Algorithm):
             f"({meta.outer_lr_schedule}); net {config.network.num_blocks}x"
             f"{config.network.channels} ({num_params:,} params, rule planes {planes}); "
             f"{mesh.size} device(s)"
+            + (
+                f", tasks split over {mesh.shape[sharding.TASK_AXIS]} groups"
+                if len(mesh.shape) > 1
+                else ""
+            )
         )
 
     def compile(self, config, mesh, state, data, start):

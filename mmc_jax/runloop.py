@@ -45,6 +45,7 @@ import jax
 import jax.numpy as jnp
 import ml_collections
 import numpy as np
+from jax.sharding import Mesh
 
 from mmc_jax import checkpoint as checkpoint_lib
 from mmc_jax import metrics as metrics_lib
@@ -75,6 +76,11 @@ class Algorithm(abc.ABC):
     @abc.abstractmethod
     def prepare_config(self, config: ml_collections.ConfigDict) -> ml_collections.ConfigDict:
         """A validated, locked copy of `config` (ValueError naming the problem)."""
+
+    def make_mesh(self, config: ml_collections.ConfigDict, devices=None) -> Mesh:
+        """The run's device mesh (default: one `data` axis over `devices`, default all)."""
+        del config
+        return sharding.make_mesh(devices)
 
     @abc.abstractmethod
     def setup(self, config, mesh) -> Any:
@@ -336,7 +342,7 @@ def run(
       FloatingPointError: a non-finite loss (the last checkpoint stays the last good one).
     """
     config = algorithm.prepare_config(config)
-    mesh = sharding.make_mesh(devices)
+    mesh = algorithm.make_mesh(config, devices)
     sharding.check_batch_divisible(
         _batch_size(config, algorithm.batch_field), mesh.size, algorithm.batch_field
     )

@@ -16,12 +16,29 @@ from jax.sharding import Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
 
 DATA_AXIS = "data"
+TASK_AXIS = "task"
 
 
-def make_mesh(devices=None) -> Mesh:
-    """A one-axis (`data`) mesh over `devices` (default: all devices)."""
-    devices = jax.devices() if devices is None else devices
-    return Mesh(np.asarray(devices), (DATA_AXIS,))
+def make_mesh(devices=None, task_parallel: int = 1) -> Mesh:
+    """A one-axis (`data`) mesh over `devices` (default: all devices); with `task_parallel`
+    > 1 a (`task`, `data`) mesh of shape (task_parallel, devices / task_parallel), for
+    meta-training that runs groups of tasks on groups of devices."""
+    devices = np.asarray(jax.devices() if devices is None else devices)
+    if task_parallel == 1:
+        return Mesh(devices, (DATA_AXIS,))
+    if task_parallel < 1 or devices.size % task_parallel:
+        raise ValueError(
+            f"task_parallel={task_parallel} does not divide the {devices.size} devices; use a "
+            f"divisor of {devices.size}"
+        )
+    return Mesh(devices.reshape(task_parallel, -1), (TASK_AXIS, DATA_AXIS))
+
+
+def batch_spec(mesh: Mesh) -> P:
+    """The spec of a game batch's leading axis: split over every device of `mesh` (`data`, or
+    (`task`, `data`) on a 2-D mesh)."""
+    names = tuple(mesh.axis_names)
+    return P(names[0]) if len(names) == 1 else P(names)
 
 
 def check_batch_divisible(batch_size: int, num_devices: int, field: str) -> None:
@@ -34,8 +51,10 @@ def check_batch_divisible(batch_size: int, num_devices: int, field: str) -> None
 
 
 def sharded_leaves(tree: Any, mesh: Mesh) -> Any:
-    """NamedShardings: leading axis along `data` for arrays with one, replicated scalars."""
-    return jax.tree.map(lambda x: NamedSharding(mesh, P(DATA_AXIS) if np.ndim(x) else P()), tree)
+    """NamedShardings: leading axis over every device (`batch_spec`) for arrays with one,
+    replicated scalars."""
+    spec = batch_spec(mesh)
+    return jax.tree.map(lambda x: NamedSharding(mesh, spec if np.ndim(x) else P()), tree)
 
 
 def replicated(tree: Any, mesh: Mesh) -> Any:
@@ -49,6 +68,11 @@ def constrain(tree: Any, mesh: Mesh | None, spec: P) -> Any:
     if mesh is None:
         return tree
     return jax.lax.with_sharding_constraint(tree, NamedSharding(mesh, spec))
+
+
+def constrain_batch(tree: Any, mesh: Mesh | None) -> Any:
+    """`constrain(tree, mesh, batch_spec(mesh))`: a game batch split over every device."""
+    return tree if mesh is None else constrain(tree, mesh, batch_spec(mesh))
 
 
 def abstract_with_shardings(abstract: Any, shardings: Any) -> Any:

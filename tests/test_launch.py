@@ -3,6 +3,7 @@ create / install / run / stream / delete, and one-line errors. Nothing here reac
 (see docs/cloud.md for what was never run)."""
 
 import shlex
+import sys
 
 import pytest
 
@@ -216,3 +217,35 @@ def test_missing_gcloud_is_a_one_line_error(capsys, monkeypatch):
     assert launch.main(argv) == 1
     err = capsys.readouterr().err
     assert err.startswith("error: gcloud is not installed") and err.count("\n") == 1
+
+
+def test_local_dry_run_prints_each_process(capsys):
+    assert launch.main(["local", "--processes", "3", "--dry-run", "--", "python", "-V"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert len(lines) == 3
+    for i, line in enumerate(lines):
+        words = shlex.split(line)
+        assert f"JAX_PROCESS_ID={i}" in words and "JAX_NUM_PROCESSES=3" in words
+        assert "XLA_FLAGS=--xla_force_host_platform_device_count=1" in words
+        assert words[-2:] == ["python", "-V"]
+
+
+LOCAL_PROBE = """
+import sys
+import jax
+from mmc_jax import distributed
+info = distributed.initialize()
+print("PROBE", info.process_id, info.num_processes, jax.device_count(), jax.local_device_count())
+sys.exit(3 if info.process_id == int(sys.argv[1]) else 0)
+"""
+
+
+def test_local_runs_one_jax_run_of_n_processes(tmp_path, capfd):
+    """Two processes x 2 fake devices join into one run of 4 devices; process 0 streams, the
+    other logs; a failing process makes the launcher fail with its exit code."""
+    command = ["--", sys.executable, "-c", LOCAL_PROBE]
+    args = ["local", "--processes", "2", "--devices-per-process", "2", "--log-dir"]
+    assert launch.main([*args, str(tmp_path / "ok"), *command, "-1"]) == 0
+    assert "PROBE 0 2 4 2" in capfd.readouterr().out
+    assert "PROBE 1 2 4 2" in (tmp_path / "ok" / "process_1.log").read_text()
+    assert launch.main([*args, str(tmp_path / "bad"), *command, "1"]) == 3

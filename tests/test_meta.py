@@ -27,7 +27,7 @@ import pytest
 from conftest import start_on_fake_devices, stop_process
 
 from configs import joat as joat_config
-from mmc_jax import checkpoint, learner, meta, metrics, network, train
+from mmc_jax import checkpoint, learner, meta, metrics, network, sharding, train
 from mmc_jax import rules as R
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -305,6 +305,12 @@ def test_config_presets_holdout_and_validation():
     config.replay.iterations = 2
     with pytest.raises(ValueError, match="replay.iterations=1"):
         meta.prepare_meta_config(config)
+    config = load_config("smoke")
+    config.meta.task_parallel = 3  # 2 tasks do not split over 3 device groups
+    with pytest.raises(ValueError, match="num_tasks=2 does not split over .*task_parallel=3"):
+        meta.prepare_meta_config(config)
+    with pytest.raises(ValueError, match="task_parallel=2 does not divide the 1 devices"):
+        sharding.make_mesh(jax.devices()[:1], task_parallel=2)
     config = load_config("smoke")
     config.task_space.size = 0
     config.task_weights.monochromatic = 1.0

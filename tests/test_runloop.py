@@ -2,7 +2,8 @@
 
 For AlphaZero (configs/gardner.py:smoke) and JOAT (configs/joat.py:smoke): a run stopped after
 one iteration and resumed gives bit-identically the parameters of an unbroken two-iteration
-run; 4 fake CPU devices give the parameters of 1 device; a workdir written by the code before
+run; 4 fake CPU devices give the parameters of 1 device (JOAT also with its tasks split over
+a (task, data) mesh); a workdir written by the code before
 the run loop existed (tests/fixtures/legacy, made by tests/fixtures/make_legacy_workdirs.py)
 resumes; `on_eval` sees every iteration and `init_params` is the start of a fresh run.
 """
@@ -42,9 +43,12 @@ out = {}
 for name, algorithm, module in (
     ("alphazero", alphazero.ALGORITHM, gardner),
     ("joat", meta.ALGORITHM, joat),
+    ("joat_task_parallel", meta.ALGORITHM, joat),
 ):
     config = module.get_config("smoke")
     config.num_iterations = 1
+    if name == "joat_task_parallel":  # a (task, data) = (2, 2) mesh: one task per device pair
+        config.meta.task_parallel = 2
     result = runloop.run(algorithm, config, sys.argv[1] + "/" + name, stream=None)
     out[name] = [np.asarray(x).tolist() for x in jax.tree.leaves(jax.device_get(result.params))]
 print("RESULT " + json.dumps(out))
@@ -149,8 +153,9 @@ def test_four_devices_match_one_device(unbroken, four_devices, tmp_path):
     four = json.loads(line[len("RESULT ") :])
     for name, (algorithm, module, _) in ALGORITHMS.items():
         one = runloop.run(algorithm, smoke(module, 1), tmp_path / name, stream=None)
-        for a, b in zip(four[name], leaves(one.params), strict=True):
-            np.testing.assert_allclose(np.asarray(a), b, rtol=2e-4, atol=2e-5)
+        for four_name in [name] + (["joat_task_parallel"] if name == "joat" else []):
+            for a, b in zip(four[four_name], leaves(one.params), strict=True):
+                np.testing.assert_allclose(np.asarray(a), b, rtol=2e-4, atol=2e-5)
 
 
 def test_itstime_and_progress_helpers():

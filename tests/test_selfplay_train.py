@@ -354,6 +354,38 @@ def test_config_flags_override_and_reject_typos(monkeypatch):
         parse(f"--config={CONFIG_PATH}:smoke", "--config.selfplay.bogus=1")
 
 
+@pytest.mark.parametrize(
+    "config, override, expected",
+    [
+        ("gardner.py:smoke", "selfplay.batchsize=8", "config.selfplay.batch_size"),
+        ("joat.py:smoke", "meta.inner_step=3", "config.meta.inner_steps"),
+    ],
+)
+def test_cli_names_the_nearest_fields_of_a_misspelt_one_in_one_line(
+    tmp_path, config, override, expected
+):
+    completed = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "mmc_jax.train",
+            f"--config={ROOT / 'configs' / config}",
+            f"--config.{override}",
+            f"--workdir={tmp_path}",
+        ],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=120,
+    )
+    assert completed.returncode == 2
+    misspelt = override.split("=")[0]
+    (line,) = completed.stderr.splitlines()  # one line, no traceback
+    assert line.startswith(f"error: config has no field {misspelt!r}; did you mean {expected}")
+    assert line.endswith("?"), line
+    assert not os.listdir(tmp_path)  # nothing started
+
+
 def test_cli_rejects_an_unknown_variant(tmp_path):
     completed = subprocess.run(
         [
