@@ -45,7 +45,8 @@ info = distributed.initialize()  # the coordinator from the environment (launch.
 num_processes, process_id = info.num_processes, info.process_id
 
 import jax
-from tests.test_multiprocess import ALGORITHMS, config_of
+sys.path.insert(0, "tests")  # the run's settings are this test module's
+from test_multiprocess import ALGORITHMS, config_of
 from mmc_jax import runloop
 
 assert jax.process_count() == int(num_processes), jax.process_count()
