@@ -35,7 +35,7 @@ from typing import Any
 import jax
 import ml_collections
 
-from mmc_jax import alphazero, cli, match, runloop
+from mmc_jax import alphazero, cli, match, runloop, storage
 from mmc_jax import checkpoint as checkpoint_lib
 from mmc_jax import metrics as metrics_lib
 from mmc_jax import network as network_lib
@@ -98,7 +98,7 @@ def load_start(init_from: str, config: ml_collections.ConfigDict | None, seed: i
     label = (
         str(init_from)
         if str(init_from) in checkpoint_lib.shipped_models()
-        else os.path.abspath(os.fspath(init_from))
+        else storage.absolute(init_from)
     )
     return _config_dict(saved.network), on_device(params), saved, label
 
@@ -292,8 +292,7 @@ def plot_curve(results: dict[str, Any], path: str) -> None:
     axes.grid(alpha=0.3)
     axes.legend(fontsize="small")
     figure.tight_layout()
-    os.makedirs(os.path.dirname(path), exist_ok=True)
-    figure.savefig(path)
+    metrics_lib.save_figure(figure, path)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -390,19 +389,19 @@ def run_adaptation(
         k: settings[k] for k in ("num_games", "num_simulations", "max_plies", "opening_plies")
     }
     settings_dict["opponents"] = list(settings.opponents)
-    results_path = os.path.join(workdir, RESULTS_FILE)
+    results_path = storage.join(workdir, RESULTS_FILE)
     results = {
         "variant": variant,
         "init_from": label,
         "seed": seed,
         "settings": settings_dict,
-        "reference": os.path.abspath(reference) if reference else None,
+        "reference": storage.absolute(reference) if reference else None,
         "frames_per_iteration": alphazero.samples_per_iteration(run_config),
         "points": [],
     }
-    if os.path.exists(results_path):
-        with open(results_path, encoding="utf-8") as f:
-            previous = json.load(f)
+    previous_text = storage.read_text(results_path)
+    if previous_text is not None:
+        previous = json.loads(previous_text)
         same = all(previous.get(k) == results[k] for k in ("variant", "init_from", "settings"))
         if same and previous.get("reference") == results["reference"]:
             results["points"] = [p for p in previous["points"] if p["iteration"] in points_wanted]
@@ -411,7 +410,7 @@ def run_adaptation(
     template = jax.tree.map(
         lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=x.sharding), params0
     )
-    os.makedirs(workdir, exist_ok=True)
+    storage.to_path(workdir).mkdir(parents=True, exist_ok=True)
 
     def evaluate_at(point: int, params: Any, frames: int, trained: float) -> None:
         started = time.time()
@@ -432,7 +431,7 @@ def run_adaptation(
             "matches": matches,
         }
         results["points"] = sorted(results["points"] + [entry], key=lambda p: p["iteration"])
-        _write_json(results_path, results)
+        storage.write_atomically(results_path, json.dumps(results, indent=1))
         scores = ", ".join(f"{o} {_format_score(m)}" for o, m in matches.items())
         log(f"{variant} after {point} adaptation iterations ({frames} frames): {scores}")
 
@@ -469,17 +468,9 @@ def run_adaptation(
             on_eval=on_eval,
             stream=stream,
         )
-    with open(os.path.join(workdir, TABLE_FILE), "w", encoding="utf-8") as f:
-        f.write(markdown_table(results))
-    plot_curve(results, os.path.join(workdir, metrics_lib.PLOTS_SUBDIR, PLOT_FILE))
+    storage.write_atomically(storage.join(workdir, TABLE_FILE), markdown_table(results))
+    plot_curve(results, storage.join(workdir, metrics_lib.PLOTS_SUBDIR, PLOT_FILE))
     return results
-
-
-def _write_json(path: str, data: Any) -> None:
-    tmp = path + ".tmp"
-    with open(tmp, "w", encoding="utf-8") as f:
-        json.dump(data, f, indent=1)
-    os.replace(tmp, path)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -562,15 +553,12 @@ def main(argv) -> None:
         except ValueError:
             cli.fail(f"--eval_at must be integers, got {FLAGS.eval_at!r}")
     for flag, path in (("--init_from", init_from), ("--reference", FLAGS.reference)):
-        if (
-            path
-            and str(path).lower() not in SCRATCH
-            and not checkpoint_lib.is_exported(path)
-            and not os.path.isdir(path)
-        ):
+        if not path or str(path).lower() in SCRATCH:
+            continue
+        folder = cli.checked_path(flag, path)
+        if not checkpoint_lib.is_exported(path) and not folder.is_dir():
             cli.fail(f"{flag} {path}: no such checkpoint directory")
-    if os.path.exists(workdir) and not os.path.isdir(workdir):
-        cli.fail(f"--workdir {workdir} is a file, not a directory")
+    cli.check_workdir(workdir)
     try:
         results = run_adaptation(
             variant,
@@ -591,7 +579,7 @@ def main(argv) -> None:
     except KeyboardInterrupt:
         cli.fail("interrupted; re-run the same command to resume", status=130)
     print(markdown_table(results), end="")
-    print(f"written: {os.path.join(workdir, RESULTS_FILE)}, {TABLE_FILE}, plots/{PLOT_FILE}")
+    print(f"written: {storage.join(workdir, RESULTS_FILE)}, {TABLE_FILE}, plots/{PLOT_FILE}")
 
 
 if __name__ == "__main__":

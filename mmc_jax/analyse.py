@@ -172,11 +172,11 @@ def main(argv: list[str] | None = None) -> int:
         params = network_lib.init_params(network, jax.random.key(UNTRAINED_SEED), R.OBS_SHAPE)
         source = f"untrained network (seed {UNTRAINED_SEED})"
     else:
-        from mmc_jax import checkpoint
+        from mmc_jax import checkpoint, storage
 
         try:
             network, params, _ = checkpoint.load_model(args.checkpoint)
-        except (FileNotFoundError, ValueError, OSError) as error:
+        except (FileNotFoundError, ValueError, OSError, storage.MissingPackage) as error:
             return fail(f"cannot load checkpoint {args.checkpoint!r}: {error}")
         source = f"checkpoint {args.checkpoint}"
     try:

@@ -14,6 +14,10 @@ fields differ (`DEFAULT_SHAPE_KEYS`: network size, observation channels, whether
 reads the variant planes, variant list), raises `ValueError` naming every mismatch instead of
 an orbax error deep in the tree.
 
+The workdir may be a bucket (`gs://BUCKET/run`): the path goes to orbax unchanged (tensorstore
+writes the arrays to GCS, epath the rest), and every listing here goes through `etils.epath`
+(`mmc_jax.storage`).
+
 Typical use from a training loop:
 
     ckpt = Checkpointer(workdir, max_to_keep=3)
@@ -43,6 +47,7 @@ import orbax.checkpoint as ocp
 import mmc_jax
 from mmc_jax import network as network_lib
 from mmc_jax import rules as R
+from mmc_jax import storage
 
 CHECKPOINT_SUBDIR = "checkpoints"
 
@@ -177,15 +182,19 @@ class Checkpointer:
     """Saves and restores `state` pytrees under `<workdir>/checkpoints`.
 
     Args:
-      workdir: run directory (created if needed).
+      workdir: run directory (created if needed): a local path or a `gs://` one.
       max_to_keep: how many of the latest checkpoints to keep.
       async_save: write in a background thread (`save` returns at once; `wait`/`close` block).
+
+    Raises:
+      storage.MissingPackage: a `gs://` workdir without the `gcs` extra installed.
     """
 
     def __init__(
         self, workdir: str | os.PathLike, *, max_to_keep: int = 3, async_save: bool = True
     ):
-        self.directory = os.path.join(os.path.abspath(os.fspath(workdir)), CHECKPOINT_SUBDIR)
+        storage.require_packages(workdir)
+        self.directory = storage.join(storage.absolute(workdir), CHECKPOINT_SUBDIR)
         options = ocp.CheckpointManagerOptions(
             max_to_keep=max_to_keep, create=True, enable_async_checkpointing=async_save
         )
@@ -360,7 +369,7 @@ def save_checkpoint(
 
 def latest_step(workdir: str | os.PathLike) -> int | None:
     """The newest committed checkpoint step under `workdir`, or None."""
-    if not os.path.isdir(os.path.join(os.fspath(workdir), CHECKPOINT_SUBDIR)):
+    if not storage.to_path(storage.join(workdir, CHECKPOINT_SUBDIR)).is_dir():
         return None
     with Checkpointer(workdir, max_to_keep=None, async_save=False) as ckpt:
         return ckpt.latest_step()
@@ -425,7 +434,7 @@ def restore_subtree(
 
 def split_checkpoint_path(path: str | os.PathLike, step: int | None) -> tuple[str, int | None]:
     """`<workdir>`, `<workdir>/checkpoints` or `<workdir>/checkpoints/<step>` -> (workdir, step)."""
-    path = os.path.abspath(os.fspath(path))
+    path = storage.absolute(path)
     name, parent = os.path.basename(path), os.path.dirname(path)
     if name.isdigit() and os.path.basename(parent) == CHECKPOINT_SUBDIR:
         if step is not None and int(step) != int(name):
@@ -452,7 +461,7 @@ def load_model(path: str | os.PathLike, step: int | None = None):
     if step is None and is_exported(path):
         return load_exported(path)
     workdir, step = split_checkpoint_path(path, step)
-    if not os.path.isdir(workdir):
+    if not storage.to_path(workdir).is_dir():
         raise FileNotFoundError(f"no such checkpoint directory: {workdir}")
     meta = load_metadata(workdir, step)
     saved = meta.get("config")
@@ -493,10 +502,10 @@ def load_model(path: str | os.PathLike, step: int | None = None):
 
 
 def _all_steps(workdir: str | os.PathLike) -> list[int]:
-    folder = os.path.join(os.fspath(workdir), CHECKPOINT_SUBDIR)
-    if not os.path.isdir(folder):
+    folder = storage.to_path(storage.join(workdir, CHECKPOINT_SUBDIR))
+    if not folder.is_dir():
         return []
-    return sorted(int(name) for name in os.listdir(folder) if name.isdigit())
+    return sorted(int(child.name) for child in folder.iterdir() if child.name.isdigit())
 
 
 # ---------------------------------------------------------------------------------------------
@@ -551,14 +560,14 @@ def shipped_models() -> dict[str, str]:
 def resolve_model_path(path: str | os.PathLike) -> str:
     """`path`, or the folder of the shipped model named `path` (e.g. "joat-cpu")."""
     path = os.fspath(path)
-    if not os.path.exists(path) and path in shipped_models():
+    if path in shipped_models() and not storage.to_path(path).exists():
         return shipped_models()[path]
     return path
 
 
 def is_exported(path: str | os.PathLike) -> bool:
     """Whether `path` is an exported (params-only) model folder or a shipped model's name."""
-    return os.path.isfile(os.path.join(resolve_model_path(path), EXPORT_FILE))
+    return storage.to_path(storage.join(resolve_model_path(path), EXPORT_FILE)).is_file()
 
 
 def load_exported(path: str | os.PathLike):
@@ -569,8 +578,7 @@ def load_exported(path: str | os.PathLike):
         checkpoint, or retrain), or parameters that do not fit the saved network config.
     """
     folder = resolve_model_path(path)
-    with open(os.path.join(folder, EXPORT_FILE), encoding="utf-8") as handle:
-        record = json.load(handle)
+    record = json.loads(storage.to_path(storage.join(folder, EXPORT_FILE)).read_bytes())
     config = ml_collections.ConfigDict(record["config"])
     if record.get("observation_layout") != observation_layout(config):
         raise ValueError(
@@ -587,9 +595,9 @@ def load_exported(path: str | os.PathLike):
     want, got = leaf_shapes(template), record.get("shapes", {})
     if want != got:
         raise ValueError(f"the parameters in {folder} do not fit its network config")
-    with open(os.path.join(folder, EXPORT_PARAMS), "rb") as handle:
-        params = flax.serialization.from_bytes(
-            jax.tree.map(lambda s: np.zeros(s.shape, s.dtype), template), handle.read()
-        )
+    params = flax.serialization.from_bytes(
+        jax.tree.map(lambda s: np.zeros(s.shape, s.dtype), template),
+        storage.to_path(storage.join(folder, EXPORT_PARAMS)).read_bytes(),
+    )
     sharding = jax.sharding.SingleDeviceSharding(jax.devices()[0])
     return network, jax.device_put(params, sharding), config

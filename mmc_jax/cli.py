@@ -14,8 +14,9 @@ import sys
 from typing import Any
 
 import ml_collections
+from etils import epath
 
-from mmc_jax import checkpoint
+from mmc_jax import checkpoint, storage
 from mmc_jax import rules as R
 
 VARIANT_HELP = (
@@ -63,7 +64,7 @@ def integer_arg(flag: str, minimum: int):
 def load_or_fail(parser, path: str, step: int | None, flag: str):
     try:
         return checkpoint.load_model(path, step)
-    except (FileNotFoundError, ValueError) as error:
+    except (FileNotFoundError, ValueError, storage.MissingPackage) as error:
         parser.error(f"{flag} {path}: {error}")
 
 
@@ -73,9 +74,19 @@ def fail(message: str, status: int = 2) -> None:
     raise SystemExit(status)
 
 
+def _refuse_bucket(parser, flag: str, path: str) -> None:
+    # These outputs are written with `open`; only run directories (--workdir) may be buckets.
+    if storage.is_remote(path):
+        parser.error(
+            f"{flag} {path}: only a local path is supported here; write it locally and copy it "
+            "(gcloud storage cp -r)"
+        )
+
+
 def check_output_folder(parser, flag: str, folder: str) -> None:
     """Refuses (argparse error) an output folder that cannot be created or written, before any
-    game is played: a file in its place, or a parent that is not writable."""
+    game is played: a bucket, a file in its place, or a parent that is not writable."""
+    _refuse_bucket(parser, flag, folder)
     folder = os.path.abspath(folder)
     if os.path.exists(folder) and not os.path.isdir(folder):
         parser.error(f"{flag} {folder} is a file, not a folder")
@@ -89,8 +100,9 @@ def check_output_folder(parser, flag: str, folder: str) -> None:
 
 
 def check_output_file(parser, flag: str, path: str) -> None:
-    """Refuses (argparse error) an output file whose folder is missing or that is a folder,
-    before any game is played."""
+    """Refuses (argparse error) an output file in a bucket, whose folder is missing or that is a
+    folder, before any game is played."""
+    _refuse_bucket(parser, flag, path)
     path = os.path.abspath(path)
     if os.path.isdir(path):
         parser.error(f"{flag} {path} is a folder, not a file")
@@ -102,7 +114,31 @@ def check_output_file(parser, flag: str, path: str) -> None:
 
 
 # ---------------------------------------------------------------------------------------------
-# absl CLIs (train, adapt): config-file flags with one-line errors
+# absl CLIs (train, adapt): run directories and config-file flags with one-line errors
+
+
+def checked_path(flag: str, path: str) -> epath.Path:
+    """`path` as an `epath.Path`; fails (one line) for a `gs://` path without the `gcs` extra."""
+    try:
+        return storage.to_path(path)
+    except storage.MissingPackage as error:
+        fail(f"{flag} {path}: {error}")
+
+
+def check_workdir(workdir: str) -> None:
+    """Fails (one line) for a `--workdir` that cannot hold a run: a `gs://` one without the
+    `gcs` extra installed, or a file in its place."""
+    path = checked_path("--workdir", workdir)
+    if path.exists() and not path.is_dir():
+        fail(f"--workdir {workdir} is a file, not a directory")
+
+
+def make_workdir(workdir: str) -> None:
+    """Creates `--workdir` and fails (one line) when files cannot be written into it."""
+    storage.to_path(workdir).mkdir(parents=True, exist_ok=True)
+    reason = storage.unwritable_reason(workdir)
+    if reason:
+        fail(f"--workdir {workdir} {reason}")
 
 
 def config_fields(config: ml_collections.ConfigDict, prefix: str = "") -> list[str]:

@@ -37,7 +37,7 @@ from typing import Any
 
 import jax
 
-from mmc_jax import cli
+from mmc_jax import cli, storage
 from mmc_jax.match import NETWORK_OPENING_PLIES, play_match
 from mmc_jax.policies import NAMED_OPPONENTS
 
@@ -169,7 +169,7 @@ def main(argv: list[str] | None = None) -> int:
             )
     opponent, opponent_network, opponent_params = args.opponent, None, None
     if args.opponent not in NAMED_OPPONENTS:
-        if not os.path.isdir(args.opponent):
+        if not storage.is_remote(args.opponent) and not os.path.isdir(args.opponent):
             parser.error(
                 f"--opponent must be one of {', '.join(NAMED_OPPONENTS)} or a checkpoint "
                 f"workdir; {args.opponent!r} is neither"

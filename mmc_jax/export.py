@@ -18,7 +18,7 @@ import json
 import os
 import sys
 
-from mmc_jax import checkpoint, cli
+from mmc_jax import checkpoint, cli, storage
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -47,7 +47,7 @@ def main(argv: list[str] | None = None) -> int:
     meta = checkpoint.load_metadata(workdir, step)
     extra = meta.get("extra") or {}
     info = {
-        "source": os.path.abspath(workdir),
+        "source": storage.absolute(workdir),
         "step": int(meta["step"]),
         "frames": extra.get("frames"),
         "games": extra.get("games"),

@@ -5,6 +5,13 @@ the same scalars to TensorBoard (`<workdir>/tensorboard`, via tensorboardX) and 
 progress line. `read_metrics` reads the JSON lines back, tolerating a truncated last line (a run
 SIGKILLed mid-write); `plot_metrics` draws PNGs into `<workdir>/plots`.
 
+The workdir may be a bucket (`gs://BUCKET/run`, see `mmc_jax.storage`). An object in a bucket
+cannot be appended to, so there `metrics.jsonl` is re-uploaded whole, at most every
+`bucket_flush_seconds`, at `MetricsWriter.flush` (the run loop calls it before every checkpoint,
+so a resumed run finds every record up to its checkpoint) and at `close`; tensorboardX writes its
+event files to the bucket itself (through `google-cloud-storage`) and is flushed at the same
+times. A local workdir is written line by line, as always.
+
 Key conventions (flat dicts, `/`-separated names), which the plots rely on:
 
   frames                              environment steps so far (x axis of the plots)
@@ -16,6 +23,7 @@ Every record also gets `step` (the value passed to `write`) and `time` (Unix sec
 
 from __future__ import annotations
 
+import io
 import json
 import math
 import os
@@ -27,6 +35,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
+
+from mmc_jax import storage
 
 METRICS_FILE = "metrics.jsonl"
 TENSORBOARD_SUBDIR = "tensorboard"
@@ -75,22 +85,69 @@ def read_metrics(workdir: str | os.PathLike) -> list[dict[str, Any]]:
     A truncated or otherwise unreadable line (typically the last one, cut by a SIGKILL) is
     skipped rather than raising.
     """
-    path = os.path.join(os.fspath(workdir), METRICS_FILE)
-    if not os.path.exists(path):
+    text = storage.read_text(storage.join(workdir, METRICS_FILE))
+    if text is None:
         return []
-    with open(path, encoding="utf-8", errors="replace") as f:
-        records, _ = _parse_lines(f.read())
+    records, _ = _parse_lines(text)
     return records
 
 
-def _rewrite_atomically(path: str, records: Sequence[Mapping[str, Any]]) -> None:
-    tmp_path = path + ".tmp"
-    with open(tmp_path, "w", encoding="utf-8") as f:
-        for record in records:
-            f.write(json.dumps(record) + "\n")
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp_path, path)
+def _repaired_text(text: str, resume_step: int | None) -> str | None:
+    """The content `metrics.jsonl` must get before appending, or None when `text` is fine.
+
+    Drops unreadable lines (a truncated tail) and, when resuming from a checkpoint at
+    `resume_step`, the records of later steps.
+    """
+    records, skipped = _parse_lines(text)
+    kept = records
+    if resume_step is not None:
+        kept = [r for r in records if r.get("step", -math.inf) <= resume_step]
+    # A partial last line without its newline would otherwise glue onto the next record.
+    if skipped or len(kept) != len(records) or (text and not text.endswith("\n")):
+        return "".join(json.dumps(record) + "\n" for record in kept)
+    return None
+
+
+class _LocalLog:
+    """`metrics.jsonl` on a local disk: appended to and flushed line by line."""
+
+    flush_seconds = 0.0
+
+    def __init__(self, path: str):
+        self._file = open(path, "a", encoding="utf-8")
+
+    def append(self, line: str) -> None:
+        self._file.write(line)
+        self._file.flush()
+
+    def flush(self) -> None:
+        pass
+
+    def close(self) -> None:
+        self._file.close()
+
+
+class _BucketLog:
+    """`metrics.jsonl` in a bucket, whose objects cannot be appended to: the whole text is kept
+    and uploaded again at `flush` (when a line came since the last upload) and `close`."""
+
+    def __init__(self, path: str, text: str, flush_seconds: float):
+        self.flush_seconds = flush_seconds
+        self._path = path
+        self._chunks = [text]
+        self._pending = False
+
+    def append(self, line: str) -> None:
+        self._chunks.append(line)
+        self._pending = True
+
+    def flush(self) -> None:
+        if self._pending:
+            storage.write_atomically(self._path, "".join(self._chunks))
+            self._pending = False
+
+    def close(self) -> None:
+        self.flush()
 
 
 class MetricsWriter:
@@ -106,6 +163,11 @@ class MetricsWriter:
         (aggregates; per-variant keys such as `train/gardner/policy_loss` go only to files).
       enabled: False turns every method into a no-op (use `jax.process_index() == 0`).
       stream: where the progress line goes (default stdout); None for no printing.
+      bucket_flush_seconds: for a `gs://` workdir, the longest time between two uploads of
+        `metrics.jsonl` and the TensorBoard events (each upload rewrites the whole file).
+
+    Raises:
+      storage.MissingPackage: a `gs://` workdir without the `gcs` extra installed.
     """
 
     def __init__(
@@ -117,41 +179,36 @@ class MetricsWriter:
         print_keys: Sequence[str] | None = None,
         enabled: bool = True,
         stream: Any = sys.stdout,
+        bucket_flush_seconds: float = 60.0,
     ):
         self.workdir = os.fspath(workdir)
-        self.path = os.path.join(self.workdir, METRICS_FILE)
+        self.path = storage.join(self.workdir, METRICS_FILE)
         self.enabled = enabled
         self.print_keys = None if print_keys is None else list(print_keys)
         self.stream = stream
         self._start_time = time.time()
-        self._file = None
+        self._last_flush = time.time()
+        self._log = None
         self._tb_writer = None
         if not enabled:
             return
-        os.makedirs(self.workdir, exist_ok=True)
-        self._repair(resume_step)
-        self._file = open(self.path, "a", encoding="utf-8")
+        storage.to_path(self.workdir).mkdir(parents=True, exist_ok=True)
+        text = storage.read_text(self.path) or ""
+        repaired = _repaired_text(text, resume_step)
+        if repaired is not None:
+            storage.write_atomically(self.path, repaired)
+            text = repaired
+        if storage.is_remote(self.path):
+            self._log = _BucketLog(self.path, text, bucket_flush_seconds)
+        else:
+            self._log = _LocalLog(self.path)
         if tensorboard:
             from tensorboardX import SummaryWriter
 
             purge_step = None if resume_step is None else int(resume_step) + 1
             self._tb_writer = SummaryWriter(
-                os.path.join(self.workdir, TENSORBOARD_SUBDIR), purge_step=purge_step
+                storage.join(self.workdir, TENSORBOARD_SUBDIR), purge_step=purge_step
             )
-
-    def _repair(self, resume_step: int | None) -> None:
-        """Drops an unreadable tail (and records after `resume_step`) before appending."""
-        if not os.path.exists(self.path):
-            return
-        with open(self.path, encoding="utf-8", errors="replace") as f:
-            text = f.read()
-        records, skipped = _parse_lines(text)
-        kept = records
-        if resume_step is not None:
-            kept = [r for r in records if r.get("step", -math.inf) <= resume_step]
-        # A partial last line without its newline would otherwise glue onto the next record.
-        if skipped or len(kept) != len(records) or (text and not text.endswith("\n")):
-            _rewrite_atomically(self.path, kept)
 
     def write(self, step: int, metrics: Mapping[str, Any]) -> dict[str, Any]:
         """Logs one record of scalars at `step`; returns the record as written to JSON.
@@ -163,15 +220,15 @@ class MetricsWriter:
         record.update({str(k): _to_python(v) for k, v in metrics.items()})
         if not self.enabled:
             return record
-        self._file.write(json.dumps(record) + "\n")
-        self._file.flush()
+        self._log.append(json.dumps(record) + "\n")
         if self._tb_writer is not None:
             for key, value in record.items():
                 if key in ("step", "time") or isinstance(value, bool):
                     continue
                 if isinstance(value, int | float):
                     self._tb_writer.add_scalar(key, value, int(step))
-            self._tb_writer.flush()
+        if time.time() - self._last_flush >= self._log.flush_seconds:
+            self.flush()
         if self.stream is not None:
             print(self.format_line(record), file=self.stream, flush=True)
         return record
@@ -196,11 +253,19 @@ class MetricsWriter:
         parts.append(f"[{time.time() - self._start_time:.0f}s]")
         return " | ".join(parts)
 
+    def flush(self) -> None:
+        """Makes every record written so far reach the files (for a bucket: uploads them)."""
+        if self._log is not None:
+            self._log.flush()
+        if self._tb_writer is not None:
+            self._tb_writer.flush()
+        self._last_flush = time.time()
+
     def close(self) -> None:
         """Flushes and closes the files."""
-        if self._file is not None:
-            self._file.close()
-            self._file = None
+        if self._log is not None:
+            self._log.close()
+            self._log = None
         if self._tb_writer is not None:
             self._tb_writer.close()
             self._tb_writer = None
@@ -262,7 +327,6 @@ def plot_metrics(workdir: str | os.PathLike, *, x_key: str = "frames") -> list[s
             )
             lines.append((key, match.group("prefix") or key))
 
-    plots_dir = os.path.join(os.fspath(workdir), PLOTS_SUBDIR)
     written = []
     for name, (title, lines) in figures.items():
         if not lines:
@@ -283,11 +347,19 @@ def plot_metrics(workdir: str | os.PathLike, *, x_key: str = "frames") -> list[s
         if len(lines) > 1:
             axes.legend(fontsize="small")
         figure.tight_layout()
-        os.makedirs(plots_dir, exist_ok=True)
-        path = os.path.join(plots_dir, f"{name}.png")
-        figure.savefig(path)
-        written.append(path)
+        written.append(save_figure(figure, storage.join(workdir, PLOTS_SUBDIR, f"{name}.png")))
     return written
+
+
+def save_figure(figure: Any, path: str | os.PathLike) -> str:
+    """Writes a matplotlib `Figure` as a PNG to `path` (a local path or a bucket's), creating its
+    folder; returns the path."""
+    target = storage.to_path(path)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    buffer = io.BytesIO()
+    figure.savefig(buffer, format="png")
+    target.write_bytes(buffer.getvalue())
+    return os.fspath(target)
 
 
 def latest_eval(records: Sequence[Mapping[str, Any]]) -> dict[str, Any]:

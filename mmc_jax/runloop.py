@@ -324,7 +324,8 @@ def run(
     Args:
       algorithm: `alphazero.ALGORITHM` or `meta.ALGORITHM`.
       config: the run config (validated by `algorithm.prepare_config`).
-      workdir: run directory: `checkpoints/`, `metrics.jsonl`, `tensorboard/`, `plots/`.
+      workdir: run directory (local or `gs://`): `checkpoints/`, `metrics.jsonl`, `tensorboard/`,
+        `plots/`.
       init_params: parameters to start from when the workdir has no checkpoint (adaptation);
         the optimizer state and the games start fresh. A resumed run ignores them.
       on_eval: called after every iteration as `on_eval(iteration, state, record)`; a dict it
@@ -458,6 +459,9 @@ def run(
                             log(f"plotting failed: {error!r}")
                         last_plot = time.time()
                     if itstime(done, int(config.checkpoint.every), num_iterations) or stopping:
+                        # A bucket's metrics file is uploaded at intervals: make it hold every
+                        # record up to this checkpoint, which a resumed run starts from.
+                        writer.flush()
                         ckpt.save(
                             done,
                             checkpoint_state(state, done, frames, games, save_replay),

@@ -12,7 +12,8 @@ the one loop of `mmc_jax.runloop.run`: a progress line per iteration with an ETA
 evaluation every `eval.every` iterations. Re-running the same command resumes from the latest
 checkpoint (a finished workdir says so and trains nothing). SIGTERM or Ctrl-C stop after the
 iteration in progress, which is checkpointed. A non-finite loss stops the run before anything of
-that iteration is saved.
+that iteration is saved. The workdir may be a bucket (`--workdir gs://BUCKET/runs/joat`, with the
+`gcs` extra installed; docs/cloud.md).
 
 Presets: the part after the colon (`configs/gardner.py:cpu`); the presets, their sizes and
 their measured runtimes are in each config file's docstring. Without a preset, configs/joat.py
@@ -30,7 +31,7 @@ from typing import Any
 import jax
 import ml_collections
 
-from mmc_jax import alphazero, cli, meta, runloop
+from mmc_jax import alphazero, cli, meta, runloop, storage
 
 
 def is_meta_config(config: ml_collections.ConfigDict) -> bool:
@@ -75,14 +76,11 @@ def main(argv) -> None:
         cli.fail("--config is required, e.g. --config configs/joat.py:quick")
     if not workdir:
         cli.fail("--workdir is required, e.g. --workdir runs/joat")
-    if os.path.exists(workdir) and not os.path.isdir(workdir):
-        cli.fail(f"--workdir {workdir} is a file, not a directory")
+    cli.check_workdir(workdir)
     algorithm = algorithm_for(config)
     try:
         algorithm.prepare_config(config)
-        os.makedirs(workdir, exist_ok=True)
-        if not os.access(workdir, os.W_OK):
-            cli.fail(f"--workdir {workdir} is not writable")
+        cli.make_workdir(workdir)
         result = runloop.run(algorithm, config, workdir)
     except (ValueError, FloatingPointError, OSError) as error:
         cli.fail(str(error))
@@ -90,7 +88,7 @@ def main(argv) -> None:
         print("interrupted before training started; nothing was lost", file=sys.stderr)
         raise SystemExit(130) from None
     if not result.stopped and jax.process_index() == 0:
-        where = os.path.abspath(workdir)
+        where = storage.absolute(workdir)
         print(
             f"done: {where}/metrics.jsonl (metrics), {where}/plots/ (plots), "
             f"{where}/checkpoints/ (checkpoints)"
