@@ -80,7 +80,11 @@ def plot(rows, path: Path) -> None:
                     continue
                 xs = [r[x] for r in pts]
                 ys = [r["score"] for r in pts]
-                err = [[r["score"] - r["low"] for r in pts], [r["high"] - r["score"] for r in pts]]
+                # A perfect score's interval ends at 1 - 1e-16: clip the rounding to 0.
+                err = [
+                    [max(0.0, r["score"] - r["low"]) for r in pts],
+                    [max(0.0, r["high"] - r["score"]) for r in pts],
+                ]
                 label = f"vs {opponent}" + (f" ({pts[0]['games']} games, final)" if final else "")
                 ax.errorbar(
                     xs,
