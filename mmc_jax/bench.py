@@ -906,7 +906,8 @@ def _iteration_seconds(config: str, iterations: int, processes: int, devices: in
         codes = launch.wait_local(launch.start_local(command, processes, devices, folder))
         wall = time.time() - started
         if any(codes):
-            log = open(os.path.join(folder, "process_0.log")).read()
+            with open(os.path.join(folder, "process_0.log")) as handle:
+                log = handle.read()
             raise SystemExit(f"error: the {processes}-process run failed:\n{log[-2000:]}")
         seconds = [r["perf/iteration_seconds"] for r in metrics.read_metrics(workdir)][1:]
     return {
@@ -1095,26 +1096,14 @@ def main(argv=None):
     pp.add_argument("--repeats", type=POSITIVE, default=2, help="runs per layout (default 2)")
     pp.add_argument("--json", action="store_true", help="print one JSON object")
     args = parser.parse_args(argv)
-    if args.benchmark == "processes":
-        result = bench_processes(args)
-        if args.json:
-            json.dump(result, sys.stdout)
-            print()
-        return
-    if args.benchmark == "iteration":
-        result = bench_iteration(args)
-        if args.json:
-            json.dump(result, sys.stdout)
-            print()
-        return
-    if args.benchmark == "learner":
-        result = bench_learner(args)
-        if args.json:
-            json.dump(result, sys.stdout)
-            print()
-        return
-    if args.benchmark == "selfplay":
-        result = bench_selfplay(args)
+    plain = {
+        "processes": bench_processes,
+        "iteration": bench_iteration,
+        "learner": bench_learner,
+        "selfplay": bench_selfplay,
+    }
+    if args.benchmark in plain:
+        result = plain[args.benchmark](args)
         if args.json:
             json.dump(result, sys.stdout)
             print()

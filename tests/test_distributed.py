@@ -3,7 +3,6 @@
 keys; and one real 2-process run on 127.0.0.1 (CPU collectives) with a jitted global sum."""
 
 import os
-import socket
 import subprocess
 import sys
 import textwrap
@@ -15,6 +14,7 @@ import pytest
 from absl import flags
 
 from mmc_jax import distributed as D
+from mmc_jax import launch
 
 SLURM = {
     "SLURM_JOB_ID": "77",
@@ -193,9 +193,7 @@ WORKER = textwrap.dedent(
 def test_two_processes_on_localhost(tmp_path):
     """Two processes x 2 CPU devices each: a global array made of per-process rows, its sum
     (jit) and a psum (shard_map) over all 4 devices agree on both processes (0+...+11 = 66)."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    port = launch.free_port()
     script = tmp_path / "worker.py"
     script.write_text(WORKER)
     env = {

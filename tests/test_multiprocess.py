@@ -30,7 +30,6 @@ import pytest
 from configs import gardner, joat
 from mmc_jax import alphazero, launch, meta, metrics, runloop
 
-ROOT = Path(__file__).resolve().parents[1]
 DEVICES_PER_PROCESS = 2
 PROCESS_COUNTS = (2, 4)
 TIMEOUT = 1500  # seconds for one multi-process run (4 processes compiling on 2 cores)
