@@ -16,7 +16,7 @@ from typing import Any
 import ml_collections
 from etils import epath
 
-from mmc_jax import checkpoint, storage
+from mmc_jax import cache, checkpoint, storage
 from mmc_jax import rules as R
 
 VARIANT_HELP = (
@@ -273,5 +273,6 @@ def absl_start(argv: list[str]) -> None:
         distributed.initialize_from_flags()
     except (ValueError, RuntimeError) as error:
         fail(f"multi-process start-up: {error}")
+    cache.enable_compilation_cache()
     if not flags.FLAGS["verbosity"].present:
         logging.set_verbosity(logging.WARNING)  # orbax logs every save at INFO

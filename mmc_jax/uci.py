@@ -68,6 +68,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from mmc_jax.cache import cache_root
 from mmc_jax.rules.variants import FAIRY_STOCKFISH_NAMES, START_FENS, VARIANTS, check_variant
 
 DEBIAN_ENGINE = "/usr/games/fairy-stockfish"
@@ -325,15 +326,6 @@ BUILD_FLAGS = ("-std=c++17", "-O2", "-DNDEBUG", "-pthread", "-w", *BUILD_DEFINES
 # pyffish's Python module and its JavaScript binding: the rest (main.cpp, uci.cpp, ...) is the
 # engine.
 NOT_ENGINE_SOURCES = ("pyffish.cpp", "ffishjs.cpp")
-
-
-def cache_root() -> Path:
-    """Where engines are built: `$MMC_CACHE`, else `$XDG_CACHE_HOME/mmc_jax`, else
-    `~/.cache/mmc_jax`."""
-    if os.environ.get("MMC_CACHE"):
-        return Path(os.environ["MMC_CACHE"]).expanduser()
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(Path.home(), ".cache")
-    return Path(base) / "mmc_jax"
 
 
 def pyffish_version() -> str | None:

@@ -10,11 +10,14 @@ jitted engine) is computed once per session and cached.
 
 from __future__ import annotations
 
+import atexit
 import functools
 import os
 import random
+import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 from typing import NamedTuple
 
@@ -27,6 +30,13 @@ import reference_engine as REF
 
 from mmc_jax import rules as R
 from mmc_jax.rules import notation
+
+# The commands the tests start (in this process or as children) share one compilation cache
+# (`mmc_jax.cache`), fresh for the session: the user's cache is neither read nor written, and a
+# relaunched or resumed command loads what an earlier test compiled.
+if "MMC_COMPILE_CACHE" not in os.environ:
+    os.environ["MMC_COMPILE_CACHE"] = tempfile.mkdtemp(prefix="mmc_jax_test_xla_")
+    atexit.register(shutil.rmtree, os.environ["MMC_COMPILE_CACHE"], ignore_errors=True)
 
 B = 72  # batch size of every call of the compiled engine (8 games of each of the 9 variants)
 VARIANTS = R.VARIANTS

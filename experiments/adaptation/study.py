@@ -444,6 +444,9 @@ def main(argv=None) -> int:
         help="run only these stages (the others are read from the workdir when done)",
     )
     args = parser.parse_args(argv)
+    from mmc_jax import cache
+
+    cache.enable_compilation_cache()  # a resumed study loads what it compiled before
     preset = PRESETS[args.preset]
     only_variants = None
     if args.variants:

@@ -22,8 +22,8 @@ import time
 import jax
 import jax.numpy as jnp
 
+from mmc_jax import cache, pimc
 from mmc_jax import network as network_lib
-from mmc_jax import pimc
 from mmc_jax import rules as R
 
 PRESETS = {
@@ -64,6 +64,7 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--only", default=None, help="substring of the player labels to run")
     args = parser.parse_args()
+    cache.enable_compilation_cache()
     preset = dict(PRESETS[args.preset])
     if args.games:
         preset["games"] = args.games

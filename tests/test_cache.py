@@ -1,0 +1,76 @@
+"""The persistent compilation cache (`mmc_jax.cache`): where it goes, how it is turned off, and
+that a second process loads what the first compiled instead of compiling it again."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from mmc_jax import cache
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_compilation_cache_dir_follows_the_environment(tmp_path):
+    assert cache.compilation_cache_dir({"MMC_CACHE": str(tmp_path)}) == str(tmp_path / "xla")
+    assert cache.compilation_cache_dir({"XDG_CACHE_HOME": "/x"}) == "/x/mmc_jax/xla"
+    assert cache.compilation_cache_dir({"MMC_COMPILE_CACHE": str(tmp_path / "c")}) == str(
+        tmp_path / "c"
+    )
+    for off in ("off", "0", "False", "no"):
+        assert cache.compilation_cache_dir({"MMC_COMPILE_CACHE": off}) is None
+    # JAX's own variable wins: the project leaves the choice to JAX.
+    assert cache.compilation_cache_dir({"JAX_COMPILATION_CACHE_DIR": "/j"}) is None
+
+
+def test_an_unwritable_cache_dir_leaves_the_cache_off(tmp_path):
+    blocker = tmp_path / "file"
+    blocker.write_text("not a directory")
+    assert cache.enable_compilation_cache({"MMC_COMPILE_CACHE": str(blocker / "xla")}) is None
+
+
+_PROGRAM = """
+import jax, jax.numpy as jnp
+from mmc_jax import cache
+events = []
+jax.monitoring.register_event_listener(lambda name, **kw: events.append(name))
+assert cache.enable_compilation_cache() is not None
+f = jax.jit(lambda x: jnp.tanh(x) @ x.T + 1.0)
+print(float(f(jnp.ones((16, 16))).sum()))
+hits = sum(e.endswith("/cache_hits") for e in events)
+print(hits, sum(e.endswith("/cache_misses") for e in events))
+"""
+
+
+def _run(directory: Path, off: bool = False) -> tuple[str, int, int]:
+    env = dict(
+        os.environ,
+        MMC_COMPILE_CACHE="off" if off else str(directory),
+        JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS="0",
+        JAX_PLATFORMS="cpu",
+        PYTHONPATH=str(ROOT),
+    )
+    env.pop("JAX_COMPILATION_CACHE_DIR", None)
+    program = _PROGRAM.replace("is not None", "is None") if off else _PROGRAM
+    out = subprocess.run(
+        [sys.executable, "-c", program], env=env, capture_output=True, text=True, check=True
+    ).stdout.split("\n")
+    hits, misses = map(int, out[1].split())
+    return out[0], hits, misses
+
+
+def test_a_second_process_loads_the_compiled_program_from_the_cache(tmp_path):
+    directory = tmp_path / "xla"
+    value, hits, misses = _run(directory)
+    assert hits == 0 and misses >= 1
+    entries = sorted(os.listdir(directory))
+    assert entries
+    again, hits, misses = _run(directory)
+    assert again == value
+    assert hits >= 1 and misses == 0
+    assert sorted(os.listdir(directory)) == entries
+    # Turned off: nothing is read or written.
+    _, hits, misses = _run(directory, off=True)
+    assert hits == misses == 0
