@@ -290,24 +290,30 @@ def pgx_selfplay_runner(batch: int, plies: int, simulations: int, blocks: int, c
     return run, jax.vmap(env.init)(jax.random.split(jax.random.key(0), batch))
 
 
-def _bookkeeping_runner(batch: int, simulations: int, num_actions: int):
-    """mctx gumbel_muzero alone: a no-op recurrent_fn over `num_actions` actions."""
+def _bookkeeping_runner(batch: int, simulations: int, num_actions: int, node_bytes: int = 4):
+    """mctx gumbel_muzero alone: a no-op recurrent_fn over `num_actions` actions, whose nodes
+    carry an embedding of `node_bytes` bytes (ours: a State and its legal planes)."""
     import mctx
 
+    width = max(node_bytes // 4, 1)
+
     def recurrent_fn(params, key, action, embedding):
-        del params, key, action
+        del params, key
+        first = embedding[:, 0].astype(jnp.float32)
         output = mctx.RecurrentFnOutput(
             reward=jnp.zeros(batch),
             discount=-jnp.ones(batch),
-            prior_logits=jnp.zeros((batch, num_actions)) + embedding[:, None],
-            value=embedding,
+            prior_logits=jnp.zeros((batch, num_actions)) + first[:, None],
+            value=first,
         )
-        return output, embedding + 1.0
+        return output, embedding + action[:, None].astype(embedding.dtype)
 
     @jax.jit
     def run(embedding, key):
         root = mctx.RootFnOutput(
-            prior_logits=jnp.zeros((batch, num_actions)), value=embedding, embedding=embedding
+            prior_logits=jnp.zeros((batch, num_actions)),
+            value=jnp.zeros(batch),
+            embedding=embedding,
         )
         out = mctx.gumbel_muzero_policy(
             None,
@@ -319,7 +325,7 @@ def _bookkeeping_runner(batch: int, simulations: int, num_actions: int):
         )
         return out.action_weights.sum()
 
-    return run, jnp.zeros(batch)
+    return run, jnp.zeros((batch, width), jnp.uint32)
 
 
 def _time_parts(network, params, rules, batch, plies, simulations, repeats):
@@ -378,6 +384,11 @@ def _time_parts(network, params, rules, batch, plies, simulations, repeats):
     for name, width in (("slots", search.MAX_LEGAL_MOVES), ("all_actions", R.NUM_ACTIONS)):
         run, embedding = _bookkeeping_runner(batch, simulations, width)
         out[f"search_bookkeeping_{name}"] = timed(run, embedding, plies)
+    # The same over slots with nodes as large as ours: what carrying the State costs mctx.
+    run, embedding = _bookkeeping_runner(
+        batch, simulations, search.MAX_LEGAL_MOVES, R.state_bytes() + 4 * 49
+    )
+    out["search_bookkeeping_node_state"] = timed(run, embedding, plies)
     return out
 
 
@@ -411,6 +422,7 @@ def bench_selfplay(args) -> dict:
             "search_bookkeeping": bookkeeping,
             "glue": max(total - parts["network"] - parts["rules"] - bookkeeping, 0.0),
             "search_bookkeeping_if_1225_actions": parts["search_bookkeeping_all_actions"],
+            "search_bookkeeping_with_node_state": parts["search_bookkeeping_node_state"],
         }
         if not args.json:
             print(
