@@ -4,8 +4,7 @@
 
 `enable_compilation_cache()` turns on JAX's persistent compilation cache in
 `cache_root()/xla`, so a command that compiles a program it compiled before (a resumed run, a
-second evaluation of a checkpoint, a study re-run, the processes of a multi-process run started
-again) loads the executable instead of compiling it: on this 2-core CPU the `gardner:smoke`
+second evaluation of a checkpoint, a study re-run) loads the executable instead of compiling it: on this 2-core CPU the `gardner:smoke`
 iteration compiled in 92.9 s the first time and 27.6 s (tracing and lowering, which no cache
 saves) the second. The cache holds executables of programs that took at least a second to
 compile, keyed by JAX on the program, the compile options and the devices, so a hit is the
@@ -13,7 +12,9 @@ executable the compiler would have produced.
 
 `MMC_COMPILE_CACHE=off` (or `0`, `false`, `no`) turns it off; `MMC_COMPILE_CACHE=DIR` puts it in
 DIR. JAX's own `JAX_COMPILATION_CACHE_DIR`, when set, wins. `bench` never enables it: it reports
-compile times.
+compile times. A multi-process run never enables it either: one process loaded a program from the
+cache while another compiled it, and the first then waited in a collective past gloo's 30-second
+deadline (a relaunched 2-process `train` failed that way in `tests/test_multiprocess.py`).
 """
 
 from __future__ import annotations
@@ -50,13 +51,14 @@ def compilation_cache_dir(environ: Mapping[str, str] | None = None) -> str | Non
 
 def enable_compilation_cache(environ: Mapping[str, str] | None = None) -> str | None:
     """Point JAX's persistent compilation cache at `compilation_cache_dir()`; returns the
-    directory, or None when it stays off (or JAX's own variable chose it). Call it before the
+    directory, or None when it stays off (or JAX's own variable chose it, or this is one process
+    of several: see the module docstring). Call it before the
     first compilation; a directory that cannot be created leaves the cache off (the command
     still runs, it only compiles again)."""
     import jax
 
     directory = compilation_cache_dir(environ)
-    if directory is None:
+    if directory is None or jax.distributed.is_initialized():
         return None
     try:
         os.makedirs(directory, exist_ok=True)

@@ -31,6 +31,14 @@ def test_an_unwritable_cache_dir_leaves_the_cache_off(tmp_path):
     assert cache.enable_compilation_cache({"MMC_COMPILE_CACHE": str(blocker / "xla")}) is None
 
 
+def test_a_multi_process_run_leaves_the_cache_off(tmp_path, monkeypatch):
+    import jax
+
+    monkeypatch.setattr(jax.distributed, "is_initialized", lambda: True)
+    assert cache.enable_compilation_cache({"MMC_COMPILE_CACHE": str(tmp_path / "xla")}) is None
+    assert not (tmp_path / "xla").exists()
+
+
 _PROGRAM = """
 import jax, jax.numpy as jnp
 from mmc_jax import cache

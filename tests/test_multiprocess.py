@@ -41,8 +41,6 @@ from mmc_jax import distributed
 
 root, one_process = sys.argv[1:]
 info = distributed.initialize()  # the coordinator from the environment (launch.start_local)
-from mmc_jax import cache
-cache.enable_compilation_cache()  # as `train` does: the restore below loads the compiled step
 num_processes, process_id = info.num_processes, info.process_id
 
 import jax
