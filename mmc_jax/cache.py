@@ -4,8 +4,8 @@
 
 `enable_compilation_cache()` turns on JAX's persistent compilation cache in
 `cache_root()/xla`, so a command that compiles a program it compiled before (a resumed run, a
-second evaluation of a checkpoint, a study re-run) loads the executable instead of compiling it: on this 2-core CPU the `gardner:smoke`
-iteration compiled in 92.9 s the first time and 27.6 s (tracing and lowering, which no cache
+second evaluation of a checkpoint, a study re-run) loads the executable instead of compiling
+it: on this 2-core CPU the `gardner:smoke` iteration compiled in 92.9 s the first time and 27.6 s (tracing and lowering, which no cache
 saves) the second. The cache holds executables of programs that took at least a second to
 compile, keyed by JAX on the program, the compile options and the devices, so a hit is the
 executable the compiler would have produced.
