@@ -2,13 +2,13 @@
 
 `cache_root()` is `$MMC_CACHE`, else `$XDG_CACHE_HOME/mmc_jax`, else `~/.cache/mmc_jax`.
 
-`enable_compilation_cache()` turns on JAX's persistent compilation cache in
-`cache_root()/xla`, so a command that compiles a program it compiled before (a resumed run, a
-second evaluation of a checkpoint, a study re-run) loads the executable instead of compiling
-it: on this 2-core CPU the `gardner:smoke` iteration compiled in 92.9 s the first time and 27.6 s (tracing and lowering, which no cache
-saves) the second. The cache holds executables of programs that took at least a second to
-compile, keyed by JAX on the program, the compile options and the devices, so a hit is the
-executable the compiler would have produced.
+`enable_compilation_cache()` turns on JAX's persistent compilation cache in `cache_root()/xla`,
+so a command that compiles a program it compiled before (a resumed run, a second evaluation of a
+checkpoint, a study re-run) loads the executable instead of compiling it: on this 2-core CPU the
+`gardner:smoke` iteration compiled in 92.9 s the first time and 27.6 s (tracing and lowering,
+which no cache saves) the second. The cache holds executables of programs that took at least a
+second to compile, keyed by JAX on the program, the compile options and the devices, so a hit is
+the executable the compiler would have produced.
 
 `MMC_COMPILE_CACHE=off` (or `0`, `false`, `no`) turns it off; `MMC_COMPILE_CACHE=DIR` puts it in
 DIR. JAX's own `JAX_COMPILATION_CACHE_DIR`, when set, wins. `bench` never enables it: it reports
