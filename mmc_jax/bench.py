@@ -290,6 +290,12 @@ def pgx_selfplay_runner(batch: int, plies: int, simulations: int, blocks: int, c
     return run, jax.vmap(env.init)(jax.random.split(jax.random.key(0), batch))
 
 
+def _node_bytes() -> int:
+    """Bytes of one search-tree node's embedding: the engine State and its 49 legal-move plane
+    words (`mmc_jax.search`)."""
+    return R.state_bytes() + 4 * 49
+
+
 def _bookkeeping_runner(batch: int, simulations: int, num_actions: int, node_bytes: int = 4):
     """mctx gumbel_muzero alone: a no-op recurrent_fn over `num_actions` actions, whose nodes
     carry an embedding of `node_bytes` bytes (ours: a State and its legal planes)."""
@@ -385,9 +391,7 @@ def _time_parts(network, params, rules, batch, plies, simulations, repeats):
         run, embedding = _bookkeeping_runner(batch, simulations, width)
         out[f"search_bookkeeping_{name}"] = timed(run, embedding, plies)
     # The same over slots with nodes as large as ours: what carrying the State costs mctx.
-    run, embedding = _bookkeeping_runner(
-        batch, simulations, search.MAX_LEGAL_MOVES, R.state_bytes() + 4 * 49
-    )
+    run, embedding = _bookkeeping_runner(batch, simulations, search.MAX_LEGAL_MOVES, _node_bytes())
     out["search_bookkeeping_node_state"] = timed(run, embedding, plies)
     return out
 
@@ -453,9 +457,8 @@ def bench_selfplay(args) -> dict:
                 "batch": args.memory_batch,
                 "peak_bytes_one_ply": int(peak),
                 "temp_bytes": int(analysis.temp_size_in_bytes),
-                # A tree node's embedding: the engine State and its 49 legal-move plane words.
-                "node_embedding_bytes": R.state_bytes() + 4 * 49,
-                "tree_state_bytes": (R.state_bytes() + 4 * 49) * args.memory_batch * (sims + 1),
+                "node_embedding_bytes": _node_bytes(),
+                "tree_state_bytes": _node_bytes() * args.memory_batch * (sims + 1),
             }
             from mmc_jax.search import MAX_LEGAL_MOVES
 

@@ -52,9 +52,9 @@ def compilation_cache_dir(environ: Mapping[str, str] | None = None) -> str | Non
 def enable_compilation_cache(environ: Mapping[str, str] | None = None) -> str | None:
     """Point JAX's persistent compilation cache at `compilation_cache_dir()`; returns the
     directory, or None when it stays off (or JAX's own variable chose it, or this is one process
-    of several: see the module docstring). Call it before the
-    first compilation; a directory that cannot be created leaves the cache off (the command
-    still runs, it only compiles again)."""
+    of several: see the module docstring). Call it before the first compilation; a directory
+    that cannot be created leaves the cache off (the command still runs, it only compiles
+    again)."""
     import jax
 
     directory = compilation_cache_dir(environ)
