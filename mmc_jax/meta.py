@@ -165,8 +165,12 @@ def task_weights(config: ml_collections.ConfigDict) -> dict[str, float]:
 
 def space_variants(config: ml_collections.ConfigDict) -> tuple[str, ...]:
     """`task_space.size` playable points drawn once (seed `task_space.seed`) from the declared
-    region, never one of the held-out or evaluation variants (compared as rule-space points)."""
+    region, never one of the held-out or evaluation variants (compared as rule-space points),
+    uniformly per point or per component (`task_space.sampling`, `R.sample_variants`)."""
     space = task_space(config)
+    per = config.task_space.get("sampling", "point")
+    if per not in R.SAMPLING:
+        raise ValueError(f"config.task_space.sampling must be one of {R.SAMPLING}, got {per!r}")
     excluded = parse_variants(config.get("holdout", ""), "holdout") + parse_variants(
         config.eval.get("variants", ""), "eval.variants"
     )
@@ -176,6 +180,7 @@ def space_variants(config: ml_collections.ConfigDict) -> tuple[str, ...]:
             int(config.task_space.size),
             space=space,
             exclude=excluded,
+            per=per,
         )
     )
 

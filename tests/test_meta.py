@@ -270,6 +270,17 @@ def test_config_presets_holdout_and_validation():
         assert len(held_out) == 8 and not held_out & set(config.variants)
         assert config.inner.steps == config.meta.inner_steps == config.adapt.learner.steps
         assert config.adapt.learner.fresh_state and config.replay.iterations == 1
+    # Per component by default: the cpu preset's 64 tasks are mostly named starts, not the
+    # 63-of-64 shuffled starts of uniform-per-point sampling; a bad sampling is one clear error.
+    config = load_config("cpu")
+    assert config.task_space.sampling == "component"
+    shuffled = sum("shuffle" in v for v in meta.prepare_meta_config(config).variants)
+    assert shuffled < 32
+    config.task_space.sampling = "point"
+    assert sum("shuffle" in v for v in meta.prepare_meta_config(config).variants) > 60
+    config.task_space.sampling = "uniform"
+    with pytest.raises(ValueError, match="task_space.sampling must be one of"):
+        meta.prepare_meta_config(config)
     # The registry distribution of the first JOAT (task_space.size = 0) is still available.
     config = load_config("smoke")
     config.task_space.size = 0

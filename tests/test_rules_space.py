@@ -155,6 +155,46 @@ def test_sample_variants_skips_unplayable_points():
         R.sample_variants(1, 11, space=space)
 
 
+def test_component_sampling_weighs_each_declared_value_equally():
+    """Per point, 238 of 241 start arrays are shuffles; per component, "shuffle" is one start
+    entry of four, and every capture / goal-fog pair / colour is equally likely."""
+    space = R.Space()
+    by_point, by_component = R.space_weights(space, "point"), R.space_weights(space, "component")
+    assert list(by_point) == list(by_component) == R.space_points(space)
+    assert abs(sum(by_component.values()) - 1) < 1e-9
+
+    def mass(weights, predicate):
+        return sum(w for p, w in weights.items() if predicate(R.parse(p)))
+
+    def shuffled(v):
+        return v.start not in {R.parse(n).start for n in ("gardner", "baby", "mallet")}
+
+    # mallet has no extinction (2 of 5 goal/fog pairs): a tenth of the draws are rejected.
+    valid = 1 - 0.25 * 2 / 5
+    assert mass(by_point, shuffled) > 0.98
+    assert abs(mass(by_component, shuffled) - 0.25 / valid) < 0.01  # 236 of 238 shuffles
+    for capture in space.captures:
+        assert abs(mass(by_component, lambda v, c=capture: v.capture == c) - 1 / 3) < 0.02
+    for colour in space.colours:
+        assert abs(mass(by_component, lambda v, c=colour: v.colour == c) - 1 / 2) < 1e-9
+    # The gardner array is also shuffle:71: it gets its own entry's mass and a shuffle's.
+    gardner_start = mass(by_component, lambda v: v.start == R.parse("gardner").start)
+    assert abs(gardner_start - (0.25 + 0.25 / 238) / valid) < 1e-4
+
+
+def test_component_sampling_draws_follow_the_weights_and_stay_valid():
+    drawn = R.sample_variants(3, 64, per="component")
+    assert drawn == R.sample_variants(3, 64, per="component")
+    assert len(set(drawn)) == 64
+    assert all(R.is_playable(v) and R.canonical(v) == v for v in drawn)
+    shuffles = sum("shuffle" in v for v in drawn)
+    assert 8 <= shuffles <= 28, drawn  # about a quarter, not 63 of 64 as per point
+    exclude = ["dark", "atomic"]
+    assert {"dark", "atomic"}.isdisjoint(R.sample_variants(3, 200, exclude=exclude, per="component"))
+    with pytest.raises(ValueError, match="unknown sampling"):
+        R.sample_variants(3, 4, per="task")
+
+
 def test_one_trace_serves_composed_and_named_batches(engine):
     """`Engine.ply` is wrapped in chex.assert_max_traces(n=1): a retrace would fail here."""
     composed = R.sample_variants(5, B)

@@ -14,7 +14,7 @@ with overrides, or overrides alone: `"dark,capture=atomic"`, see rules.md "The r
 raise `ValueError` on bad input, impossible positions included.
 
 The rule space: `get(spec)`, `canonical(spec)`, `start_fen(spec)`, `check_variant(spec)`
-(returns the canonical spelling), `sample_variants(seed, n, space, exclude)`.
+(returns the canonical spelling), `sample_variants(seed, n, space, exclude, per)`.
 """
 
 from __future__ import annotations
@@ -43,6 +43,7 @@ from mmc_jax.rules.variants import (
     COMPONENTS,
     FAIRY_STOCKFISH_NAMES,
     NAMED,
+    SAMPLING,
     START_FENS,
     VARIANTS,
     Rules,
@@ -55,6 +56,7 @@ from mmc_jax.rules.variants import (
     get,
     parse,
     space_points,
+    space_weights,
     stack,
     start_fen,
 )
@@ -66,6 +68,7 @@ __all__ = [
     "COMPONENTS",
     "DESCRIPTOR_CHANNELS",
     "NAMED",
+    "SAMPLING",
     "OBS_LAYOUT",
     "PLY_SCALE",
     "Space",
@@ -77,6 +80,7 @@ __all__ = [
     "parse",
     "sample_variants",
     "space_points",
+    "space_weights",
     "start_fen",
     "validate_position",
     "FAIRY_STOCKFISH_NAMES",
@@ -470,22 +474,32 @@ def sample_variants(
     n: int,
     space: Space | None = None,
     exclude=(),
+    per: str = "point",
 ) -> list[str]:
     """`n` distinct random playable variants of `space`, as canonical spellings.
 
-    Draws without replacement, uniformly over the valid points of `space` (default: `Space()`,
-    the whole rule space less `colour=same`), skipping every point whose start position has
-    no legal move and every point equal to one in `exclude` (any spellings). Deterministic for
-    a seed (an int or a `jax.random` key). Raises ValueError if the space has fewer than `n`
-    such points.
+    Draws without replacement from the valid points of `space` (default: `Space()`, the whole
+    rule space less `colour=same`), skipping every point whose start position has no legal
+    move and every point equal to one in `exclude` (any spellings). `per="point"`: uniformly
+    over the points (almost every point of a space with "shuffle" starts has a shuffled
+    start); `per="component"`: each declared start entry, capture, goal/fog pair and colour
+    equally likely (`space_weights`), drawn successively without replacement. Deterministic
+    for a seed (an int or a `jax.random` key). Raises ValueError if the space has fewer than
+    `n` such points.
     """
     if not isinstance(n, int) or n < 0:
         raise ValueError(f"n must be a non-negative integer, got {n!r}")
     if isinstance(exclude, (str, Variant)):
         exclude = [exclude]
     excluded = {canonical(e) for e in exclude}
-    points = [p for p in space_points(space) if p not in excluded]
-    order = np.random.default_rng(_seed_of(key_or_seed)).permutation(len(points))
+    weights = space_weights(space, per=per)
+    points = [p for p in weights if p not in excluded]
+    rng = np.random.default_rng(_seed_of(key_or_seed))
+    if per == "point":
+        order = rng.permutation(len(points))
+    else:  # weighted sampling without replacement: the smallest Exp(1) / weight first
+        mass = np.array([weights[p] for p in points])
+        order = np.argsort(rng.exponential(size=len(points)) / mass, kind="stable")
     out: list[str] = []
     for i in order:
         if len(out) == n:

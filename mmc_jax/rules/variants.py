@@ -459,18 +459,43 @@ class Space:
     colours: tuple[str, ...] = ("any", "other")
 
 
+def _start_families(space: Space) -> list[list[str]]:
+    """The start names of each entry of `space.starts` ("shuffle": all 240, named arrays once)."""
+    families = []
+    for s in space.starts:
+        if s == "shuffle":
+            names = [_START_NAME[shuffle_board(n)] for n in range(NUM_SHUFFLES)]
+            families.append(list(dict.fromkeys(names)))
+        else:
+            families.append([_parse_start(s)])
+    return families
+
+
 def space_points(space: Space | None = None) -> list[str]:
     """Canonical spellings of every valid point of `space` (sorted, without duplicates).
 
     Playability (a legal move from the start) is not checked here.
     """
+    return sorted(space_weights(space, per="point"))
+
+
+SAMPLING = ("point", "component")
+
+
+def space_weights(space: Space | None = None, per: str = "point") -> dict[str, float]:
+    """{canonical point: probability} of one draw from `space` (valid points only, sorted).
+
+    per="point": uniform over the valid points, so with "shuffle" among the starts about 238
+      of every 241 points have a shuffled start.
+    per="component": each entry of `space.starts` ("shuffle" is one entry), each capture, each
+      goal/fog pair and each colour equally likely, drawn independently; the mass of invalid
+      combinations is spread over the valid ones (rejection). A point reached two ways (the
+      gardner array is also `shuffle:71`) adds both.
+    """
+    if per not in SAMPLING:
+        raise ValueError(f"unknown sampling {per!r}; one of {SAMPLING}")
     space = Space() if space is None else space
-    starts: list[str] = []
-    for s in space.starts:
-        if s == "shuffle":
-            starts += [_START_NAME[shuffle_board(n)] for n in range(NUM_SHUFFLES)]
-        else:
-            starts.append(_parse_start(s))
+    families = _start_families(space)
     for c in space.captures:
         if c not in CAPTURES:
             raise ValueError(f"unknown capture {c!r}; valid values of capture: {CAPTURES}")
@@ -480,14 +505,22 @@ def space_points(space: Space | None = None) -> list[str]:
     for c in space.colours:
         if c not in COLOURS:
             raise ValueError(f"unknown colour {c!r}; valid values of colour: {COLOURS}")
-    points = set()
-    for start, capture, (goal, fog), colour in itertools.product(
-        dict.fromkeys(starts), space.captures, space.goal_fogs, space.colours
-    ):
-        v = Variant(start, capture, goal, fog, colour)
-        try:
-            _check_constraints(v)
-        except ValueError:
-            continue
-        points.add(canonical(v))
-    return sorted(points)
+    weights: dict[str, float] = {}
+    for members in families if per == "component" else [
+        list(dict.fromkeys(s for f in families for s in f))
+    ]:
+        for start, capture, (goal, fog), colour in itertools.product(
+            members, space.captures, space.goal_fogs, space.colours
+        ):
+            v = Variant(start, capture, goal, fog, colour)
+            try:
+                _check_constraints(v)
+            except ValueError:
+                continue
+            point = canonical(v)
+            if per == "point":
+                weights[point] = 1.0
+            else:
+                weights[point] = weights.get(point, 0.0) + 1.0 / len(members)
+    total = sum(weights.values())
+    return {p: weights[p] / total for p in sorted(weights)}
