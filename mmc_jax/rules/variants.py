@@ -506,9 +506,9 @@ def space_weights(space: Space | None = None, per: str = "point") -> dict[str, f
         if c not in COLOURS:
             raise ValueError(f"unknown colour {c!r}; valid values of colour: {COLOURS}")
     weights: dict[str, float] = {}
-    for members in families if per == "component" else [
-        list(dict.fromkeys(s for f in families for s in f))
-    ]:
+    for members in (
+        families if per == "component" else [list(dict.fromkeys(s for f in families for s in f))]
+    ):
         for start, capture, (goal, fog), colour in itertools.product(
             members, space.captures, space.goal_fogs, space.colours
         ):
