@@ -17,7 +17,8 @@ checkpoint, or the checkpoint's own single-variant settings.
 
 After 0 (the unadapted start) and every iteration of `--eval_at` (default: every iteration),
 the model plays colour-balanced matches against random and greedy, the adapted model also
-against the unadapted one, and optionally against a frozen `--reference` checkpoint. The
+against the unadapted one, optionally against a frozen `--reference` checkpoint (and its raw
+policy, `--reference_raw`) and against Fairy-Stockfish (`--engine_nodes 100,1000`). The
 workdir gets the training run (checkpoints, metrics, plots), `adaptation.json` (every match
 with W/D/L and 95% CIs, frames, settings), `adaptation.md` (the table) and
 `plots/adaptation.png` (score against each opponent over adaptation iterations). Re-running
@@ -35,7 +36,7 @@ from typing import Any
 import jax
 import ml_collections
 
-from mmc_jax import alphazero, cli, match, runloop, storage
+from mmc_jax import alphazero, arena, cli, match, runloop, storage, uci
 from mmc_jax import checkpoint as checkpoint_lib
 from mmc_jax import metrics as metrics_lib
 from mmc_jax import network as network_lib
@@ -180,7 +181,10 @@ def evaluate_point(
     reference: tuple[Any, Any] | None = None,
 ) -> dict[str, dict[str, Any]]:
     """Matches of `params` on `variant`: {opponent: summary} for every `settings.opponents`,
-    plus "unadapted" (against those params) and "reference" ((network, params)) when given.
+    plus "unadapted" (against those params) and "reference" ((network, params)) when given,
+    "reference_raw" (the reference's raw policy, a weaker second strength) with
+    `settings.reference_raw`, and "fsf@N" (Fairy-Stockfish at N nodes per move) for every N
+    of `settings.engine_nodes` when the engine plays the variant.
 
     The key of a match depends only on the opponent, so every start point and iteration plays
     the same random openings / tie-breaks (paired comparisons). Under fog the model plays from
@@ -205,6 +209,9 @@ def evaluate_point(
         matches.append(
             ("reference", 101, {"opponent_network": ref_network, "opponent_params": ref_params})
         )
+        if settings.get("reference_raw", False):
+            raw = {"opponent_network": ref_network, "opponent_params": ref_params}
+            matches.append(("reference_raw", 102, {**raw, "opponent_simulations": 0}))
     out = {}
     for name, index, opponent in matches:
         networks = "opponent_network" in opponent
@@ -222,6 +229,22 @@ def evaluate_point(
             **opponent,
         )
         out[name] = _summary(result)
+    engine_nodes = tuple(settings.get("engine_nodes", ()) or ())
+    if engine_nodes and not fog and uci.supported_by_fairy_stockfish(variant):
+        for i, nodes in enumerate(engine_nodes):
+            result = arena.engine_match(
+                network,
+                params,
+                variant,
+                games,
+                sims,
+                uci.Limits(nodes=int(nodes)),
+                seed=int(jax.random.randint(jax.random.fold_in(key, 200 + i), (), 0, 2**30)),
+                opening_plies=openings,
+                max_plies=max_plies,
+                engine=settings.get("engine") or None,
+            )
+            out[f"fsf@{nodes}"] = {**_summary(result), "aborted": result["aborted"]}
     return out
 
 
@@ -243,9 +266,10 @@ def _format_score(match: dict[str, Any] | None) -> str:
 
 def markdown_table(results: dict[str, Any]) -> str:
     """The results as a markdown table: one row per evaluated iteration."""
-    opponents = list(results["settings"]["opponents"]) + ["unadapted", "reference"]
     points = results["points"]
-    used = [o for o in opponents if any(o in p["matches"] for p in points)]
+    named = list(results["settings"]["opponents"]) + ["unadapted", "reference", "reference_raw"]
+    found = {o for p in points for o in p["matches"]}
+    used = [o for o in named if o in found] + sorted(found - set(named))
     settings = results["settings"]
     lines = [
         f"Adaptation to `{results['variant']}` from `{results['init_from']}`: "
@@ -329,6 +353,9 @@ def run_adaptation(
     num_simulations: int | None = None,
     max_plies: int | None = None,
     reference: str | None = None,
+    reference_raw: bool = False,
+    engine_nodes: tuple[int, ...] = (),
+    engine: str | None = None,
     head_to_head: bool = True,
     seed: int = 0,
     stream=sys.stdout,
@@ -338,7 +365,9 @@ def run_adaptation(
 
     Returns the results dict written to `adaptation.json`: variant, init_from, seed, settings,
     `points` [{iteration, frames, seconds, matches: {opponent: {score, score_ci95, wins, draws,
-    losses, num_games, mean_plies}}}].
+    losses, num_games, mean_plies}}}]. `reference_raw` adds a match against the reference's
+    raw policy (a second, weaker strength); `engine_nodes` matches against Fairy-Stockfish
+    (`engine`, default the built one) at those nodes per move where it plays the variant.
 
     Raises:
       ValueError: unknown variant (the message lists them), a checkpoint that does not fit,
@@ -375,6 +404,11 @@ def run_adaptation(
         settings.num_simulations = int(num_simulations)
     if max_plies is not None:
         settings.max_plies = int(max_plies)
+    settings.reference_raw = bool(reference_raw)
+    settings.engine_nodes = tuple(int(n) for n in engine_nodes)
+    settings.engine = engine or ""
+    if any(n <= 0 for n in settings.engine_nodes):
+        raise ValueError(f"engine nodes must be positive, got {list(engine_nodes)}")
     if settings.num_games <= 0 or settings.num_games % 2:
         raise ValueError(f"the number of games must be positive and even, got {settings.num_games}")
     alphazero.prepare_config(run_config)  # validates before any work
@@ -389,6 +423,10 @@ def run_adaptation(
         k: settings[k] for k in ("num_games", "num_simulations", "max_plies", "opening_plies")
     }
     settings_dict["opponents"] = list(settings.opponents)
+    if reference_raw:
+        settings_dict["reference_raw"] = True
+    if settings.engine_nodes:
+        settings_dict["engine_nodes"] = list(settings.engine_nodes)
     results_path = storage.join(workdir, RESULTS_FILE)
     results = {
         "variant": variant,
@@ -513,6 +551,19 @@ def define_flags(flag_values=None) -> None:
     flags.DEFINE_integer("max_plies", None, "ply cap of evaluation games (0: 256)", flag_values=fv)
     flags.DEFINE_string("reference", None, "a frozen checkpoint to play against", flag_values=fv)
     flags.DEFINE_bool(
+        "reference_raw",
+        False,
+        "also play the reference's raw policy (no search): a second, weaker strength",
+        flag_values=fv,
+    )
+    flags.DEFINE_list(
+        "engine_nodes",
+        [],
+        "also play Fairy-Stockfish at these nodes per move (comma-separated), where it plays "
+        "the variant and there is no fog",
+        flag_values=fv,
+    )
+    flags.DEFINE_bool(
         "head_to_head", True, "play the adapted model against the unadapted one", flag_values=fv
     )
     flags.DEFINE_integer("seed", 0, "seed of the adaptation run and the evaluation", flag_values=fv)
@@ -552,6 +603,12 @@ def main(argv) -> None:
             eval_at = [int(x) for x in FLAGS.eval_at.split(",") if x.strip()]
         except ValueError:
             cli.fail(f"--eval_at must be integers, got {FLAGS.eval_at!r}")
+    try:
+        engine_nodes = tuple(int(x) for x in FLAGS.engine_nodes)
+    except ValueError:
+        cli.fail(f"--engine_nodes must be integers, got {','.join(FLAGS.engine_nodes)!r}")
+    if FLAGS.reference_raw and not FLAGS.reference:
+        cli.fail("--reference_raw needs --reference (the checkpoint whose raw policy plays)")
     for flag, path in (("--init_from", init_from), ("--reference", FLAGS.reference)):
         if not path or str(path).lower() in SCRATCH:
             continue
@@ -571,10 +628,12 @@ def main(argv) -> None:
             num_simulations=FLAGS.simulations,
             max_plies=FLAGS.max_plies,
             reference=FLAGS.reference,
+            reference_raw=FLAGS.reference_raw,
+            engine_nodes=engine_nodes,
             head_to_head=FLAGS.head_to_head,
             seed=FLAGS.seed,
         )
-    except (FileNotFoundError, ValueError, FloatingPointError, OSError) as error:
+    except (FileNotFoundError, ValueError, FloatingPointError, OSError, uci.EngineError) as error:
         cli.fail(str(error))
     except KeyboardInterrupt:
         cli.fail("interrupted; re-run the same command to resume", status=130)

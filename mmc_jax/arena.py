@@ -521,6 +521,57 @@ def print_progress(line: str) -> None:
     print(line, file=sys.stderr, flush=True)
 
 
+def engine_match(
+    network,
+    params: Any,
+    variant: str,
+    num_games: int,
+    num_simulations: int,
+    limits: uci.Limits,
+    *,
+    seed: int = 0,
+    opening_plies: int = 0,
+    max_plies: int | None = None,
+    engine: str | None = None,
+    processes: int = 2,
+) -> dict[str, Any]:
+    """`num_games` colour-balanced games of a network's search against Fairy-Stockfish at
+    `limits`: `elo.match_statistics` of the model's results (games the engine aborted left
+    out and counted in `aborted`).
+
+    Raises:
+      uci.EngineError: no engine, or one that does not play `variant`.
+    """
+    players = [
+        model_player("model", network, params, num_simulations),
+        engine_player(limits),
+    ]
+    pool = uci.EnginePool(variant, engine, processes=processes)
+    try:
+        records = play_games(
+            players,
+            colour_balanced(0, 1, num_games, variant),
+            seed=seed,
+            opening_plies=opening_plies,
+            max_plies=max_plies,
+            engine_pool=pool,
+        )
+    finally:
+        pool.close()
+    white_points = {"1-0": 1, "0-1": -1, "1/2-1/2": 0}
+    rewards, plies = [], []
+    for record in records:
+        if record.scored:
+            sign = 1 if record.white == "model" else -1
+            rewards.append(sign * white_points[record.result])
+            plies.append(len(record.moves))
+    if not rewards:
+        raise uci.EngineError(f"every game against {players[1].name} was aborted")
+    result = elo_lib.match_statistics(np.array(rewards), np.array(plies))
+    result.update(opponent=players[1].name, aborted=len(records) - len(rewards))
+    return result
+
+
 # ---------------------------------------------------------------------------------------------
 # One game at a time (the play CLI, PGN replay)
 

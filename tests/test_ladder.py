@@ -127,3 +127,36 @@ def test_help_mentions_the_subcommands(capsys):
     with pytest.raises(SystemExit):
         evaluate.main(["ladder", "--help"])
     assert "--nodes" in capsys.readouterr().out
+
+
+def test_adaptation_evaluation_plays_the_reference_at_two_strengths_and_the_engine():
+    """`adapt.evaluate_point`: the frozen reference with search and as its raw policy, and
+    Fairy-Stockfish where it plays the variant (not rifle: no such engine variant)."""
+    import jax
+    import ml_collections
+
+    from mmc_jax import adapt, checkpoint
+
+    net, params, _ = checkpoint.load_model(ladder_run.workdir(), step=2)
+    _, reference, _ = checkpoint.load_model(ladder_run.workdir(), step=1)
+    settings = ml_collections.ConfigDict(
+        dict(
+            num_games=2,
+            num_simulations=2,
+            opponents=("random",),
+            max_plies=0,
+            opening_plies=4,
+            reference_raw=True,
+            engine_nodes=(1,),
+            engine="",
+        )
+    )
+    key = jax.random.key(0)
+    out = adapt.evaluate_point(net, params, "gardner", settings, key, reference=(net, reference))
+    assert list(out) == ["random", "reference", "reference_raw", "fsf@1"]
+    for name, match in out.items():
+        assert match["num_games"] == 2 and match["wins"] + match["draws"] + match["losses"] == 2
+        assert match["score_ci95"][0] <= match["score"] <= match["score_ci95"][1], name
+    assert out["fsf@1"]["aborted"] == 0
+    settings.opponents = ()
+    assert adapt.evaluate_point(net, params, "rifle", settings, key) == {}

@@ -65,13 +65,63 @@ class Preset:
     variants: int  # how many of the held-out variants (in configs/joat.py order)
     seeds: tuple[int, ...] = (0,)  # pretraining seeds
     adapt_seeds: tuple[int, ...] = (0,)
+    adapt_points: tuple[int, ...] = (0, 1)  # games after these adaptation iterations
+    # Opponents besides greedy (non-fog variants): the variant's reference with search and as
+    # its raw policy (two strengths), Fairy-Stockfish at these nodes where it plays the variant.
+    references: bool = False
+    engine_nodes: tuple[int, ...] = ()
 
 
 ALL_ARMS = ("scratch", "gardner", "joint", "joat", "joint+desc", "joat+desc", "strict")
+GAME_ARMS = ("scratch", "gardner", "joint", "joat")
 PRESETS = {
-    "smoke": Preset("smoke", 2, 1, 7, 4, 2, ALL_ARMS, ("scratch", "joat"), 2),
-    "quick": Preset("quick", 20, 6, 8, 64, 8, ALL_ARMS, ("scratch", "joint", "joat"), 8),
-    "gpu": Preset("cpu", 30, 10, 8, 256, 16, ALL_ARMS, ("scratch", "gardner", "joint", "joat"), 8),
+    "smoke": Preset(
+        "smoke", 2, 1, 7, 4, 2, ALL_ARMS, ("scratch", "joat"), 2, adapt_points=(0, 1, 2)
+    ),
+    "quick": Preset(
+        "quick",
+        20,
+        6,
+        8,
+        64,
+        8,
+        ALL_ARMS,
+        ("scratch", "joint", "joat"),
+        8,
+        adapt_points=(0, 1, 2, 5),
+    ),
+    # The issue's protocol on a CPU in about 4 hours (an estimate from the quick preset's
+    # stage times, not a measured run): 3 pretraining seeds x 2 adaptation seeds, 128 games.
+    "cpu": Preset(
+        "quick",
+        20,
+        6,
+        8,
+        128,
+        8,
+        ("gardner", "joint", "joat"),
+        ("scratch", "joint", "joat"),
+        8,
+        seeds=(0, 1, 2),
+        adapt_seeds=(0, 1),
+        adapt_points=(0, 1, 2, 5),
+    ),
+    "gpu": Preset(
+        "cpu",
+        30,
+        10,
+        8,
+        256,
+        16,
+        ALL_ARMS,
+        GAME_ARMS,
+        8,
+        seeds=(0, 1, 2),
+        adapt_seeds=(0, 1),
+        adapt_points=(0, 1, 2, 5),
+        references=True,
+        engine_nodes=(100,),
+    ),
 }
 
 
@@ -334,7 +384,10 @@ def fewshot(workdir: Path, preset: Preset, arm: str, seed: int, variant: str) ->
 
 
 def games(workdir: Path, preset: Preset, arm: str, seed: int, variant: str, log) -> dict:
+    """{adaptation seed: [{iteration, frames, matches: {opponent: summary}}]} of `arm`'s
+    pretraining seed `seed` adapted to `variant` (`mmc_jax.adapt`, resumable per stage)."""
     from mmc_jax import adapt
+    from mmc_jax import rules as R
 
     init = "scratch" if arm == "scratch" else str(workdir / "pretrain" / f"{arm}_s{seed}")
     out = {}
@@ -343,27 +396,204 @@ def games(workdir: Path, preset: Preset, arm: str, seed: int, variant: str, log)
         joat = joat_config(preset, seed)
         joat.adapt.eval.opponents = ("greedy",)
         joat.adapt.eval.max_plies = 0  # the training ply cap
+        references = preset.references and not R.parse(variant).fog == "on"
         results = adapt.run_adaptation(
             variant,
             init,
             stage,
-            iterations=1,
+            iterations=max(preset.adapt_points),
+            eval_at=list(preset.adapt_points),
             config=joat,
             num_games=preset.games,
             num_simulations=preset.simulations,
+            reference=str(workdir / "reference" / _slug(variant)) if references else None,
+            reference_raw=references,
+            engine_nodes=preset.engine_nodes,
             head_to_head=False,
             seed=adapt_seed,
             stream=None,
         )
         out[str(adapt_seed)] = [
-            {"iteration": p["iteration"], "frames": p["frames"], **p["matches"]["greedy"]}
+            {"iteration": p["iteration"], "frames": p["frames"], "matches": p["matches"]}
             for p in results["points"]
         ]
-    log(
-        f"games {arm} {variant}: "
-        + ", ".join(f"{p['iteration']}: {p['score']:.2f}" for p in out[str(preset.adapt_seeds[0])])
-    )
+        log(
+            f"games {arm} s{seed} a{adapt_seed} {variant}: "
+            + ", ".join(
+                f"{p['iteration']}: {p['matches']['greedy']['score']:.2f}"
+                for p in out[str(adapt_seed)]
+            )
+        )
     return out
+
+
+def game_rows(results: dict) -> list[dict]:
+    """One row per (variant, arm, seed, adaptation seed, iteration, opponent) of the games."""
+    rows = []
+    for variant, arms in results.get("games", {}).items():
+        for arm, by_seed in arms.items():
+            for seed, by_adapt in by_seed.items():
+                for adapt_seed, points in by_adapt.items():
+                    for p in points:
+                        # The first quick run stored the greedy match's fields in the point.
+                        for opponent, m in p.get("matches", {"greedy": p}).items():
+                            rows.append(
+                                dict(
+                                    variant=variant,
+                                    arm=arm,
+                                    cell=(variant, seed, adapt_seed),
+                                    iteration=p["iteration"],
+                                    frames=p["frames"],
+                                    opponent=opponent,
+                                    score=m["score"],
+                                    games=m["num_games"],
+                                )
+                            )
+    return rows
+
+
+def _mean_ci(values: list[float]) -> tuple[float, float]:
+    """Mean and the half-width of a normal 95% interval over independent cells (0: one cell)."""
+    n = len(values)
+    mean = sum(values) / n
+    if n < 2:
+        return mean, 0.0
+    var = sum((v - mean) ** 2 for v in values) / (n - 1)
+    return mean, 1.96 * math.sqrt(var / n)
+
+
+def paired_differences(rows: list[dict], a: str, b: str, opponent: str = "greedy") -> dict:
+    """{iteration: (mean of a - b, 95% half-width, cells)} over the (variant, seed, adaptation
+    seed) cells both arms played (the same evaluation keys: paired games)."""
+    scores: dict = {}
+    for r in rows:
+        if r["opponent"] == opponent and r["arm"] in (a, b):
+            scores.setdefault((r["iteration"], r["cell"]), {})[r["arm"]] = r["score"]
+    by_iteration: dict = {}
+    for (iteration, _), pair in scores.items():
+        if len(pair) == 2:
+            by_iteration.setdefault(iteration, []).append(pair[a] - pair[b])
+    return {i: (*_mean_ci(d), len(d)) for i, d in sorted(by_iteration.items())}
+
+
+def frames_to(rows: list[dict], target: float = 0.8) -> dict:
+    """{(variant, arm): adaptation frames of the first evaluated iteration whose score against
+    greedy (mean over seeds) reaches `target`, or None}."""
+    means: dict = {}
+    for r in rows:
+        if r["opponent"] == "greedy":
+            key = (r["variant"], r["arm"], r["iteration"])
+            means.setdefault(key, ([], r["frames"]))[0].append(r["score"])
+    out: dict = {}
+    for (variant, arm, _iteration), (scores, frames) in sorted(means.items()):
+        reached = sum(scores) / len(scores) >= target
+        if (variant, arm) not in out:
+            out[(variant, arm)] = None
+        if reached and out[(variant, arm)] is None:
+            out[(variant, arm)] = frames
+    return out
+
+
+def games_report(results: dict) -> list[str]:
+    rows = game_rows(results)
+    if not rows:
+        return []
+    iterations = sorted({r["iteration"] for r in rows})
+    arms = list(dict.fromkeys(r["arm"] for r in rows))
+    variants = list(dict.fromkeys(r["variant"] for r in rows))
+    cells = {r["cell"] for r in rows}
+    n_seeds = len({c[1:] for c in cells})
+    head = "| " + " | ".join(f"it {i}" for i in iterations) + " |"
+    rule = "|" + "---:|" * len(iterations)
+    lines = [
+        "",
+        f"## Score against greedy after adaptation iterations ({n_seeds} seed pair(s) per cell; "
+        "mean, and +- the 95% half-width over seed pairs where there are several)",
+        "",
+        "| variant | arm " + head,
+        "|---|---" + rule,
+    ]
+
+    def cell_text(values):
+        mean, half = _mean_ci(values)
+        return f"{mean:.2f}" + (f" +- {half:.2f}" if half else "")
+
+    for variant in variants:
+        for arm in arms:
+            texts = []
+            for i in iterations:
+                values = [
+                    r["score"]
+                    for r in rows
+                    if r["opponent"] == "greedy"
+                    and r["variant"] == variant
+                    and r["arm"] == arm
+                    and r["iteration"] == i
+                ]
+                texts.append(cell_text(values) if values else "-")
+            lines.append(f"| `{variant}` | {arm} | " + " | ".join(texts) + " |")
+    opponents = list(dict.fromkeys(r["opponent"] for r in rows))
+    for opponent in opponents:
+        lines += [
+            "",
+            f"### Mean over the variants against {opponent} (+- 95% over variant x seed cells)",
+            "",
+            "| arm " + head,
+            "|---" + rule,
+        ]
+        for arm in arms:
+            texts = []
+            for i in iterations:
+                values = [
+                    r["score"]
+                    for r in rows
+                    if r["opponent"] == opponent and r["arm"] == arm and r["iteration"] == i
+                ]
+                texts.append(cell_text(values) + f" ({len(values)})" if values else "-")
+            lines.append(f"| {arm} | " + " | ".join(texts) + " |")
+    pairs = [
+        (a, b)
+        for a, b in (
+            ("joat", "joint"),
+            ("joat", "scratch"),
+            ("joint", "scratch"),
+            ("joat", "gardner"),
+            ("joat+desc", "joint+desc"),
+        )
+        if a in arms and b in arms
+    ]
+    if pairs:
+        lines += [
+            "",
+            "### Paired differences against greedy (a - b over the same variant x seed cells, "
+            "mean +- 95%, cells)",
+            "",
+            "| a - b " + head,
+            "|---" + rule,
+        ]
+        for a, b in pairs:
+            diffs = paired_differences(rows, a, b)
+            texts = [
+                f"{diffs[i][0]:+.3f} +- {diffs[i][1]:.3f} ({diffs[i][2]})" if i in diffs else "-"
+                for i in iterations
+            ]
+            lines.append(f"| {a} - {b} | " + " | ".join(texts) + " |")
+    reached = frames_to(rows)
+    lines += [
+        "",
+        "### Adaptation frames to reach 0.8 against greedy (mean over seeds; - : not within "
+        f"{max(iterations)} iterations)",
+        "",
+        "| variant | " + " | ".join(arms) + " |",
+        "|---|" + "---:|" * len(arms),
+    ]
+    for variant in variants:
+        texts = []
+        for arm in arms:
+            frames = reached.get((variant, arm))
+            texts.append("-" if frames is None else str(frames))
+        lines.append(f"| `{variant}` | " + " | ".join(texts) + " |")
+    return lines
 
 
 def report(workdir: Path, results: dict) -> str:
@@ -380,19 +610,7 @@ def report(workdir: Path, results: dict) -> str:
                 val = [s[j]["value_loss"] for s in by_seed.values()]
                 cells.append(f"{sum(pol) / len(pol):.3f} / {sum(val) / len(val):.3f}")
             lines.append(f"| `{variant}` | {arm} | " + " | ".join(cells) + " |")
-    lines += ["", "## Score against greedy after 0 and 1 adaptation iterations (95% CI)", ""]
-    lines.append("| variant | arm | iteration 0 | iteration 1 |")
-    lines.append("|---|---|---:|---:|")
-    for variant, arms in results["games"].items():
-        for arm, by_seed in arms.items():
-            first_seed = next(iter(by_seed.values()))  # {adaptation seed: points}
-            points = next(iter(first_seed.values()))
-            cells = [
-                f"{p['score']:.2f} [{p['score_ci95'][0]:.2f}, {p['score_ci95'][1]:.2f}] "
-                f"(n={p['num_games']})"
-                for p in points
-            ]
-            lines.append(f"| `{variant}` | {arm} | " + " | ".join(cells) + " |")
+    lines += games_report(results)
     text = "\n".join(lines) + "\n"
     (workdir / "results.md").write_text(text)
     return text
@@ -427,6 +645,41 @@ def plot(workdir: Path, results: dict) -> None:
             axes.legend(fontsize=6)
     figure.tight_layout()
     figure.savefig(workdir / "fewshot.png")
+    plot_games(workdir, results)
+
+
+def plot_games(workdir: Path, results: dict) -> None:
+    """`games.png`: score against greedy over adaptation frames, one panel per variant, a line
+    per arm (mean over seed pairs)."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    rows = [r for r in game_rows(results) if r["opponent"] == "greedy"]
+    variants = list(dict.fromkeys(r["variant"] for r in rows))
+    if not variants:
+        return
+    columns = min(4, len(variants))
+    figure = Figure(figsize=(4 * columns, 3.2 * math.ceil(len(variants) / columns)), dpi=90)
+    FigureCanvasAgg(figure)
+    for index, variant in enumerate(variants):
+        axes = figure.add_subplot(math.ceil(len(variants) / columns), columns, index + 1)
+        for arm in dict.fromkeys(r["arm"] for r in rows):
+            points: dict = {}
+            for r in rows:
+                if r["variant"] == variant and r["arm"] == arm:
+                    points.setdefault(r["frames"], []).append(r["score"])
+            xs = sorted(points)
+            axes.plot(xs, [sum(points[x]) / len(points[x]) for x in xs], marker="o", label=arm)
+        axes.axhline(0.8, color="grey", linewidth=0.6, linestyle="--")
+        axes.set_ylim(-0.02, 1.02)
+        axes.set_title(variant, fontsize=8)
+        axes.set_xlabel("adaptation frames")
+        axes.set_ylabel("score vs greedy")
+        axes.grid(alpha=0.3)
+        if index == 0:
+            axes.legend(fontsize=6)
+    figure.tight_layout()
+    figure.savefig(workdir / "games.png")
 
 
 def main(argv=None) -> int:
