@@ -358,6 +358,7 @@ def run_adaptation(
     engine: str | None = None,
     head_to_head: bool = True,
     seed: int = 0,
+    init_seed: int | None = None,
     stream=sys.stdout,
 ) -> dict[str, Any]:
     """Adapts a checkpoint to `variant` for `iterations` AlphaZero iterations and evaluates it
@@ -368,6 +369,9 @@ def run_adaptation(
     losses, num_games, mean_plies}}}]. `reference_raw` adds a match against the reference's
     raw policy (a second, weaker strength); `engine_nodes` matches against Fairy-Stockfish
     (`engine`, default the built one) at those nodes per move where it plays the variant.
+    `seed` seeds the adaptation's self-play and evaluation; `init_seed` (default `seed`) the
+    initialisation of a scratch start, so that scratch starts can vary as pretraining seeds do
+    while the adaptation and its evaluation games stay paired across starts.
 
     Raises:
       ValueError: unknown variant (the message lists them), a checkpoint that does not fit,
@@ -387,7 +391,8 @@ def run_adaptation(
         if stream is not None:
             print(line, file=stream, flush=True)
 
-    network_config, params0, saved, label = load_start(init_from, config, seed)
+    init_seed = seed if init_seed is None else int(init_seed)
+    network_config, params0, saved, label = load_start(init_from, config, init_seed)
     run_config = adaptation_config(
         variant,
         iterations,
@@ -432,6 +437,7 @@ def run_adaptation(
         "variant": variant,
         "init_from": label,
         "seed": seed,
+        "init_seed": init_seed,
         "settings": settings_dict,
         "reference": storage.absolute(reference) if reference else None,
         "frames_per_iteration": alphazero.samples_per_iteration(run_config),
@@ -440,7 +446,10 @@ def run_adaptation(
     previous_text = storage.read_text(results_path)
     if previous_text is not None:
         previous = json.loads(previous_text)
-        same = all(previous.get(k) == results[k] for k in ("variant", "init_from", "settings"))
+        same = all(
+            previous.get(k, seed if k == "init_seed" else None) == results[k]
+            for k in ("variant", "init_from", "init_seed", "settings")
+        )
         if same and previous.get("reference") == results["reference"]:
             results["points"] = [p for p in previous["points"] if p["iteration"] in points_wanted]
     done = {p["iteration"] for p in results["points"]}

@@ -411,6 +411,7 @@ def games(workdir: Path, preset: Preset, arm: str, seed: int, variant: str, log)
             engine_nodes=preset.engine_nodes,
             head_to_head=False,
             seed=adapt_seed,
+            init_seed=seed,  # scratch: one initialisation per "pretraining" seed
             stream=None,
         )
         out[str(adapt_seed)] = [
