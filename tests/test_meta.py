@@ -507,6 +507,30 @@ def test_adapts_to_a_held_out_variant(meta_run, adapt_process, workdirs):
         adapt.run_adaptation("darkish", "scratch", adapt_workdir, stream=None)
 
 
+def test_scratch_initialisation_seed_is_separate_from_the_adaptation_seed(monkeypatch, tmp_path):
+    """`init_seed` varies a scratch start (the study's pretraining seeds) while `seed` keeps the
+    adaptation's self-play and evaluation keys (paired across starts)."""
+    from mmc_jax import adapt
+
+    config = load_config("smoke")
+    first = adapt.load_start("scratch", config, 0)[1]
+    second = adapt.load_start("scratch", config, 1)[1]
+    assert not all(jax.tree.leaves(jax.tree.map(np.array_equal, first, second)))
+    seen = []
+
+    def fake_start(init_from, config, seed):
+        seen.append(seed)
+        raise RuntimeError("stop here")
+
+    monkeypatch.setattr(adapt, "load_start", fake_start)
+    for kwargs in ({"seed": 3}, {"seed": 3, "init_seed": 5}):
+        with pytest.raises(RuntimeError, match="stop here"):
+            adapt.run_adaptation(
+                "atomic", "scratch", tmp_path, config=config, stream=None, **kwargs
+            )
+    assert seen == [3, 5]
+
+
 def test_four_devices_match_one_device(meta_run, four_device_process):
     workdir, _, _ = meta_run
     stdout, stderr = four_device_process.communicate(timeout=900)
