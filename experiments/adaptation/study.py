@@ -697,16 +697,41 @@ def main(argv=None) -> int:
         default="all",
         help="run only these stages (the others are read from the workdir when done)",
     )
+    parser.add_argument("--seeds", type=int, nargs="+", help="pretraining seeds (the preset's)")
+    parser.add_argument("--adapt-seeds", type=int, nargs="+", help="adaptation seeds")
+    parser.add_argument(
+        "--references",
+        action="store_true",
+        help="also play each variant's reference, with search and as its raw policy",
+    )
+    parser.add_argument(
+        "--engine-nodes", type=int, nargs="+", help="also play Fairy-Stockfish at these nodes"
+    )
     args = parser.parse_args(argv)
     from mmc_jax import cache
 
     cache.enable_compilation_cache()  # a resumed study loads what it compiled before
     preset = PRESETS[args.preset]
+    overrides = {
+        "seeds": tuple(args.seeds) if args.seeds else None,
+        "adapt_seeds": tuple(args.adapt_seeds) if args.adapt_seeds else None,
+        "references": True if args.references else None,
+        "engine_nodes": tuple(args.engine_nodes) if args.engine_nodes else None,
+    }
+    if any(n <= 0 for n in args.engine_nodes or ()):
+        parser.error("--engine-nodes must be positive")
+    preset = dataclasses.replace(preset, **{k: v for k, v in overrides.items() if v is not None})
     only_variants = None
     if args.variants:
         from mmc_jax import rules as R
 
-        only_variants = {R.canonical(v) for v in args.variants}
+        try:
+            only_variants = {R.canonical(v) for v in args.variants}
+        except ValueError as error:
+            parser.error(f"--variants: {error}")
+        unknown = only_variants - set(held_out(preset))
+        if unknown:
+            parser.error(f"--variants {sorted(unknown)} not among the held-out {held_out(preset)}")
     workdir = Path(args.workdir or f"runs/study_{args.preset}")
     workdir.mkdir(parents=True, exist_ok=True)
     log = Log(workdir)
