@@ -782,8 +782,13 @@ def main(argv=None) -> int:
                 if arm != "scratch" and f"{arm}_s{seed}" not in results["pretrain"]:
                     continue
                 cell = results["games"].setdefault(variant, {}).setdefault(arm, {})
-                if str(seed) not in cell:
-                    cell[str(seed)] = games(workdir, preset, arm, seed, variant, log)
+                # Adaptation seeds run before (e.g. with --adapt-seeds 0 first) are kept; the
+                # missing ones are added (a finished adaptation only reloads its results).
+                if not {str(a) for a in preset.adapt_seeds} <= set(cell.get(str(seed), {})):
+                    cell[str(seed)] = {
+                        **cell.get(str(seed), {}),
+                        **games(workdir, preset, arm, seed, variant, log),
+                    }
                     save()
     save()
     print(report(workdir, results))
