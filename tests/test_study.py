@@ -38,8 +38,8 @@ def test_paired_differences_pair_the_same_cells():
     assert set(diffs) == {0, 1, 2}
     mean, half, cells = diffs[1]
     assert cells == 4 and mean == pytest.approx(0.25)
-    # differences 0.2, 0.2, 0.3, 0.3: sd 0.0577, half-width 1.96 sd / 2
-    assert half == pytest.approx(1.96 * math.sqrt(1 / 300) / 2)
+    # differences 0.2, 0.2, 0.3, 0.3: sd 0.0577, half-width t(0.975, 3) sd / 2
+    assert half == pytest.approx(3.182446 * math.sqrt(1 / 300) / 2)
     assert diffs[0][:2] == (0.0, 0.0)
 
 

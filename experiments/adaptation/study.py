@@ -454,13 +454,15 @@ def game_rows(results: dict) -> list[dict]:
 
 
 def _mean_ci(values: list[float]) -> tuple[float, float]:
-    """Mean and the half-width of a normal 95% interval over independent cells (0: one cell)."""
+    """Mean and the half-width of Student's t 95% interval over independent cells (0: one)."""
+    from scipy import stats
+
     n = len(values)
     mean = sum(values) / n
     if n < 2:
         return mean, 0.0
     var = sum((v - mean) ** 2 for v in values) / (n - 1)
-    return mean, 1.96 * math.sqrt(var / n)
+    return mean, float(stats.t.ppf(0.975, n - 1)) * math.sqrt(var / n)
 
 
 def paired_differences(rows: list[dict], a: str, b: str, opponent: str = "greedy") -> dict:
@@ -502,14 +504,17 @@ def games_report(results: dict) -> list[str]:
     iterations = sorted({r["iteration"] for r in rows})
     arms = list(dict.fromkeys(r["arm"] for r in rows))
     variants = list(dict.fromkeys(r["variant"] for r in rows))
-    cells = {r["cell"] for r in rows}
-    n_seeds = len({c[1:] for c in cells})
+    pairs_per_cell = {}
+    for r in rows:
+        pairs_per_cell.setdefault((r["variant"], r["arm"]), set()).add(r["cell"])
+    counts = sorted({len(c) for c in pairs_per_cell.values()})
+    n_seeds = str(counts[0]) if len(counts) == 1 else f"{counts[0]}-{counts[-1]}"
     head = "| " + " | ".join(f"it {i}" for i in iterations) + " |"
     rule = "|" + "---:|" * len(iterations)
     lines = [
         "",
-        f"## Score against greedy after adaptation iterations ({n_seeds} seed pair(s) per cell; "
-        "mean, and +- the 95% half-width over seed pairs where there are several)",
+        f"## Score against greedy after adaptation iterations ({n_seeds} (pretraining, "
+        "adaptation) seed pair(s) per cell; mean, and +- the t 95% half-width over them)",
         "",
         "| variant | arm " + head,
         "|---|---" + rule,
