@@ -27,7 +27,7 @@ Presets (the part after the colon; without one: `full` on an accelerator, `cpu` 
       command. Measured on an idle 2-core CPU (2026-11-22): 3 min 7 s in all, compile 77 s,
       then about 2 s per outer iteration (41k positions).
   smoke            the tests' run: 1x8 net, 2 tasks x 4 games x 4 plies x 4 simulations, k = 2,
-      2 outer iterations, 8 fog-free tasks. Learns nothing.
+      2 outer iterations, 8 fog-free tasks drawn per point. Learns nothing.
 
 The switches (override any field with `--config.<field>=<value>`; the config is locked, so a
 misspelt field is an error):
@@ -242,6 +242,9 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
         config.task_space.size = 8
         # No fog in the tests' tasks: the fair fog search has its own tests (test_fair_search).
         config.task_space.goal_fogs = ("checkmate/off", "king/off", "extinction/off")
+        # Per point, as every smoke workdir written before per-component sampling (the legacy
+        # fixtures of tests/test_runloop.py resume); the sampling itself: test_rules_space.
+        config.task_space.sampling = "point"
         config.selfplay.num_plies = 4
         config.selfplay.num_simulations = 4
         config.selfplay.max_num_considered_actions = 4

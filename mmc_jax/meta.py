@@ -767,6 +767,12 @@ def _restore_error(error: ValueError, config) -> ValueError:
             "another network.rule_planes? this config has "
             f"{network_lib.rule_planes_of(config.network)!r})"
         )
+    space = config.get("task_space")
+    if space is not None and int(space.get("size", 0)) and space.get("sampling") == "component":
+        text += (
+            "\n  (workdirs written before 2026-11-23 drew their tasks uniformly per point: "
+            "resume them with --config.task_space.sampling=point)"
+        )
     return ValueError(text)
 
 
