@@ -622,11 +622,11 @@ def report(workdir: Path, results: dict) -> str:
     return text
 
 
-def plot(workdir: Path, results: dict) -> None:
+def _panels(path: Path, variants: list[str], draw, xlabel: str, ylabel: str) -> None:
+    """One panel per variant (4 to a row), `draw(axes, variant)` its lines, saved at `path`."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
-    variants = list(results["fewshot"])
     if not variants:
         return
     columns = min(4, len(variants))
@@ -635,6 +635,21 @@ def plot(workdir: Path, results: dict) -> None:
     FigureCanvasAgg(figure)
     for index, variant in enumerate(variants):
         axes = figure.add_subplot(rows, columns, index + 1)
+        draw(axes, variant)
+        axes.set_title(variant, fontsize=8)
+        axes.set_xlabel(xlabel)
+        axes.set_ylabel(ylabel)
+        axes.grid(alpha=0.3)
+        if index == 0:
+            axes.legend(fontsize=6)
+    figure.tight_layout()
+    figure.savefig(path)
+
+
+def plot(workdir: Path, results: dict) -> None:
+    """`fewshot.png` (held-out loss over inner procedures) and `games.png`."""
+
+    def fewshot_lines(axes, variant):
         for arm, by_seed in results["fewshot"][variant].items():
             xs = [0, 1, 2, 5]
             ys = [
@@ -643,32 +658,23 @@ def plot(workdir: Path, results: dict) -> None:
                 for j in xs
             ]
             axes.plot(xs, ys, marker="o", label=arm)
-        axes.set_title(variant, fontsize=8)
-        axes.set_xlabel("inner procedures")
-        axes.set_ylabel("held-out loss (policy + value)")
-        axes.grid(alpha=0.3)
-        if index == 0:
-            axes.legend(fontsize=6)
-    figure.tight_layout()
-    figure.savefig(workdir / "fewshot.png")
+
+    _panels(
+        workdir / "fewshot.png",
+        list(results["fewshot"]),
+        fewshot_lines,
+        "inner procedures",
+        "held-out loss (policy + value)",
+    )
     plot_games(workdir, results)
 
 
 def plot_games(workdir: Path, results: dict) -> None:
     """`games.png`: score against greedy over adaptation frames, one panel per variant, a line
     per arm (mean over seed pairs)."""
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
-
     rows = [r for r in game_rows(results) if r["opponent"] == "greedy"]
-    variants = list(dict.fromkeys(r["variant"] for r in rows))
-    if not variants:
-        return
-    columns = min(4, len(variants))
-    figure = Figure(figsize=(4 * columns, 3.2 * math.ceil(len(variants) / columns)), dpi=90)
-    FigureCanvasAgg(figure)
-    for index, variant in enumerate(variants):
-        axes = figure.add_subplot(math.ceil(len(variants) / columns), columns, index + 1)
+
+    def score_lines(axes, variant):
         for arm in dict.fromkeys(r["arm"] for r in rows):
             points: dict = {}
             for r in rows:
@@ -678,14 +684,9 @@ def plot_games(workdir: Path, results: dict) -> None:
             axes.plot(xs, [sum(points[x]) / len(points[x]) for x in xs], marker="o", label=arm)
         axes.axhline(0.8, color="grey", linewidth=0.6, linestyle="--")
         axes.set_ylim(-0.02, 1.02)
-        axes.set_title(variant, fontsize=8)
-        axes.set_xlabel("adaptation frames")
-        axes.set_ylabel("score vs greedy")
-        axes.grid(alpha=0.3)
-        if index == 0:
-            axes.legend(fontsize=6)
-    figure.tight_layout()
-    figure.savefig(workdir / "games.png")
+
+    variants = list(dict.fromkeys(r["variant"] for r in rows))
+    _panels(workdir / "games.png", variants, score_lines, "adaptation frames", "score vs greedy")
 
 
 def main(argv=None) -> int:
