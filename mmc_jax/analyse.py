@@ -30,7 +30,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from mmc_jax import cache, pimc
+from mmc_jax import pimc, startup
 from mmc_jax import network as network_lib
 from mmc_jax import rules as R
 
@@ -157,7 +157,7 @@ def _parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     parser = _parser()
     args = parser.parse_args(argv)
-    cache.enable_compilation_cache()
+    startup.start()
 
     def fail(message: str) -> int:
         print(f"error: {message}", file=sys.stderr)

@@ -1,4 +1,4 @@
-"""Benchmarks: `python -m mmc_jax.bench env|selfplay|learner|iteration|processes [--json]`.
+"""Benchmarks: `python -m mmc_jax.bench env|selfplay|learner|iteration|processes|xla-flags`.
 
 `env` measures random-play throughput with one protocol for every engine: inside one jitted
 `lax.scan`, each ply computes the legal action mask, draws a uniformly random legal action
@@ -31,6 +31,12 @@ in one process, medians of `--repeats` rounds.
 iteration times each run records, alternated `--repeats` times; `two_processes_vs_one` is the
 time ratio.
 
+`xla-flags` measures the project's XLA flags (`mmc_jax.startup`): `selfplay` at each
+`--batch-sizes` and `learner`, each run as its own process with XLA's defaults
+(`MMC_XLA_FLAGS=off`) and with the project's flags, alternated `--rounds` times; it reports the
+medians and `speedup` (default time / flagged time, above 1: the flags help).
+
+Every benchmark runs with the project's XLA flags, as the commands do.
 Timings are wall-clock on whatever JAX sees (`jax.devices()`); run nothing else meanwhile.
 """
 
@@ -48,6 +54,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from mmc_jax import rules as R
+from mmc_jax import startup
 
 
 def _tree_bytes(tree) -> int:
@@ -968,6 +975,90 @@ def bench_processes(args) -> dict:
     return result
 
 
+XLA_FLAG_ARMS = ("xla defaults", "project flags")
+
+
+def _child_json(argv: list[str], environ: dict) -> dict:
+    """Runs `python -m mmc_jax.bench ARGV --json` in a child process; its JSON object."""
+    import subprocess
+
+    done = subprocess.run(
+        [sys.executable, "-m", "mmc_jax.bench", *argv, "--json"],
+        env=environ,
+        capture_output=True,
+        text=True,
+    )
+    if done.returncode != 0:
+        raise SystemExit(f"error: bench {' '.join(argv)} failed:\n{done.stderr[-2000:]}")
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def bench_xla_flags(args, environ: dict) -> dict:
+    """Self-play moves/s and learner seconds with XLA's defaults against the project's flags
+    (`startup.XLA_CPU_FLAGS`), each a child process started from `environ` (this process's
+    environment before `startup.apply_xla_flags`), alternated `args.rounds` times."""
+    flagged = startup.xla_flags_value(environ)
+    if flagged is None:
+        raise SystemExit(
+            "error: the project adds no XLA flags here (MMC_XLA_FLAGS is off, they are already "
+            f"in XLA_FLAGS, or jaxlib {startup.jaxlib_version()} is not one of "
+            f"{startup.XLA_CPU_FLAGS_JAXLIB}): nothing to compare"
+        )
+    envs = {
+        XLA_FLAG_ARMS[0]: {**environ, startup.XLA_FLAGS_ENV: "off"},
+        XLA_FLAG_ARMS[1]: {**environ, "XLA_FLAGS": flagged},
+    }
+    jobs = {f"selfplay B={b}": ["selfplay", "--batch", str(b)] for b in args.batch_sizes}
+    jobs["learner"] = ["learner"]
+    raw: dict[str, dict[str, list[dict]]] = {job: {arm: [] for arm in envs} for job in jobs}
+    total = args.rounds * len(jobs) * len(envs)
+    started, done = time.time(), 0
+    for _ in range(args.rounds):
+        for job, argv in jobs.items():
+            for arm, env in envs.items():
+                raw[job][arm].append(_child_json(argv, env))
+                done += 1
+                if not args.json:
+                    left = (time.time() - started) / done * (total - done)
+                    print(f"[{done}/{total}] {job}, {arm} (ETA {left:.0f} s)", flush=True)
+
+    def median(job, arm, read):
+        return float(np.median([read(r) for r in raw[job][arm]]))
+
+    rows = {}
+    for job in jobs:
+        if job == "learner":
+            for part in ("learner", "inner_loop", "inner_loop_vmap"):
+                seconds = {arm: median(job, arm, lambda r, p=part: r["seconds"][p]) for arm in envs}
+                rows[f"{part} s"] = {
+                    **seconds,
+                    "speedup": seconds[XLA_FLAG_ARMS[0]] / seconds[XLA_FLAG_ARMS[1]],
+                }
+        else:
+            rate = {arm: median(job, arm, lambda r: r["moves_per_s"]) for arm in envs}
+            rows[f"{job} moves/s"] = {
+                **rate,
+                "speedup": rate[XLA_FLAG_ARMS[1]] / rate[XLA_FLAG_ARMS[0]],
+            }
+    result = {
+        "benchmark": "xla-flags",
+        "flags": list(startup.XLA_CPU_FLAGS),
+        "jaxlib": ".".join(map(str, startup.jaxlib_version() or ())),
+        "rounds": args.rounds,
+        "rows": rows,
+        "runs": raw,
+        "load_average": os.getloadavg(),
+    }
+    if not args.json:
+        print(f"flags: {' '.join(startup.XLA_CPU_FLAGS)}")
+        for name, row in rows.items():
+            print(
+                f"{name:>24}: {XLA_FLAG_ARMS[0]} {row[XLA_FLAG_ARMS[0]]:.4g}, "
+                f"{XLA_FLAG_ARMS[1]} {row[XLA_FLAG_ARMS[1]]:.4g}: {row['speedup']:.2f}x"
+            )
+    return result
+
+
 def _print_row(row):
     line = (
         f"batch {row['batch']:>5}: {row['steps_per_s']:>12,.0f} steps/s "
@@ -1110,7 +1201,30 @@ def main(argv=None):
     )
     pp.add_argument("--repeats", type=POSITIVE, default=2, help="runs per layout (default 2)")
     pp.add_argument("--json", action="store_true", help="print one JSON object")
+    xp = sub.add_parser(
+        "xla-flags",
+        help="self-play and learner with XLA's defaults vs the project's flags (processes)",
+    )
+    xp.add_argument(
+        "--batch-sizes",
+        type=POSITIVE,
+        nargs="+",
+        default=[64, 256],
+        help="self-play batches, one row each (default 64 256)",
+    )
+    xp.add_argument(
+        "--rounds", type=POSITIVE, default=2, help="alternated runs per arm (default 2)"
+    )
+    xp.add_argument("--json", action="store_true", help="print one JSON object")
     args = parser.parse_args(argv)
+    environ = dict(os.environ)
+    startup.apply_xla_flags()  # every benchmark runs with the flags the commands use
+    if args.benchmark == "xla-flags":
+        result = bench_xla_flags(args, environ)
+        if args.json:
+            json.dump(result, sys.stdout)
+            print()
+        return
     plain = {
         "processes": bench_processes,
         "iteration": bench_iteration,

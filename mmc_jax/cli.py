@@ -16,7 +16,7 @@ from typing import Any
 import ml_collections
 from etils import epath
 
-from mmc_jax import cache, checkpoint, storage
+from mmc_jax import cache, checkpoint, startup, storage
 from mmc_jax import rules as R
 
 VARIANT_HELP = (
@@ -260,15 +260,17 @@ def define_distributed_flags() -> None:
 
 
 def absl_start(argv: list[str]) -> None:
-    """The start of an absl `main`: no stray arguments, the multi-process runtime when the
-    command line or the cluster asks for it (before any other JAX call), and orbax's INFO logs
-    off unless `--verbosity` is given. Errors are one line (`fail`)."""
+    """The start of an absl `main`: no stray arguments, the project's XLA flags
+    (`startup.apply_xla_flags`), the multi-process runtime when the command line or the cluster
+    asks for it (before any other JAX call), the compilation cache, and orbax's INFO logs off
+    unless `--verbosity` is given. Errors are one line (`fail`)."""
     from absl import flags, logging
 
     from mmc_jax import distributed
 
     if len(argv) > 1:
         fail(f"unexpected arguments: {argv[1:]}")
+    startup.apply_xla_flags()  # before anything initialises a backend
     try:
         distributed.initialize_from_flags()
     except (ValueError, RuntimeError) as error:

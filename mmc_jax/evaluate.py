@@ -37,7 +37,7 @@ from typing import Any
 
 import jax
 
-from mmc_jax import cache, cli, storage
+from mmc_jax import cli, startup, storage
 from mmc_jax.match import NETWORK_OPENING_PLIES, play_match
 from mmc_jax.policies import NAMED_OPPONENTS
 
@@ -144,7 +144,7 @@ def main(argv: list[str] | None = None) -> int:
     `ladder` and `tournament` as the first argument select those subcommands
     (`mmc_jax.ladder`); anything else is the match CLI, unchanged."""
     argv = sys.argv[1:] if argv is None else list(argv)
-    cache.enable_compilation_cache()
+    startup.start()
     if argv and argv[0] in SUBCOMMANDS:
         from mmc_jax import ladder  # imports this module: load it only when asked
 

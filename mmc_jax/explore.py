@@ -31,7 +31,7 @@ from typing import Any
 
 import numpy as np
 
-from mmc_jax import arena, cache, cli
+from mmc_jax import arena, cli, startup
 from mmc_jax import rules as R
 
 DEFAULT_VARIANTS = ("gardner", "baby", "mallet", "rifle", "atomic", "dark")
@@ -234,7 +234,7 @@ def main(argv: list[str] | None = None) -> int:
     """Command-line entry point; returns the exit status."""
     parser = _parser()
     args = parser.parse_args(argv)
-    cache.enable_compilation_cache()
+    startup.start()
     cli.check_output_folder(parser, "--out", args.out)
     if len(set(args.variants)) != len(args.variants):
         parser.error(f"--variants repeat: {' '.join(args.variants)}")

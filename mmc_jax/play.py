@@ -23,7 +23,7 @@ from typing import TextIO
 
 import jax
 
-from mmc_jax import arena, cache, checkpoint, cli
+from mmc_jax import arena, checkpoint, cli, startup
 from mmc_jax import rules as R
 from mmc_jax.rules import notation
 
@@ -121,7 +121,7 @@ def main(
     stdout = sys.stdout if stdout is None else stdout
     parser = _parser()
     args = parser.parse_args(argv)
-    cache.enable_compilation_cache()
+    startup.start()
     if args.checkpoint is None and f"{args.variant}-cpu" in checkpoint.shipped_models():
         args.checkpoint = f"{args.variant}-cpu"
     if args.checkpoint is None or args.checkpoint.lower() == "none":

@@ -29,6 +29,7 @@ import pytest
 import reference_engine as REF
 
 from mmc_jax import rules as R
+from mmc_jax import startup
 from mmc_jax.rules import notation
 
 # The commands the tests start (in this process or as children) share one compilation cache
@@ -37,6 +38,9 @@ from mmc_jax.rules import notation
 if "MMC_COMPILE_CACHE" not in os.environ:
     os.environ["MMC_COMPILE_CACHE"] = tempfile.mkdtemp(prefix="mmc_jax_test_xla_")
     atexit.register(shutil.rmtree, os.environ["MMC_COMPILE_CACHE"], ignore_errors=True)
+# The tests compile with the XLA flags the commands use (`mmc_jax.startup`), so a result computed
+# here and one from a command started as a child agree.
+startup.apply_xla_flags()
 
 B = 72  # batch size of every call of the compiled engine (8 games of each of the 9 variants)
 VARIANTS = R.VARIANTS

@@ -714,9 +714,9 @@ def main(argv=None) -> int:
         "--engine-nodes", type=int, nargs="+", help="also play Fairy-Stockfish at these nodes"
     )
     args = parser.parse_args(argv)
-    from mmc_jax import cache
+    from mmc_jax import startup
 
-    cache.enable_compilation_cache()  # a resumed study loads what it compiled before
+    startup.start()  # a resumed study loads what it compiled before
     preset = PRESETS[args.preset]
     overrides = {
         "seeds": tuple(args.seeds) if args.seeds else None,

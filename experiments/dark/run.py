@@ -22,7 +22,7 @@ import time
 import jax
 import jax.numpy as jnp
 
-from mmc_jax import cache, pimc
+from mmc_jax import pimc, startup
 from mmc_jax import network as network_lib
 from mmc_jax import rules as R
 
@@ -66,7 +66,7 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--only", default=None, help="substring of the player labels to run")
     args = parser.parse_args()
-    cache.enable_compilation_cache()
+    startup.start()
     preset = dict(PRESETS[args.preset])
     if args.games:
         preset["games"] = args.games
