@@ -714,22 +714,22 @@ def _interleaved(arms: dict, repeats: int, verbose: bool) -> tuple[dict, dict]:
 
 def _iteration_gardner(args) -> dict:
     """One `configs/gardner.py:cpu` iteration, whole and in separately jitted parts."""
-    import functools
 
     import ml_collections
 
-    from mmc_jax import learner, selfplay, train
+    from mmc_jax import alphazero, learner, selfplay, sharding
     from mmc_jax import network as network_lib
 
-    config = train.prepare_config(_load_preset("gardner", args.gardner_preset))
-    before = ml_collections.FrozenConfigDict(_with_xla_conv_grad(config))
-    mesh = train.make_mesh()
+    config = alphazero.prepare_config(_load_preset("gardner", args.gardner_preset))
+    before_dict = _with_xla_conv_grad(config)
+    before = ml_collections.FrozenConfigDict(before_dict)
+    mesh = sharding.make_mesh()
     batch = int(config.selfplay.batch_size)
     rules_b = R.batch(list(config.variants), batch)
-    state = train.init_train_state(config, rules_b, jax.random.key(0), mesh)
+    state = alphazero.init_train_state(config, rules_b, jax.random.key(0), mesh)
     network = network_lib.make_network(config.network)
-    iteration = train.make_iteration(config, mesh)
-    iteration_before = jax.jit(functools.partial(train.iteration_step, config=before))
+    iteration = alphazero.make_iteration(config, mesh)
+    iteration_before = alphazero.make_iteration(before_dict, mesh)
     key = jax.random.key(1)
 
     # The parts, in the order iteration_step runs them (mirroring is a no-op in Gardner).
@@ -801,17 +801,16 @@ def _split(name: str, seconds: dict, first: dict) -> dict:
 
 def _iteration_joat(args) -> dict:
     """One outer iteration of `configs/joat.py:quick`, whole and in separately jitted parts."""
-    import functools
 
     import ml_collections
 
-    from mmc_jax import learner, meta, selfplay, train
+    from mmc_jax import learner, meta, selfplay, sharding
     from mmc_jax import network as network_lib
 
     config = meta.prepare_meta_config(_load_preset("joat", args.joat_preset))
     before_dict = _with_xla_conv_grad(config)
     before = ml_collections.FrozenConfigDict(before_dict)
-    mesh = train.make_mesh()
+    mesh = sharding.make_mesh()
     variants = list(config.variants)
     table = R.batch(variants, len(variants))
     weights = jnp.ones((len(variants),), jnp.float32)
@@ -843,7 +842,7 @@ def _iteration_joat(args) -> dict:
     frozen = ml_collections.FrozenConfigDict(config)
     update = jax.jit(meta.meta_update, static_argnames=("config",))
     keys = jax.random.split(key, num_tasks)
-    step_before = jax.jit(functools.partial(meta.meta_step, config=before))
+    step_before = meta.make_meta_step(before_dict, mesh)
     saved = {
         "params": state.params,
         "opt_state": state.opt_state,
