@@ -804,7 +804,7 @@ def _iteration_joat(args) -> dict:
 
     import ml_collections
 
-    from mmc_jax import learner, meta, selfplay, sharding
+    from mmc_jax import alphazero, learner, meta, selfplay, sharding
     from mmc_jax import network as network_lib
 
     config = meta.prepare_meta_config(_load_preset("joat", args.joat_preset))
@@ -827,7 +827,8 @@ def _iteration_joat(args) -> dict:
     slots = (tasks[:, None] * games + jnp.arange(games)[None, :]).reshape(-1)
     rules_b = jax.tree.map(lambda x: x[game_variant], table)
     games_in = jax.tree.map(lambda x: x[slots], state.game_state)
-    play = jax.jit(lambda p, g, k: selfplay.selfplay(network, p, rules_b, g, k, config))
+    fog = alphazero.fair_fog(config)  # a batch with a fog variant plays PIMC, as meta_step
+    play = jax.jit(lambda p, g, k: alphazero.play_games(network, p, rules_b, g, k, config, fog))
     _, trajectory = play(state.params, games_in, key)
 
     @jax.jit
