@@ -4,10 +4,11 @@ persistent compilation cache (`mmc_jax.cache`).
 `XLA_CPU_FLAGS` turns off the YNNPACK fusions through which jaxlib 0.10's CPU backend runs
 convolutions and matrix products by default (`--xla_cpu_experimental_ynn_fusion_type=`, an
 empty list of fusion kinds), so they run on XLA's own Eigen kernels. For this project's small
-5x5 convolutions that is faster in every path measured on the 2-core CPU, each arm in its own
-process, alternated (`python -m mmc_jax.bench xla-flags`, experiments/bench/README.md): the
-vmapped JOAT inner loop about 2.5x, the learner and the looped inner loop 10-30%, self-play at
-B=256 20-30% and at B=64 0-6%. The flags affect only the CPU backend, so GPU and TPU runs
+5x5 convolutions that is as fast or faster in every path measured on the 2-core CPU, each arm
+in its own process, alternated (`python -m mmc_jax.bench xla-flags --rounds 2`, medians,
+experiments/bench/README.md): the vmapped JOAT inner loop 2.24x, the looped one 1.39x, the
+learner 1.27x, self-play 1.07x at B=256 and 1.02x at B=64 (within its run-to-run noise). The
+flags affect only the CPU backend, so GPU and TPU runs
 compile as before. They are added only for the jaxlib versions known to have them
 (`XLA_CPU_FLAGS_JAXLIB`, 0.10 and 0.11): XLA aborts on a flag it does not know, so another
 version runs with its own defaults.
