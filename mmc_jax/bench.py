@@ -714,7 +714,6 @@ def _interleaved(arms: dict, repeats: int, verbose: bool) -> tuple[dict, dict]:
 
 def _iteration_gardner(args) -> dict:
     """One `configs/gardner.py:cpu` iteration, whole and in separately jitted parts."""
-
     import ml_collections
 
     from mmc_jax import alphazero, learner, selfplay, sharding
@@ -801,7 +800,6 @@ def _split(name: str, seconds: dict, first: dict) -> dict:
 
 def _iteration_joat(args) -> dict:
     """One outer iteration of `configs/joat.py:quick`, whole and in separately jitted parts."""
-
     import ml_collections
 
     from mmc_jax import alphazero, learner, meta, selfplay, sharding
