@@ -30,8 +30,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from mmc_jax import pimc, startup
 from mmc_jax import network as network_lib
+from mmc_jax import pimc, startup
 from mmc_jax import rules as R
 
 UNTRAINED_SEED = 0

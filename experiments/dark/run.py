@@ -22,8 +22,8 @@ import time
 import jax
 import jax.numpy as jnp
 
-from mmc_jax import pimc, startup
 from mmc_jax import network as network_lib
+from mmc_jax import pimc, startup
 from mmc_jax import rules as R
 
 PRESETS = {
