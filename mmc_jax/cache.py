@@ -24,7 +24,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 COMPILE_CACHE_ENV = "MMC_COMPILE_CACHE"
-_OFF = ("off", "0", "false", "no")
+OFF_WORDS = ("off", "0", "false", "no")
 
 
 def cache_root(environ: Mapping[str, str] | None = None) -> Path:
@@ -42,7 +42,7 @@ def compilation_cache_dir(environ: Mapping[str, str] | None = None) -> str | Non
     if environ.get("JAX_COMPILATION_CACHE_DIR"):
         return None
     setting = environ.get(COMPILE_CACHE_ENV, "").strip()
-    if setting.lower() in _OFF:
+    if setting.lower() in OFF_WORDS:
         return None
     if setting:
         return str(Path(setting).expanduser())

@@ -31,7 +31,6 @@ from mmc_jax import cache
 XLA_FLAGS_ENV = "MMC_XLA_FLAGS"
 XLA_CPU_FLAGS = ("--xla_cpu_experimental_ynn_fusion_type=",)
 XLA_CPU_FLAGS_JAXLIB = ((0, 10), (0, 11))  # (major, minor) versions that know the flags
-_OFF = ("off", "0", "false", "no")
 
 
 def jaxlib_version() -> tuple[int, int] | None:
@@ -55,7 +54,7 @@ def xla_flags_value(
     `XLA_CPU_FLAGS_JAXLIB`, or every flag is already there, under any value)."""
     environ = os.environ if environ is None else environ
     jaxlib = jaxlib_version() if jaxlib is None else jaxlib
-    if environ.get(XLA_FLAGS_ENV, "").strip().lower() in _OFF:
+    if environ.get(XLA_FLAGS_ENV, "").strip().lower() in cache.OFF_WORDS:
         return None
     if jaxlib not in XLA_CPU_FLAGS_JAXLIB:
         return None
