@@ -127,9 +127,12 @@ def test_a_workdir_written_before_the_run_loop_resumes(unbroken, tmp_path, name)
     assert resumed.start_iteration == 1 and resumed.record["iteration"] == 2
     assert [r["step"] for r in metrics.read_metrics(workdir)] == [1, 2]
     # Behaviour kept: the old code's iteration 1 continued by today's iteration 2 is the
-    # unbroken run of today's code.
+    # unbroken run of today's code. Not bit for bit: the fixture was written under XLA:CPU's
+    # YNNPACK convolutions, which `mmc_jax.startup` now turns off, and the two kernels round
+    # differently (measured: at most 4.2e-7 apart after two iterations, while one iteration
+    # moves parameters by up to 2.4e-3; any change of behaviour moves them by that much).
     for a, b in zip(leaves(resumed.params), leaves(unbroken[name][1].params), strict=True):
-        np.testing.assert_array_equal(a, b)
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=5e-6)
 
 
 @pytest.mark.parametrize("name", list(ALGORITHMS))
