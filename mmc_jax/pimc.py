@@ -39,8 +39,8 @@ import numpy as np
 from flax import struct
 
 from mmc_jax import belief as B
+from mmc_jax import mcts, search
 from mmc_jax import rules as R
-from mmc_jax import search
 from mmc_jax.rules import tables as T
 
 NUM_ACTIONS = T.NUM_ACTIONS
@@ -118,7 +118,7 @@ def fair_search(
         value=repeat(value),
         embedding=(states, planes),
     )
-    output = mctx.gumbel_muzero_policy(
+    output = mcts.gumbel_muzero_policy(
         params,
         search_key,
         root,

@@ -36,6 +36,7 @@ import jax.numpy as jnp
 import mctx
 import numpy as np
 
+from mmc_jax import mcts
 from mmc_jax import rules as R
 from mmc_jax.network import MASKED_LOGIT
 from mmc_jax.rules import tables as T
@@ -175,7 +176,7 @@ def run_search(
     )
     recurrent_fn = make_recurrent_fn(network, rules)
     if algorithm == "gumbel_muzero":
-        output = mctx.gumbel_muzero_policy(
+        output = mcts.gumbel_muzero_policy(
             params,
             key,
             root,
@@ -186,7 +187,7 @@ def run_search(
             gumbel_scale=gumbel_scale,
         )
     else:
-        output = mctx.muzero_policy(
+        output = mcts.muzero_policy(
             params,
             key,
             root,

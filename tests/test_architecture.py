@@ -14,7 +14,7 @@ import pytest
 PACKAGE = Path(__file__).resolve().parents[1] / "mmc_jax"
 
 LAYERS = (
-    {"rules", "storage", "cache", "startup"},
+    {"rules", "storage", "cache", "startup", "mcts"},
     {"network", "elo", "metrics", "uci", "sharding", "distributed"},
     {"search", "learner", "checkpoint", "belief"},
     {"selfplay", "policies", "pimc"},

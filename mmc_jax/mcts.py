@@ -1,0 +1,360 @@
+"""Batch-first Monte Carlo tree search: mctx's algorithm without vmapped while loops.
+
+`mctx.search` writes its two inner loops for one game and batches them with `jax.vmap`: the
+walk down the tree (`simulate`) and the value backup up to the root (`backward`) are each a
+`lax.while_loop` under `vmap`. A while loop whose condition differs per game is batched into
+one loop that runs until every game is done, with a `select` between the new and the old
+carry on every iteration, for every game, over the *whole* carry. The backup's carry is the
+tree itself (arrays [B, nodes, actions]): each of its iterations copies and selects four
+whole tree arrays to change one entry per game. On a 2-core CPU (B = 64, 32 simulations,
+160 actions) that backup was a quarter of a self-play scan and the walk, which also computes
+both the root rule and the interior rule at every depth (a `lax.cond` on a batched predicate
+runs both branches), another quarter; the network was a fifth (experiments/bench/README.md).
+
+Here the same algorithm is written for the batch: the backup scatters one entry per game per
+step and drops the games that have reached the root (an out-of-range index with
+`mode="drop"`), so a step costs O(B) rather than O(B x nodes x actions); the walk takes its
+first step with the root rule for every game and then loops with the interior rule only.
+mctx's own pieces are used unchanged wherever they are per node: the `mctx.Tree` layout, the
+action-selection rules (`mctx.gumbel_muzero_root_action_selection`,
+`mctx.gumbel_muzero_interior_action_selection`, `mctx.muzero_action_selection`, vmapped over
+the batch) and the Q transforms. The random keys are split exactly as mctx splits them, so
+for equal inputs the trees, actions and weights equal mctx's (tests/test_mcts.py checks this
+against `mctx.gumbel_muzero_policy` and `mctx.muzero_policy`).
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import mctx
+
+Tree = mctx.Tree
+
+
+def _rows(tree: Tree) -> jax.Array:
+    return jnp.arange(tree.node_values.shape[0])
+
+
+def _select_batched(fn, keys, tree: Tree, node_index, depth) -> jax.Array:
+    """An mctx per-node action-selection rule applied to every game of the batch."""
+    return jax.vmap(fn)(keys, tree, node_index, depth)
+
+
+def _split_each(keys: jax.Array) -> tuple[jax.Array, jax.Array]:
+    """Per-game (next key, selection key), as mctx's simulate splits its per-game key."""
+    pairs = jax.vmap(jax.random.split)(keys)
+    return pairs[:, 0], pairs[:, 1]
+
+
+def instantiate_tree(root: mctx.RootFnOutput, num_simulations: int, invalid_actions, extra_data):
+    """An empty tree of `num_simulations + 1` nodes per game with the root (node 0) filled."""
+    batch, num_actions = root.prior_logits.shape
+    nodes = num_simulations + 1
+    dtype = root.value.dtype
+    per_action = (batch, nodes, num_actions)
+    tree = Tree(
+        node_visits=jnp.zeros((batch, nodes), jnp.int32),
+        raw_values=jnp.zeros((batch, nodes), dtype),
+        node_values=jnp.zeros((batch, nodes), dtype),
+        parents=jnp.full((batch, nodes), Tree.NO_PARENT, jnp.int32),
+        action_from_parent=jnp.full((batch, nodes), Tree.NO_PARENT, jnp.int32),
+        children_index=jnp.full(per_action, Tree.UNVISITED, jnp.int32),
+        children_prior_logits=jnp.zeros(per_action, root.prior_logits.dtype),
+        children_values=jnp.zeros(per_action, dtype),
+        children_visits=jnp.zeros(per_action, jnp.int32),
+        children_rewards=jnp.zeros(per_action, dtype),
+        children_discounts=jnp.zeros(per_action, dtype),
+        embeddings=jax.tree.map(
+            lambda x: jnp.zeros((batch, nodes) + x.shape[1:], x.dtype), root.embedding
+        ),
+        root_invalid_actions=invalid_actions,
+        extra_data=extra_data,
+    )
+    root_index = jnp.full((batch,), Tree.ROOT_INDEX, jnp.int32)
+    return _set_node(tree, root_index, root.prior_logits, root.value, root.embedding)
+
+
+def _set_node(tree: Tree, node, prior_logits, value, embedding) -> Tree:
+    """Write a freshly evaluated node `node` [B] (one visit more if it was written before)."""
+    rows = _rows(tree)
+    return tree.replace(
+        children_prior_logits=tree.children_prior_logits.at[rows, node].set(prior_logits),
+        raw_values=tree.raw_values.at[rows, node].set(value),
+        node_values=tree.node_values.at[rows, node].set(value),
+        node_visits=tree.node_visits.at[rows, node].set(tree.node_visits[rows, node] + 1),
+        embeddings=jax.tree.map(lambda t, s: t.at[rows, node].set(s), tree.embeddings, embedding),
+    )
+
+
+def simulate(key, tree: Tree, root_selection, interior_selection, max_depth: int):
+    """Walk every game's tree from the root to an unexpanded edge (or to `max_depth`).
+
+    Returns (node [B], action [B]): the edge to expand next. The first step uses the root rule
+    for all games; later steps the interior rule, only for the games still walking.
+    """
+    rows = _rows(tree)
+    batch = rows.shape[0]
+    keys, selection_keys = _split_each(jax.random.split(key, batch))
+    depth_dtype = tree.children_prior_logits.dtype
+    node = jnp.full((batch,), Tree.ROOT_INDEX, jnp.int32)
+    action = jax.vmap(root_selection)(selection_keys, tree, node)
+    next_node = tree.children_index[rows, node, action]
+    depth = jnp.ones((batch,), depth_dtype)
+    walking = (next_node != Tree.UNVISITED) & (depth < max_depth)
+
+    def cond(carry):
+        return jnp.any(carry[-1])
+
+    def body(carry):
+        keys, node, action, next_node, depth, walking = carry
+        keys, selection_keys = _split_each(keys)
+        step_action = _select_batched(interior_selection, selection_keys, tree, next_node, depth)
+        step_next = tree.children_index[rows, next_node, step_action]
+        step_depth = depth + 1
+        still = (step_next != Tree.UNVISITED) & (step_depth < max_depth)
+        return (
+            keys,
+            jnp.where(walking, next_node, node),
+            jnp.where(walking, step_action, action),
+            jnp.where(walking, step_next, next_node),
+            jnp.where(walking, step_depth, depth),
+            walking & still,
+        )
+
+    _, node, action, _, _, _ = jax.lax.while_loop(
+        cond, body, (keys, node, action, next_node, depth, walking)
+    )
+    return node, action
+
+
+def expand(params, key, tree: Tree, recurrent_fn, parent, action, node) -> Tree:
+    """Evaluate edge (`parent`, `action`) [B] with `recurrent_fn` and store it as `node` [B]."""
+    rows = _rows(tree)
+    embedding = jax.tree.map(lambda x: x[rows, parent], tree.embeddings)
+    step, embedding = recurrent_fn(params, key, action, embedding)
+    tree = _set_node(tree, node, step.prior_logits, step.value, embedding)
+    return tree.replace(
+        children_index=tree.children_index.at[rows, parent, action].set(node),
+        children_rewards=tree.children_rewards.at[rows, parent, action].set(step.reward),
+        children_discounts=tree.children_discounts.at[rows, parent, action].set(step.discount),
+        parents=tree.parents.at[rows, node].set(parent),
+        action_from_parent=tree.action_from_parent.at[rows, node].set(action),
+    )
+
+
+def backward(tree: Tree, leaf: jax.Array) -> Tree:
+    """Back the value of node `leaf` [B] up to every game's root.
+
+    One step moves every game one edge up; a game already at its root writes to index
+    `nodes` (out of range), which `mode="drop"` discards, so no step touches a whole array.
+    """
+    rows = _rows(tree)
+    nodes = tree.node_values.shape[1]
+
+    def cond(carry):
+        return jnp.any(carry[2] != Tree.ROOT_INDEX)
+
+    def body(carry):
+        tree, value, index = carry
+        moving = index != Tree.ROOT_INDEX
+        parent = jnp.where(moving, tree.parents[rows, index], Tree.ROOT_INDEX)
+        action = jnp.where(moving, tree.action_from_parent[rows, index], 0)
+        count = tree.node_visits[rows, parent]
+        value_up = (
+            tree.children_rewards[rows, parent, action]
+            + tree.children_discounts[rows, parent, action] * value
+        )
+        parent_value = (tree.node_values[rows, parent] * count + value_up) / (count + 1.0)
+        child_value = tree.node_values[rows, index]
+        child_visits = tree.children_visits[rows, parent, action] + 1
+        target = jnp.where(moving, parent, nodes)
+        tree = tree.replace(
+            node_values=tree.node_values.at[rows, target].set(parent_value, mode="drop"),
+            node_visits=tree.node_visits.at[rows, target].set(count + 1, mode="drop"),
+            children_values=tree.children_values.at[rows, target, action].set(
+                child_value, mode="drop"
+            ),
+            children_visits=tree.children_visits.at[rows, target, action].set(
+                child_visits, mode="drop"
+            ),
+        )
+        return tree, jnp.where(moving, value_up, value), jnp.where(moving, parent, index)
+
+    value = tree.node_values[rows, leaf]
+    tree, _, _ = jax.lax.while_loop(cond, body, (tree, value, leaf.astype(jnp.int32)))
+    return tree
+
+
+def search(
+    params: Any,
+    rng_key: jax.Array,
+    *,
+    root: mctx.RootFnOutput,
+    recurrent_fn,
+    root_action_selection_fn,
+    interior_action_selection_fn,
+    num_simulations: int,
+    max_depth: int | None = None,
+    invalid_actions: jax.Array | None = None,
+    extra_data: Any = None,
+) -> Tree:
+    """`mctx.search` (same arguments but `loop_fn`, same result), batch-first.
+
+    `root_action_selection_fn(key, tree, node)` and `interior_action_selection_fn(key, tree,
+    node, depth)` are mctx's per-node rules: they see one game's tree.
+    """
+    batch = root.value.shape[0]
+    rows = jnp.arange(batch)
+    if max_depth is None:
+        max_depth = num_simulations
+    if invalid_actions is None:
+        invalid_actions = jnp.zeros_like(root.prior_logits)
+
+    def body(sim, carry):
+        key, tree = carry
+        key, simulate_key, expand_key = jax.random.split(key, 3)
+        parent, action = simulate(
+            simulate_key, tree, root_action_selection_fn, interior_action_selection_fn, max_depth
+        )
+        node = tree.children_index[rows, parent, action]
+        node = jnp.where(node == Tree.UNVISITED, sim + 1, node)
+        tree = expand(params, expand_key, tree, recurrent_fn, parent, action, node)
+        return key, backward(tree, node)
+
+    tree = instantiate_tree(root, num_simulations, invalid_actions, extra_data)
+    return jax.lax.fori_loop(0, num_simulations, body, (rng_key, tree))[1]
+
+
+def _mask_invalid(logits: jax.Array, invalid_actions) -> jax.Array:
+    """Logits shifted to a maximum of 0, with the dtype's lowest value on invalid actions
+    (finite, so a softmax over a row with no valid action stays defined)."""
+    if invalid_actions is None:
+        return logits
+    logits = logits - jnp.max(logits, axis=-1, keepdims=True)
+    return jnp.where(invalid_actions, jnp.finfo(logits.dtype).min, logits)
+
+
+def _argmax_valid(scores: jax.Array, invalid_actions) -> jax.Array:
+    if invalid_actions is not None:
+        scores = jnp.where(invalid_actions, -jnp.inf, scores)
+    return jnp.argmax(scores, axis=-1).astype(jnp.int32)
+
+
+def _log_probs(probs: jax.Array) -> jax.Array:
+    return jnp.log(jnp.maximum(probs, jnp.finfo(probs.dtype).tiny))
+
+
+def gumbel_muzero_policy(
+    params: Any,
+    rng_key: jax.Array,
+    root: mctx.RootFnOutput,
+    recurrent_fn,
+    num_simulations: int,
+    invalid_actions: jax.Array | None = None,
+    max_depth: int | None = None,
+    *,
+    qtransform=mctx.qtransform_completed_by_mix_value,
+    max_num_considered_actions: int = 16,
+    gumbel_scale: float = 1.0,
+) -> mctx.PolicyOutput:
+    """`mctx.gumbel_muzero_policy` on the batch-first `search`: equal outputs for equal inputs.
+
+    The root samples `max_num_considered_actions` actions by Gumbel top-k and narrows them by
+    sequential halving; interior nodes pick deterministically towards softmax(prior + completed
+    Q). The action is the considered action with the best Gumbel + logit + completed Q, and the
+    weights are softmax(prior + completed Q) over valid actions.
+    """
+    root = root.replace(prior_logits=_mask_invalid(root.prior_logits, invalid_actions))
+    rng_key, gumbel_key = jax.random.split(rng_key)
+    logits = root.prior_logits
+    gumbel = gumbel_scale * jax.random.gumbel(gumbel_key, logits.shape, logits.dtype)
+    tree = search(
+        params,
+        rng_key,
+        root=root,
+        recurrent_fn=recurrent_fn,
+        root_action_selection_fn=functools.partial(
+            mctx.gumbel_muzero_root_action_selection,
+            num_simulations=num_simulations,
+            max_num_considered_actions=max_num_considered_actions,
+            qtransform=qtransform,
+        ),
+        interior_action_selection_fn=functools.partial(
+            mctx.gumbel_muzero_interior_action_selection, qtransform=qtransform
+        ),
+        num_simulations=num_simulations,
+        max_depth=max_depth,
+        invalid_actions=invalid_actions,
+        extra_data=mctx.GumbelMuZeroExtraData(root_gumbel=gumbel),
+    )
+    visits = tree.summary().visit_counts
+    completed_q = jax.vmap(qtransform, in_axes=(0, None))(tree, Tree.ROOT_INDEX)
+    # Only the actions visited most (the last ones sequential halving kept) can be chosen.
+    most_visited = visits == jnp.max(visits, axis=-1, keepdims=True)
+    shifted = logits - jnp.max(logits, axis=-1, keepdims=True)
+    score = jnp.maximum(-1e9, gumbel + shifted + completed_q)
+    score = score + jnp.where(most_visited, 0.0, -jnp.inf)
+    return mctx.PolicyOutput(
+        action=_argmax_valid(score, invalid_actions),
+        action_weights=jax.nn.softmax(_mask_invalid(logits + completed_q, invalid_actions)),
+        search_tree=tree,
+    )
+
+
+def muzero_policy(
+    params: Any,
+    rng_key: jax.Array,
+    root: mctx.RootFnOutput,
+    recurrent_fn,
+    num_simulations: int,
+    invalid_actions: jax.Array | None = None,
+    max_depth: int | None = None,
+    *,
+    qtransform=mctx.qtransform_by_parent_and_siblings,
+    dirichlet_fraction: float = 0.25,
+    dirichlet_alpha: float = 0.3,
+    pb_c_init: float = 1.25,
+    pb_c_base: float = 19652.0,
+    temperature: float = 1.0,
+) -> mctx.PolicyOutput:
+    """`mctx.muzero_policy` on the batch-first `search`: equal outputs for equal inputs.
+
+    PUCT selection; the root prior is mixed with Dirichlet noise; the action is sampled from
+    the root visit counts raised to 1 / `temperature`.
+    """
+    rng_key, noise_key, search_key = jax.random.split(rng_key, 3)
+    batch, num_actions = root.prior_logits.shape
+    noise = jax.random.dirichlet(
+        noise_key, jnp.full((num_actions,), dirichlet_alpha), shape=(batch,)
+    )
+    probs = (1 - dirichlet_fraction) * jax.nn.softmax(root.prior_logits)
+    probs = probs + dirichlet_fraction * noise
+    root = root.replace(prior_logits=_mask_invalid(_log_probs(probs), invalid_actions))
+    interior = functools.partial(
+        mctx.muzero_action_selection,
+        pb_c_init=pb_c_init,
+        pb_c_base=pb_c_base,
+        qtransform=qtransform,
+    )
+    tree = search(
+        params,
+        search_key,
+        root=root,
+        recurrent_fn=recurrent_fn,
+        root_action_selection_fn=functools.partial(interior, depth=0),
+        interior_action_selection_fn=interior,
+        num_simulations=num_simulations,
+        max_depth=max_depth,
+        invalid_actions=invalid_actions,
+    )
+    weights = tree.summary().visit_probs
+    logits = _log_probs(weights)
+    logits = logits - jnp.max(logits, axis=-1, keepdims=True)
+    logits = logits / jnp.maximum(jnp.finfo(logits.dtype).tiny, temperature)
+    return mctx.PolicyOutput(
+        action=jax.random.categorical(rng_key, logits), action_weights=weights, search_tree=tree
+    )
