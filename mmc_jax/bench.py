@@ -11,12 +11,14 @@ random combinations of the rule space (`mmc_jax.rules.sample_variants`, seed `--
 prints its steps/s against the single-variant batch, measured in the same run, as a ratio.
 
 `selfplay` measures self-play moves per second: B games (default 64) each searched with
-`mctx.gumbel_muzero_policy` (32 simulations, a 2-block x 32-channel net) and stepped, inside one
-jitted scan, with the project's search (`mmc_jax.search`: the rules inside the tree, a compact
-action space of 160 slots). `--vs-pgx` runs the same search, same network shape, over pgx
-`gardner_chess` in the same process (pgx carries its observation and mask in its state; the
-tree spans its 1225 actions). `--breakdown` times the parts alone (network, rules, mctx
-bookkeeping over 160 slots and over 1225 actions); `--memory-batch 1024` reports the
+Gumbel MuZero (32 simulations, a 2-block x 32-channel net) and stepped, inside one jitted scan,
+with the project's search (`mmc_jax.search` over the batch-first loop `mmc_jax.mcts`: the rules
+inside the tree, a compact action space of 160 slots). `--vs-pgx` runs the same search, same
+network shape, over pgx `gardner_chess` in the same process (pgx carries its observation and
+mask in its state; the tree spans its 1225 actions), once with `mctx.gumbel_muzero_policy` (pgx
+as people use it: the ratio the targets name) and once with `mmc_jax.mcts` (so the rest of the
+ratio is the engine, not the loop). `--breakdown` times the parts alone (network, rules, the
+search's bookkeeping over 160 slots and over 1225 actions); `--memory-batch 1024` reports the
 compiler's peak-memory estimate of one searched ply at that batch.
 
 `learner` times the AlphaZero learner (`learner.train_epoch`, a `lax.scan` of minibatch steps)
@@ -246,10 +248,18 @@ def mmc_selfplay_runner(batch: int, plies: int, simulations: int, blocks: int, c
     return run, R.init(rules), (network, params, rules)
 
 
-def pgx_selfplay_runner(batch: int, plies: int, simulations: int, blocks: int, channels: int):
-    """The same search (mctx gumbel_muzero, same net shape) over pgx `gardner_chess`."""
+def pgx_selfplay_runner(
+    batch: int, plies: int, simulations: int, blocks: int, channels: int, loop: str = "mctx"
+):
+    """The same search (Gumbel MuZero, same net shape) over pgx `gardner_chess`, run by
+    `mctx.gumbel_muzero_policy` (`loop="mctx"`: pgx as people use it) or by the project's
+    batch-first `mcts.gumbel_muzero_policy` (`loop="mcts"`: the same loop as ours)."""
     import mctx
     import pgx
+
+    from mmc_jax import mcts
+
+    policy = {"mctx": mctx.gumbel_muzero_policy, "mcts": mcts.gumbel_muzero_policy}[loop]
 
     env = pgx.make("gardner_chess")
     network, params = _selfplay_network(115, blocks, channels)
@@ -277,7 +287,7 @@ def pgx_selfplay_runner(batch: int, plies: int, simulations: int, blocks: int, c
         k_search, k_init = jax.random.split(key)
         logits, value = evaluate(state)
         root = mctx.RootFnOutput(prior_logits=logits, value=value, embedding=state)
-        out = mctx.gumbel_muzero_policy(
+        out = policy(
             params,
             k_search,
             root,
@@ -304,9 +314,13 @@ def _node_bytes() -> int:
 
 
 def _bookkeeping_runner(batch: int, simulations: int, num_actions: int, node_bytes: int = 4):
-    """mctx gumbel_muzero alone: a no-op recurrent_fn over `num_actions` actions, whose nodes
-    carry an embedding of `node_bytes` bytes (ours: a State and its legal planes)."""
+    """The search alone (`mcts.gumbel_muzero_policy`, as self-play runs it): a no-op
+    recurrent_fn over `num_actions` actions, whose nodes carry an embedding of `node_bytes`
+    bytes (ours: a State and its legal planes). Its flat priors give shallower trees than a
+    network's, so this is a lower bound on the search's own time."""
     import mctx
+
+    from mmc_jax import mcts
 
     width = max(node_bytes // 4, 1)
 
@@ -328,7 +342,7 @@ def _bookkeeping_runner(batch: int, simulations: int, num_actions: int, node_byt
             value=jnp.zeros(batch),
             embedding=embedding,
         )
-        out = mctx.gumbel_muzero_policy(
+        out = mcts.gumbel_muzero_policy(
             None,
             key,
             root,
@@ -449,6 +463,16 @@ def bench_selfplay(args) -> dict:
             print(
                 f"pgx:     {p_moves:,.1f} self-play moves/s (compile {p_compile:.1f} s) | "
                 f"ratio {moves / p_moves:.1f}x",
+                flush=True,
+            )
+        # pgx under our batch-first search loop: how much of the ratio is the loop.
+        run, state = pgx_selfplay_runner(batch, plies, sims, args.blocks, args.channels, "mcts")
+        _, q_moves = _time_scan(run, state, plies, batch, args.repeats)
+        result.update(pgx_mcts_moves_per_s=q_moves, ratio_vs_pgx_mcts=moves / q_moves)
+        if not args.json:
+            print(
+                f"pgx with mmc_jax.mcts: {q_moves:,.1f} self-play moves/s | "
+                f"ratio {moves / q_moves:.1f}x",
                 flush=True,
             )
     if args.memory_batch:

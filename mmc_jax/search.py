@@ -1,5 +1,8 @@
 """mctx glue: batched AlphaZero search over the real rules, in a compact action space.
 
+The policies are mctx's Gumbel MuZero and MuZero, run by the batch-first loop of
+`mmc_jax.mcts` (equal results, without mctx's vmapped while loops).
+
 The engine numbers moves 0..1224 (pgx's `gardner_chess` layout), but no position has more
 than `MAX_LEGAL_MOVES` legal moves, and mctx's per-node bookkeeping (priors, visit counts,
 values, child indices: arrays [B, nodes, actions]) costs time in proportion to the number of

@@ -146,3 +146,12 @@ def test_deep_trees_are_walked_to_the_end():
     np.testing.assert_array_equal(tree.embeddings[:, sims], sims)
     want = jax.jit(lambda key: mctx.muzero_policy(None, key, root, chain, sims))(jax.random.key(0))
     np.testing.assert_allclose(tree.node_values, want.search_tree.node_values, atol=1e-6)
+
+
+def test_first_argmax_is_argmax_with_ties():
+    key = jax.random.key(3)
+    for size in (1, 5, 160):
+        # Few distinct values, so most rows have ties for the maximum; some rows all -inf.
+        scores = jax.random.randint(key, (64, size), 0, 4).astype(jnp.float32)
+        scores = scores.at[:3].set(-jnp.inf)
+        np.testing.assert_array_equal(mcts.first_argmax(scores), jnp.argmax(scores, axis=-1))
