@@ -17,8 +17,9 @@ step and drops the games that have reached the root (an out-of-range index with
 first step with the root rule for every game and then loops with the interior rule only.
 mctx's own pieces are used unchanged wherever they are per node: the `mctx.Tree` layout, the
 action-selection rules (`mctx.gumbel_muzero_root_action_selection`,
-`mctx.gumbel_muzero_interior_action_selection`, `mctx.muzero_action_selection`, vmapped over
-the batch) and the Q transforms. The random keys are split exactly as mctx splits them, so
+`mctx.muzero_action_selection`, vmapped over the batch) and the Q transforms. The interior
+Gumbel rule, run at every depth of every walk, is restated here with an argmax made of two
+plain reductions (`first_argmax`): XLA:CPU runs `jnp.argmax` as scalar code. The random keys are split exactly as mctx splits them, so
 for equal inputs the trees, actions and weights equal mctx's (tests/test_mcts.py checks this
 against `mctx.gumbel_muzero_policy` and `mctx.muzero_policy`).
 """
