@@ -19,9 +19,10 @@ mctx's own pieces are used unchanged wherever they are per node: the `mctx.Tree`
 action-selection rules (`mctx.gumbel_muzero_root_action_selection`,
 `mctx.muzero_action_selection`, vmapped over the batch) and the Q transforms. The interior
 Gumbel rule, run at every depth of every walk, is restated here with an argmax made of two
-plain reductions (`first_argmax`): XLA:CPU runs `jnp.argmax` as scalar code. The random keys are split exactly as mctx splits them, so
-for equal inputs the trees, actions and weights equal mctx's (tests/test_mcts.py checks this
-against `mctx.gumbel_muzero_policy` and `mctx.muzero_policy`).
+plain reductions (`first_argmax`): XLA:CPU runs `jnp.argmax` as scalar code. The random
+keys are split exactly as mctx splits them, so for equal inputs the trees, actions and weights
+equal mctx's (tests/test_mcts.py checks this against `mctx.gumbel_muzero_policy` and
+`mctx.muzero_policy`).
 """
 
 from __future__ import annotations
