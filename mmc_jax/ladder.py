@@ -465,8 +465,8 @@ def _add_common(parser: argparse.ArgumentParser, games_default: int) -> None:
         "--engine",
         default=None,
         help=f"UCI engine binary (default {uci.default_engine()}; build one with `python -m "
-        "mmc_jax.uci build`: Fairy-Stockfish 221126 plays gardner, baby, mallet, atomic, dark, "
-        "extinction)",
+        "mmc_jax.uci build`: pyffish 0.0.90's Fairy-Stockfish plays gardner, baby, mallet, "
+        "atomic, dark, extinction)",
     )
     parser.add_argument(
         "--engine-processes",

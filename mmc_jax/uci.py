@@ -29,8 +29,10 @@ The engine: `python -m mmc_jax.uci build` downloads the source distribution of t
 `pyffish` (the Python build of Fairy-Stockfish that the tests use as an oracle; its `src/` holds
 the whole engine, UCI loop included) with pip, compiles it with g++ (in parallel, about a minute
 on 2 cores) into `$MMC_CACHE/fairy-stockfish-pyffish-<version>/fairy-stockfish` (default cache
-`~/.cache/mmc_jax`) and prints the binary's path; a second call reuses the build. pyffish 0.0.90
-gives Fairy-Stockfish 221126, which plays gardner, baby, mallet, atomic, dark and extinction.
+`~/.cache/mmc_jax`) and prints the binary's path; a second call reuses the build. pyffish
+0.0.90's engine plays gardner, baby, mallet, atomic, dark and extinction; it names itself by its
+compile date ("Fairy-Stockfish 221126" when built on 2026-11-22: Stockfish's DDMMYY fallback
+when the sources carry no version), so the ladders' "221126" is this build.
 `default_engine()` looks in this order: `$MMC_ENGINE`, that build, a `fairy-stockfish` on the
 PATH, Debian's /usr/games/fairy-stockfish.
 
