@@ -11,10 +11,10 @@ Presets (the part after the colon):
       iteration, 32 minibatches of 256 from the last 8 iterations, evaluation (64 games each
       against random and greedy, 32 simulations) every 15 iterations, a checkpoint (with the
       replay, ~8 MB) every iteration. `num_iterations` = 400 is only a cap: the 30-minute
-      protocol stops the run on the wall clock. Measured on a shared 2-core CPU (2026-11-22,
-      after the learner fix): compile 55 s, 7-11 s per iteration (~450 positions/s); after 30
-      minutes (179 iterations, 733k positions) 0.999 [0.996, 1.000] against random and 0.989
-      [0.981, 0.996] against greedy over 400 games each (experiments/gardner_cpu/README.md).
+      protocol stops the run on the wall clock. Measured on a quiet 2-core CPU (2026-11-23,
+      batch-first search loop): compile 49 s, 7-8 s per iteration (~530 positions/s); after 30
+      minutes (196 iterations, 803k positions) 1.000 [0.990, 1.000] against random and 0.991
+      [0.985, 0.998] against greedy over 400 games each (experiments/gardner_cpu/README.md).
       On one H100: about 1 s per iteration.
   smoke            python -m mmc_jax.train --config configs/gardner.py:smoke --workdir /tmp/s
       The tests' run: a 1x8 net, 8 games x 4 plies x 4 simulations, 2 iterations. About two
