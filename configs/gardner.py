@@ -12,7 +12,8 @@ Presets (the part after the colon):
       against random and greedy, 32 simulations) every 15 iterations, a checkpoint (with the
       replay, ~8 MB) every iteration. `num_iterations` = 400 is only a cap: the 30-minute
       protocol stops the run on the wall clock. Measured on a quiet 2-core CPU (2026-11-23,
-      batch-first search loop): compile 49 s, 7-8 s per iteration (~530 positions/s); after 30
+      batch-first search loop): compile 49 s, 7-8 s per iteration (~530 positions/s; 10-11 s on
+      a slower 2-core machine, where `bench iteration` agrees: 11.2 s); after 30
       minutes (196 iterations, 803k positions) 1.000 [0.990, 1.000] against random and 0.991
       [0.985, 0.998] against greedy over 400 games each (experiments/gardner_cpu/README.md).
       On one H100: about 1 s per iteration.
