@@ -100,9 +100,9 @@ def simulate(key, tree: Tree, root_selection, interior_selection, max_depth: int
     Returns (node [B], action [B], path int32 [B, width], depth int32 [B]): the edge to
     expand next, the nodes walked through (`path[:, d]` is the node at depth d for d < depth,
     the root at 0; other entries are `nodes`, out of range) and the depth of the edge's child.
-    `width` is one more than the deepest possible child, min(max_depth, nodes - 1). The first
-    step uses the root rule for all games; later steps the interior rule, only for the games
-    still walking.
+    `width` is one more than the deepest possible child, max(min(max_depth, nodes - 1), 1). The
+    first step uses the root rule for all games; later steps the interior rule, only for the
+    games still walking.
     """
     rows = _rows(tree)
     batch, nodes = tree.node_values.shape
@@ -113,7 +113,7 @@ def simulate(key, tree: Tree, root_selection, interior_selection, max_depth: int
     next_node = tree.children_index[rows, node, action]
     depth = jnp.ones((batch,), jnp.int32)
     walking = (next_node != Tree.UNVISITED) & (depth < max_depth)
-    width = min(max_depth, nodes - 1) + 1
+    width = max(min(max_depth, nodes - 1), 1) + 1  # the first step is taken whatever max_depth
     path = jnp.full((batch, width), nodes, jnp.int32).at[:, 0].set(Tree.ROOT_INDEX)
 
     def cond(carry):

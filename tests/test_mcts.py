@@ -93,7 +93,8 @@ def _compiled(policy_name: str, side: int, num_actions: int, sims: int, max_dept
 
 @pytest.mark.parametrize("policy_name", list(POLICIES))
 @pytest.mark.parametrize(
-    "num_actions, sims, max_depth", [(5, 1, None), (7, 24, None), (40, 16, 3), (12, 32, None)]
+    "num_actions, sims, max_depth",
+    [(5, 1, None), (7, 24, None), (40, 16, 3), (9, 12, 1), (12, 32, None)],
 )
 def test_batch_first_search_equals_mctx(policy_name, num_actions, sims, max_depth):
     for seed in range(2):
