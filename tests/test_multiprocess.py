@@ -13,7 +13,8 @@ Each process compiles the smoke iterations itself (minutes on 2 cores), so these
 slowest tests of the suite per assertion; they run once per module. A 4-process run of both
 smokes took 12 of this module's 25 minutes on a 2-core CI machine, so it is not run: the
 same programs on a (task, data) = (2, 2) mesh of 4 fake devices are checked against one device
-in tests/test_runloop.py; what only it checked is gloo's collectives among 4 processes.
+in tests/test_runloop.py. What only it checked: gloo among 4 processes, and JOAT's data axis
+spanning processes inside a task split.
 """
 
 from __future__ import annotations
