@@ -15,7 +15,7 @@ Here the same algorithm is written for the batch. The walk takes its first step 
 rule for every game, then loops with the interior rule only, and records the nodes it passes.
 The backup then reads and writes the tree once for the whole path (scatters with
 `mode="drop"` for the entries past a game's leaf): only the value recurrence up the path
-loops, over [B] vectors. On a 2-core CPU that made a self-play scan 12-18% faster than the
+loops, over [B] vectors. On a 2-core CPU that made a self-play scan 5-18% faster than the
 backup that walked up one edge per loop step (experiments/bench/README.md).
 mctx's own pieces are used unchanged wherever they are per node: the `mctx.Tree` layout, the
 action-selection rules (`mctx.gumbel_muzero_root_action_selection`,
