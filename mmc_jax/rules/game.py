@@ -391,13 +391,38 @@ def planes_to_mask(planes):
     return (tiled & jnp.asarray(_BIT_OF_ACTION)) != 0
 
 
+def computed_once(x: jax.Array) -> jax.Array:
+    """`x` unchanged, as the result of a reduction, so that XLA materialises it.
+
+    XLA fuses elementwise producers into their consumers and, where the consumer broadcasts
+    (a per-game value spread over 5 x 5 x 27 observation entries), recomputes the whole
+    producer chain for every output element: the move generation's visibility and the step's
+    state update ran 675 times per game inside `observe`. A reduction is never fused into
+    its consumer, so its result is computed once. (`jax.lax.optimization_barrier` does not
+    help here: XLA:CPU removes it before fusion.) Exact: x OR 0 and max(x, -inf) are x.
+    """
+    if jnp.issubdtype(x.dtype, jnp.floating):
+        zero, op = jnp.array(-jnp.inf, x.dtype), jax.lax.max
+    else:
+        zero, op = jnp.zeros((), x.dtype), jax.lax.bitwise_or
+    pair = jnp.where(jnp.arange(2) == 0, x[..., None], zero)  # [..., 2]: (x, identity)
+    return jax.lax.reduce(pair, zero, op, (x.ndim,))
+
+
 def visible_squares(pieces, own, planes):
-    """Squares the mover sees in dark chess: its pieces and the targets of its legal moves."""
-    seen = own
-    for plane in range(9, T.NUM_PLANES):
-        df, dr = T.PLANE_VECTORS[plane]
-        seen = seen | shift(planes[plane], int(df), int(dr))
-    return seen
+    """Squares the mover sees in dark chess: its pieces and the targets of its legal moves.
+
+    Written as one reduction over the 40 shifted move planes, not as a chain of 40 ORs: XLA
+    fuses an elementwise chain into each consumer and may recompute it for every output
+    element (see `computed_once`); a reduction is computed once.
+    """
+    params = [T.shift_params(int(df), int(dr)) for df, dr in T.PLANE_VECTORS[9:]]
+    amount = np.array([a for a, _ in params])
+    left = jnp.asarray(np.maximum(amount, 0), jnp.uint32)
+    right = jnp.asarray(np.maximum(-amount, 0), jnp.uint32)
+    mask = jnp.asarray([m for _, m in params], jnp.uint32)
+    targets = ((planes[9 : T.NUM_PLANES] << left) >> right) & mask
+    return own | jax.lax.reduce(targets, jnp.uint32(0), jax.lax.bitwise_or, (0,))
 
 
 # ----------------------------------------------------------------------------- state
@@ -605,8 +630,6 @@ def observe(rules: Rules, state: State, fog: bool = True, planes=None):
     else:
         seen = FULL
     boards = jnp.concatenate([pieces & own, pieces & (occ & ~own) & seen, (~seen & FULL)[None]])
-    squares = jnp.asarray(_SQUARE_BITS_RANK_FILE)
-    bits = ((boards[None, None, :] & squares[:, :, None]) != 0).astype(jnp.float32)
     window = jnp.arange(1, HISTORY) <= state.halfmove
     seen_before = jnp.any((state.hash_history[1:] == state.hash_history[0]) & window)
     clear = ~rules.fog
@@ -619,6 +642,10 @@ def observe(rules: Rules, state: State, fog: bool = True, planes=None):
         ]
     )
     flat = jnp.concatenate([scalars, rules_descriptor(rules)])
+    # Both are per game; the output repeats them 25 times: computed once, not per entry.
+    boards, flat = computed_once(boards), computed_once(flat)
+    squares = jnp.asarray(_SQUARE_BITS_RANK_FILE)
+    bits = ((boards[None, None, :] & squares[:, :, None]) != 0).astype(jnp.float32)
     return jnp.concatenate([bits, jnp.broadcast_to(flat, (5, 5, flat.shape[0]))], axis=-1)
 
 
