@@ -84,6 +84,24 @@ def shift(x, df: int, dr: int):
     return y & jnp.uint32(mask)
 
 
+def computed_once(x: jax.Array) -> jax.Array:
+    """`x` unchanged, as the result of a reduction, so that XLA materialises it.
+
+    XLA fuses elementwise producers into their consumers and, where the consumer broadcasts
+    (a per-game value spread over 5 x 5 x 27 observation entries), recomputes the whole
+    producer chain for every output element: the move generation's visibility and the step's
+    state update ran 675 times per game inside `observe`. A reduction is never fused into
+    its consumer, so its result is computed once. (`jax.lax.optimization_barrier` does not
+    help here: XLA:CPU removes it before fusion.) Exact: x OR 0 and max(x, -inf) are x.
+    """
+    if jnp.issubdtype(x.dtype, jnp.floating):
+        zero, op = jnp.array(-jnp.inf, x.dtype), jax.lax.max
+    else:
+        zero, op = jnp.zeros((), x.dtype), jax.lax.bitwise_or
+    pair = jnp.where(jnp.arange(2) == 0, x[..., None], zero)  # [..., 2]: (x, identity)
+    return jax.lax.reduce(pair, zero, op, (x.ndim,))
+
+
 def shift_dir(x, d: int, n: int = 1):
     df, dr = T.DIRECTIONS[d]
     return shift(x, df * n, dr * n)
@@ -249,6 +267,7 @@ def _atomic_capture_sources(pieces, own, rules, targets):
             shields = shields | x
         safe = jnp.where(_any(checkers), ZERO, FULL & ~shields)
         legal_from = jnp.where(own_exploded, ZERO, jnp.where(opp_exploded | touching, FULL, safe))
+        legal_from = computed_once(legal_from)  # not once per vector of `sources`
         return remaining & ~target_bit, sources | (legal_from & source_bits[:, target])
 
     targets = jnp.where(rules.capture_mode == CAPTURE_ATOMIC, targets & opp, ZERO)
@@ -391,24 +410,6 @@ def planes_to_mask(planes):
     return (tiled & jnp.asarray(_BIT_OF_ACTION)) != 0
 
 
-def computed_once(x: jax.Array) -> jax.Array:
-    """`x` unchanged, as the result of a reduction, so that XLA materialises it.
-
-    XLA fuses elementwise producers into their consumers and, where the consumer broadcasts
-    (a per-game value spread over 5 x 5 x 27 observation entries), recomputes the whole
-    producer chain for every output element: the move generation's visibility and the step's
-    state update ran 675 times per game inside `observe`. A reduction is never fused into
-    its consumer, so its result is computed once. (`jax.lax.optimization_barrier` does not
-    help here: XLA:CPU removes it before fusion.) Exact: x OR 0 and max(x, -inf) are x.
-    """
-    if jnp.issubdtype(x.dtype, jnp.floating):
-        zero, op = jnp.array(-jnp.inf, x.dtype), jax.lax.max
-    else:
-        zero, op = jnp.zeros((), x.dtype), jax.lax.bitwise_or
-    pair = jnp.where(jnp.arange(2) == 0, x[..., None], zero)  # [..., 2]: (x, identity)
-    return jax.lax.reduce(pair, zero, op, (x.ndim,))
-
-
 def visible_squares(pieces, own, planes):
     """Squares the mover sees in dark chess: its pieces and the targets of its legal moves.
 
@@ -548,7 +549,7 @@ def step_with_planes(rules: Rules, state: State, action, planes):
     next_own = mirror(occ & ~own)
     turn = 1 - state.turn
     halfmove = jnp.where(irreversible, 0, state.halfmove + 1)
-    h = position_hash(next_pieces, next_own, turn)
+    h = computed_once(position_hash(next_pieces, next_own, turn))  # compared with 100 entries
     window = jnp.arange(HISTORY) < halfmove
     repetitions = jnp.sum((state.hash_history == h) & window)
     history = jnp.concatenate([h[None], state.hash_history[:-1]])
@@ -588,7 +589,8 @@ def step_with_planes(rules: Rules, state: State, action, planes):
     finished = state.replace(rewards=jnp.zeros(2, jnp.float32))
     out = jax.tree.map(lambda a, b: jnp.where(legal, a, b), played, illegal)
     out = jax.tree.map(lambda a, b: jnp.where(state.terminated, a, b), finished, out)
-    return out, jnp.where(out.terminated, ZERO, analysis.planes)
+    # Consumers index the planes per move slot or per action: computed once, not per element.
+    return out, computed_once(jnp.where(out.terminated, ZERO, analysis.planes))
 
 
 _SQUARE_BITS_RANK_FILE = np.array(
