@@ -389,7 +389,7 @@ def _time_parts(network, params, rules, batch, plies, simulations, repeats):
             done = state.terminated
             state = _where_done(done, fresh, state)
             planes = _where_done(done, R.legal_planes(rules, fresh), planes)
-            return (state, planes), obs[:, 0, 0, 0].sum()
+            return (state, planes), obs.sum()  # all of it: none pruned
 
         carry = (state, R.legal_planes(rules, state))
         return jax.lax.scan(body, carry, jax.random.split(key, n))[1].sum()
