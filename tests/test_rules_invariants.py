@@ -381,3 +381,28 @@ def test_state_of_matches_from_fen():
     ours, theirs = state_of(fen), R.from_fen(fen)
     for field in ("pieces", "own", "turn", "halfmove", "fullmove", "hash_history"):
         np.testing.assert_array_equal(getattr(ours, field), np.asarray(getattr(theirs, field)))
+
+
+def test_computed_once_returns_its_input_bit_for_bit():
+    """`game.computed_once` (the reduction that keeps XLA from recomputing a per-game value
+    in every consuming element) is the identity for every dtype the engine passes it,
+    including -0.0, infinities and subnormals, jitted and vmapped."""
+    import jax
+    import jax.numpy as jnp
+
+    from mmc_jax.rules import game
+
+    rng = np.random.default_rng(0)
+    floats = rng.standard_normal((4, 7)).astype(np.float32)
+    floats[0, :5] = [-0.0, 0.0, np.inf, -np.inf, np.float32(1e-45)]
+    cases = [
+        rng.integers(0, 2**32, (4, 7), dtype=np.uint32),
+        rng.integers(-(2**31), 2**31, (4, 7), dtype=np.int32),
+        rng.random((4, 7)) < 0.5,
+        floats,
+    ]
+    for x in cases:
+        for fn in (jax.jit(game.computed_once), jax.jit(jax.vmap(game.computed_once))):
+            got = np.asarray(fn(jnp.asarray(x)))
+            assert got.dtype == x.dtype
+            np.testing.assert_array_equal(got.view(np.uint8), x.view(np.uint8))

@@ -90,9 +90,11 @@ def computed_once(x: jax.Array) -> jax.Array:
     XLA fuses elementwise producers into their consumers and, where the consumer broadcasts
     (a per-game value spread over 5 x 5 x 27 observation entries), recomputes the whole
     producer chain for every output element: the move generation's visibility and the step's
-    state update ran 675 times per game inside `observe`. A reduction is never fused into
-    its consumer, so its result is computed once. (`jax.lax.optimization_barrier` does not
-    help here: XLA:CPU removes it before fusion.) Exact: x OR 0 and max(x, -inf) are x.
+    state update ran 675 times per game inside `observe`. Where several fusions read one
+    value (the 49 move planes all read the king safety), each recomputes it. A reduction is
+    never fused into its consumer, so its result is computed once. (`optimization_barrier`
+    does not help: XLA:CPU removes it before fusion.) Exact: x OR 0 and max(x, -inf) are x.
+    Stack several per-game words into one call: every call is one more XLA:CPU thunk.
     """
     if jnp.issubdtype(x.dtype, jnp.floating):
         zero, op = jnp.array(-jnp.inf, x.dtype), jax.lax.max
@@ -300,6 +302,11 @@ def analyse(rules: Rules, pieces, own) -> Analysis:
     opp_diag = (bishop | queen) & opp
     slider_checkers, check_line, xray_first = king_rays(own_king, occ, opp_orth, opp_diag, allowed)
     checkers = slider_checkers | short_checkers(own_king, pieces, opp, allowed)
+    # Every plane's filter derives its king safety from these: one reduction computes them
+    # once (XLA would recompute them in each plane's fusion; see `computed_once`).
+    attacked, checkers, check_line, *xray_first = computed_once(
+        jnp.stack([attacked, checkers, check_line, *xray_first])
+    )
     touching = _any(king_neighbourhood(own_king) & opp_king)
     n_checkers = jax.lax.population_count(checkers)
     in_check = _any(checkers) & check_based & ~(atomic & touching)
@@ -473,7 +480,7 @@ def init(rules: Rules) -> State:
 def legal_planes(rules: Rules, state: State):
     """uint32[49] legal action planes of one game; all zero once it is over."""
     planes = analyse(rules, state.pieces, state.own).planes
-    return jnp.where(state.terminated, ZERO, planes)
+    return computed_once(jnp.where(state.terminated, ZERO, planes))
 
 
 def legal_action_mask(rules: Rules, state: State):
@@ -538,7 +545,7 @@ def step_with_planes(rules: Rules, state: State, action, planes):
     action = jnp.clip(action, 0, T.NUM_ACTIONS - 1)
     from_sq, plane = action // T.NUM_PLANES, action % T.NUM_PLANES
     to_sq = jnp.asarray(T.TO_SQUARE)[from_sq, plane]
-    legal = in_range & _any((planes[plane] >> from_sq.astype(jnp.uint32)) & 1)
+    legal = computed_once(in_range & _any((planes[plane] >> from_sq.astype(jnp.uint32)) & 1))
 
     pieces, own, irreversible = _apply(
         rules, state.pieces, state.own, from_sq, jnp.maximum(to_sq, 0), plane
@@ -571,7 +578,8 @@ def step_with_planes(rules: Rules, state: State, action, planes):
     )
     mover_reward = jnp.where(mover_won, 1.0, jnp.where(mover_lost, -1.0, 0.0))
     mover_reward = jnp.where(legal, mover_reward, -1.0)
-    terminated = ~legal | decided | draw_by_rule
+    # Both select every State leaf (100 history entries): computed once, not per entry.
+    terminated = computed_once(~legal | decided | draw_by_rule)
     rewards = jnp.where(state.turn == 0, 1.0, -1.0) * mover_reward * jnp.float32([1.0, -1.0])
 
     played = State(
