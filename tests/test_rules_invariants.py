@@ -17,6 +17,8 @@ K vs K and `max_plies` end games as draws.
 from __future__ import annotations
 
 import chex
+import jax
+import jax.numpy as jnp
 import numpy as np
 import pytest
 import reference_engine as REF
@@ -35,6 +37,7 @@ from conftest import (
 )
 
 from mmc_jax import rules as R
+from mmc_jax.rules import game
 
 REWARDS = {"1-0": [1.0, -1.0], "0-1": [-1.0, 1.0], "1/2-1/2": [0.0, 0.0]}
 
@@ -387,11 +390,6 @@ def test_computed_once_returns_its_input_bit_for_bit():
     """`game.computed_once` (the reduction that keeps XLA from recomputing a per-game value
     in every consuming element) is the identity for every dtype the engine passes it,
     including -0.0, infinities and subnormals, jitted and vmapped."""
-    import jax
-    import jax.numpy as jnp
-
-    from mmc_jax.rules import game
-
     rng = np.random.default_rng(0)
     floats = rng.standard_normal((4, 7)).astype(np.float32)
     floats[0, :5] = [-0.0, 0.0, np.inf, -np.inf, np.float32(1e-45)]
