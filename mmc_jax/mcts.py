@@ -39,8 +39,19 @@ import mctx
 Tree = mctx.Tree
 
 
-def _rows(tree: Tree) -> jax.Array:
-    return jnp.arange(tree.node_values.shape[0])
+def _get(x: jax.Array, *index: jax.Array) -> jax.Array:
+    """`x[b, index[0][b], index[1][b], ...]` for every game b (indices [B] or [B, k]).
+
+    Written per game (vmapped) rather than with explicit row numbers, so that the gather keeps
+    the game axis as a batch dimension: XLA's SPMD partitioner then splits it along a sharded
+    game batch instead of all-gathering the tree onto every device.
+    """
+    return jax.vmap(lambda x, *i: x[i])(x, *index)
+
+
+def _set(x: jax.Array, *index: jax.Array, value: jax.Array, mode: str | None = None):
+    """`x.at[b, index[0][b], ...].set(value[b], mode=mode)` for every game b (see `_get`)."""
+    return jax.vmap(lambda x, v, *i: x.at[i].set(v, mode=mode))(x, value, *index)
 
 
 def _select_batched(fn, keys, tree: Tree, node_index, depth) -> jax.Array:
@@ -84,13 +95,12 @@ def instantiate_tree(root: mctx.RootFnOutput, num_simulations: int, invalid_acti
 
 def _set_node(tree: Tree, node, prior_logits, value, embedding) -> Tree:
     """Write a freshly evaluated node `node` [B] (one visit more if it was written before)."""
-    rows = _rows(tree)
     return tree.replace(
-        children_prior_logits=tree.children_prior_logits.at[rows, node].set(prior_logits),
-        raw_values=tree.raw_values.at[rows, node].set(value),
-        node_values=tree.node_values.at[rows, node].set(value),
-        node_visits=tree.node_visits.at[rows, node].set(tree.node_visits[rows, node] + 1),
-        embeddings=jax.tree.map(lambda t, s: t.at[rows, node].set(s), tree.embeddings, embedding),
+        children_prior_logits=_set(tree.children_prior_logits, node, value=prior_logits),
+        raw_values=_set(tree.raw_values, node, value=value),
+        node_values=_set(tree.node_values, node, value=value),
+        node_visits=_set(tree.node_visits, node, value=_get(tree.node_visits, node) + 1),
+        embeddings=jax.tree.map(lambda t, s: _set(t, node, value=s), tree.embeddings, embedding),
     )
 
 
@@ -104,13 +114,12 @@ def simulate(key, tree: Tree, root_selection, interior_selection, max_depth: int
     first step uses the root rule for all games; later steps the interior rule, only for the
     games still walking.
     """
-    rows = _rows(tree)
     batch, nodes = tree.node_values.shape
     keys, selection_keys = _split_each(jax.random.split(key, batch))
     depth_dtype = tree.children_prior_logits.dtype
     node = jnp.full((batch,), Tree.ROOT_INDEX, jnp.int32)
     action = jax.vmap(root_selection)(selection_keys, tree, node)
-    next_node = tree.children_index[rows, node, action]
+    next_node = _get(tree.children_index, node, action)
     depth = jnp.ones((batch,), jnp.int32)
     walking = (next_node != Tree.UNVISITED) & (depth < max_depth)
     width = max(min(max_depth, nodes - 1), 1) + 1  # the first step is taken whatever max_depth
@@ -125,10 +134,10 @@ def simulate(key, tree: Tree, root_selection, interior_selection, max_depth: int
         step_action = _select_batched(
             interior_selection, selection_keys, tree, next_node, depth.astype(depth_dtype)
         )
-        step_next = tree.children_index[rows, next_node, step_action]
+        step_next = _get(tree.children_index, next_node, step_action)
         step_depth = depth + 1
         still = (step_next != Tree.UNVISITED) & (step_depth < max_depth)
-        path = path.at[rows, jnp.where(walking, depth, width)].set(next_node, mode="drop")
+        path = _set(path, jnp.where(walking, depth, width), value=next_node, mode="drop")
         return (
             keys,
             jnp.where(walking, next_node, node),
@@ -147,16 +156,15 @@ def simulate(key, tree: Tree, root_selection, interior_selection, max_depth: int
 
 def expand(params, key, tree: Tree, recurrent_fn, parent, action, node) -> Tree:
     """Evaluate edge (`parent`, `action`) [B] with `recurrent_fn` and store it as `node` [B]."""
-    rows = _rows(tree)
-    embedding = jax.tree.map(lambda x: x[rows, parent], tree.embeddings)
+    embedding = jax.tree.map(lambda x: _get(x, parent), tree.embeddings)
     step, embedding = recurrent_fn(params, key, action, embedding)
     tree = _set_node(tree, node, step.prior_logits, step.value, embedding)
     return tree.replace(
-        children_index=tree.children_index.at[rows, parent, action].set(node),
-        children_rewards=tree.children_rewards.at[rows, parent, action].set(step.reward),
-        children_discounts=tree.children_discounts.at[rows, parent, action].set(step.discount),
-        parents=tree.parents.at[rows, node].set(parent),
-        action_from_parent=tree.action_from_parent.at[rows, node].set(action),
+        children_index=_set(tree.children_index, parent, action, value=node),
+        children_rewards=_set(tree.children_rewards, parent, action, value=step.reward),
+        children_discounts=_set(tree.children_discounts, parent, action, value=step.discount),
+        parents=_set(tree.parents, node, value=parent),
+        action_from_parent=_set(tree.action_from_parent, node, value=action),
     )
 
 
@@ -170,18 +178,17 @@ def backward(tree: Tree, path: jax.Array, leaf_depth: jax.Array) -> Tree:
     mctx's, so the same values). Entries of `path` beyond a leaf are out of range and their
     writes are dropped.
     """
-    rows = _rows(tree)[:, None]
     nodes = tree.node_values.shape[1]
     edges = path.shape[1] - 1
     index = jnp.arange(edges, dtype=jnp.int32)[None]
     on_path = index < leaf_depth[:, None]  # edge d: path[d] -> path[d + 1]
     parent = jnp.where(on_path, path[:, :-1], Tree.ROOT_INDEX)
     child = jnp.where(on_path, path[:, 1:], Tree.ROOT_INDEX)
-    action = jnp.where(on_path, tree.action_from_parent[rows, child], 0)
-    reward = tree.children_rewards[rows, parent, action]
-    discount = tree.children_discounts[rows, parent, action]
+    action = jnp.where(on_path, _get(tree.action_from_parent, child), 0)
+    reward = _get(tree.children_rewards, parent, action)
+    discount = _get(tree.children_discounts, parent, action)
     leaf = jnp.take_along_axis(path, leaf_depth[:, None], axis=1)[:, 0]
-    leaf_value = tree.node_values[rows[:, 0], leaf]
+    leaf_value = _get(tree.node_values, leaf)
     deepest = jnp.max(leaf_depth)
 
     def body(step, carry):
@@ -195,8 +202,8 @@ def backward(tree: Tree, path: jax.Array, leaf_depth: jax.Array) -> Tree:
         return value, jax.lax.dynamic_update_index_in_dim(values_up, value, d, 1)
 
     _, value_up = jax.lax.fori_loop(0, deepest, body, (leaf_value, jnp.zeros_like(reward)))
-    count = tree.node_visits[rows, parent]
-    parent_value = (tree.node_values[rows, parent] * count + value_up) / (count + 1.0)
+    count = _get(tree.node_visits, parent)
+    parent_value = (_get(tree.node_values, parent) * count + value_up) / (count + 1.0)
     # The child of edge d holds its new value, or the leaf's own value on the last edge.
     child_value = jnp.where(
         index + 1 < leaf_depth[:, None],
@@ -205,11 +212,15 @@ def backward(tree: Tree, path: jax.Array, leaf_depth: jax.Array) -> Tree:
     )
     target = jnp.where(on_path, parent, nodes)
     return tree.replace(
-        node_values=tree.node_values.at[rows, target].set(parent_value, mode="drop"),
-        node_visits=tree.node_visits.at[rows, target].set(count + 1, mode="drop"),
-        children_values=tree.children_values.at[rows, target, action].set(child_value, mode="drop"),
-        children_visits=tree.children_visits.at[rows, target, action].set(
-            tree.children_visits[rows, parent, action] + 1, mode="drop"
+        node_values=_set(tree.node_values, target, value=parent_value, mode="drop"),
+        node_visits=_set(tree.node_visits, target, value=count + 1, mode="drop"),
+        children_values=_set(tree.children_values, target, action, value=child_value, mode="drop"),
+        children_visits=_set(
+            tree.children_visits,
+            target,
+            action,
+            value=_get(tree.children_visits, parent, action) + 1,
+            mode="drop",
         ),
     )
 
@@ -232,8 +243,6 @@ def search(
     `root_action_selection_fn(key, tree, node)` and `interior_action_selection_fn(key, tree,
     node, depth)` are mctx's per-node rules: they see one game's tree.
     """
-    batch = root.value.shape[0]
-    rows = jnp.arange(batch)
     if max_depth is None:
         max_depth = num_simulations
     if invalid_actions is None:
@@ -245,10 +254,10 @@ def search(
         parent, action, path, depth = simulate(
             simulate_key, tree, root_action_selection_fn, interior_action_selection_fn, max_depth
         )
-        node = tree.children_index[rows, parent, action]
+        node = _get(tree.children_index, parent, action)
         node = jnp.where(node == Tree.UNVISITED, sim + 1, node)
         tree = expand(params, expand_key, tree, recurrent_fn, parent, action, node)
-        path = path.at[rows, depth].set(node)
+        path = _set(path, depth, value=node)
         return key, backward(tree, path, depth)
 
     tree = instantiate_tree(root, num_simulations, invalid_actions, extra_data)

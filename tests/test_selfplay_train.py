@@ -90,6 +90,16 @@ out["param_devices"] = len(jax.tree.leaves(state.params)[0].sharding.device_set)
 config = module.get_config("smoke")
 config.num_iterations = 1
 out["result"] = train.train(config, sys.argv[2] + "/run", stream=None)
+
+# The compiled iteration (the one train just compiled): its loops must not gather the sharded
+# game batch onto every device (the search's tree once did, every simulation).
+iteration = alphazero.make_iteration(alphazero.prepare_config(config), mesh)
+hlo = iteration.lower(state, rules_b, sharding.put_key(jax.random.key(1), mesh)).compile()
+out["gathers_in_loops"] = [
+    line.strip()[:160]
+    for line in hlo.as_text().splitlines()
+    if " all-gather(" in line and "/while/" in line
+]
 print("RESULT " + json.dumps(out))
 """
 
@@ -496,6 +506,7 @@ def test_eight_devices_match_one_device(smoke_run, multi_device_process):
     assert "not divisible by the 8 devices" in out["error"]
     assert out["game_devices"] == 8 and out["game_shard_shape"] == [1]
     assert out["param_devices"] == 8
+    assert out["gathers_in_loops"] == []
     eight = out["result"]
     one = metrics.read_metrics(workdir)[0]
     for key in ("selfplay/frames", "selfplay/games", "replay/size"):
