@@ -39,7 +39,7 @@ import mctx
 Tree = mctx.Tree
 
 
-def _get(x: jax.Array, *index: jax.Array) -> jax.Array:
+def get_per_game(x: jax.Array, *index: jax.Array) -> jax.Array:
     """`x[b, index[0][b], index[1][b], ...]` for every game b (indices [B] or [B, k]).
 
     Written per game (vmapped) rather than with explicit row numbers, so that the gather keeps
@@ -49,8 +49,9 @@ def _get(x: jax.Array, *index: jax.Array) -> jax.Array:
     return jax.vmap(lambda x, *i: x[i])(x, *index)
 
 
-def _set(x: jax.Array, *index: jax.Array, value: jax.Array, mode: str | None = None):
-    """`x.at[b, index[0][b], ...].set(value[b], mode=mode)` for every game b (see `_get`)."""
+def set_per_game(x: jax.Array, *index: jax.Array, value: jax.Array, mode: str | None = None):
+    """`x.at[b, index[0][b], ...].set(value[b], mode=mode)` for every game b (see
+    `get_per_game`)."""
     return jax.vmap(lambda x, v, *i: x.at[i].set(v, mode=mode))(x, value, *index)
 
 
@@ -96,11 +97,15 @@ def instantiate_tree(root: mctx.RootFnOutput, num_simulations: int, invalid_acti
 def _set_node(tree: Tree, node, prior_logits, value, embedding) -> Tree:
     """Write a freshly evaluated node `node` [B] (one visit more if it was written before)."""
     return tree.replace(
-        children_prior_logits=_set(tree.children_prior_logits, node, value=prior_logits),
-        raw_values=_set(tree.raw_values, node, value=value),
-        node_values=_set(tree.node_values, node, value=value),
-        node_visits=_set(tree.node_visits, node, value=_get(tree.node_visits, node) + 1),
-        embeddings=jax.tree.map(lambda t, s: _set(t, node, value=s), tree.embeddings, embedding),
+        children_prior_logits=set_per_game(tree.children_prior_logits, node, value=prior_logits),
+        raw_values=set_per_game(tree.raw_values, node, value=value),
+        node_values=set_per_game(tree.node_values, node, value=value),
+        node_visits=set_per_game(
+            tree.node_visits, node, value=get_per_game(tree.node_visits, node) + 1
+        ),
+        embeddings=jax.tree.map(
+            lambda t, s: set_per_game(t, node, value=s), tree.embeddings, embedding
+        ),
     )
 
 
@@ -119,7 +124,7 @@ def simulate(key, tree: Tree, root_selection, interior_selection, max_depth: int
     depth_dtype = tree.children_prior_logits.dtype
     node = jnp.full((batch,), Tree.ROOT_INDEX, jnp.int32)
     action = jax.vmap(root_selection)(selection_keys, tree, node)
-    next_node = _get(tree.children_index, node, action)
+    next_node = get_per_game(tree.children_index, node, action)
     depth = jnp.ones((batch,), jnp.int32)
     walking = (next_node != Tree.UNVISITED) & (depth < max_depth)
     width = max(min(max_depth, nodes - 1), 1) + 1  # the first step is taken whatever max_depth
@@ -134,10 +139,10 @@ def simulate(key, tree: Tree, root_selection, interior_selection, max_depth: int
         step_action = _select_batched(
             interior_selection, selection_keys, tree, next_node, depth.astype(depth_dtype)
         )
-        step_next = _get(tree.children_index, next_node, step_action)
+        step_next = get_per_game(tree.children_index, next_node, step_action)
         step_depth = depth + 1
         still = (step_next != Tree.UNVISITED) & (step_depth < max_depth)
-        path = _set(path, jnp.where(walking, depth, width), value=next_node, mode="drop")
+        path = set_per_game(path, jnp.where(walking, depth, width), value=next_node, mode="drop")
         return (
             keys,
             jnp.where(walking, next_node, node),
@@ -156,15 +161,17 @@ def simulate(key, tree: Tree, root_selection, interior_selection, max_depth: int
 
 def expand(params, key, tree: Tree, recurrent_fn, parent, action, node) -> Tree:
     """Evaluate edge (`parent`, `action`) [B] with `recurrent_fn` and store it as `node` [B]."""
-    embedding = jax.tree.map(lambda x: _get(x, parent), tree.embeddings)
+    embedding = jax.tree.map(lambda x: get_per_game(x, parent), tree.embeddings)
     step, embedding = recurrent_fn(params, key, action, embedding)
     tree = _set_node(tree, node, step.prior_logits, step.value, embedding)
     return tree.replace(
-        children_index=_set(tree.children_index, parent, action, value=node),
-        children_rewards=_set(tree.children_rewards, parent, action, value=step.reward),
-        children_discounts=_set(tree.children_discounts, parent, action, value=step.discount),
-        parents=_set(tree.parents, node, value=parent),
-        action_from_parent=_set(tree.action_from_parent, node, value=action),
+        children_index=set_per_game(tree.children_index, parent, action, value=node),
+        children_rewards=set_per_game(tree.children_rewards, parent, action, value=step.reward),
+        children_discounts=set_per_game(
+            tree.children_discounts, parent, action, value=step.discount
+        ),
+        parents=set_per_game(tree.parents, node, value=parent),
+        action_from_parent=set_per_game(tree.action_from_parent, node, value=action),
     )
 
 
@@ -184,11 +191,11 @@ def backward(tree: Tree, path: jax.Array, leaf_depth: jax.Array) -> Tree:
     on_path = index < leaf_depth[:, None]  # edge d: path[d] -> path[d + 1]
     parent = jnp.where(on_path, path[:, :-1], Tree.ROOT_INDEX)
     child = jnp.where(on_path, path[:, 1:], Tree.ROOT_INDEX)
-    action = jnp.where(on_path, _get(tree.action_from_parent, child), 0)
-    reward = _get(tree.children_rewards, parent, action)
-    discount = _get(tree.children_discounts, parent, action)
+    action = jnp.where(on_path, get_per_game(tree.action_from_parent, child), 0)
+    reward = get_per_game(tree.children_rewards, parent, action)
+    discount = get_per_game(tree.children_discounts, parent, action)
     leaf = jnp.take_along_axis(path, leaf_depth[:, None], axis=1)[:, 0]
-    leaf_value = _get(tree.node_values, leaf)
+    leaf_value = get_per_game(tree.node_values, leaf)
     deepest = jnp.max(leaf_depth)
 
     def body(step, carry):
@@ -202,8 +209,8 @@ def backward(tree: Tree, path: jax.Array, leaf_depth: jax.Array) -> Tree:
         return value, jax.lax.dynamic_update_index_in_dim(values_up, value, d, 1)
 
     _, value_up = jax.lax.fori_loop(0, deepest, body, (leaf_value, jnp.zeros_like(reward)))
-    count = _get(tree.node_visits, parent)
-    parent_value = (_get(tree.node_values, parent) * count + value_up) / (count + 1.0)
+    count = get_per_game(tree.node_visits, parent)
+    parent_value = (get_per_game(tree.node_values, parent) * count + value_up) / (count + 1.0)
     # The child of edge d holds its new value, or the leaf's own value on the last edge.
     child_value = jnp.where(
         index + 1 < leaf_depth[:, None],
@@ -212,14 +219,16 @@ def backward(tree: Tree, path: jax.Array, leaf_depth: jax.Array) -> Tree:
     )
     target = jnp.where(on_path, parent, nodes)
     return tree.replace(
-        node_values=_set(tree.node_values, target, value=parent_value, mode="drop"),
-        node_visits=_set(tree.node_visits, target, value=count + 1, mode="drop"),
-        children_values=_set(tree.children_values, target, action, value=child_value, mode="drop"),
-        children_visits=_set(
+        node_values=set_per_game(tree.node_values, target, value=parent_value, mode="drop"),
+        node_visits=set_per_game(tree.node_visits, target, value=count + 1, mode="drop"),
+        children_values=set_per_game(
+            tree.children_values, target, action, value=child_value, mode="drop"
+        ),
+        children_visits=set_per_game(
             tree.children_visits,
             target,
             action,
-            value=_get(tree.children_visits, parent, action) + 1,
+            value=get_per_game(tree.children_visits, parent, action) + 1,
             mode="drop",
         ),
     )
@@ -254,10 +263,10 @@ def search(
         parent, action, path, depth = simulate(
             simulate_key, tree, root_action_selection_fn, interior_action_selection_fn, max_depth
         )
-        node = _get(tree.children_index, parent, action)
+        node = get_per_game(tree.children_index, parent, action)
         node = jnp.where(node == Tree.UNVISITED, sim + 1, node)
         tree = expand(params, expand_key, tree, recurrent_fn, parent, action, node)
-        path = _set(path, depth, value=node)
+        path = set_per_game(path, depth, value=node)
         return key, backward(tree, path, depth)
 
     tree = instantiate_tree(root, num_simulations, invalid_actions, extra_data)

@@ -107,13 +107,9 @@ def compact(values: jax.Array, actions: jax.Array, valid: jax.Array, fill=MASKED
 
 def expand(slot_values: jax.Array, actions: jax.Array, valid: jax.Array) -> jax.Array:
     """[B, MAX_LEGAL_MOVES] per-slot values -> [B, 1225] per-action values (0 where illegal)."""
+    out = jnp.zeros((slot_values.shape[0], T.NUM_ACTIONS), slot_values.dtype)
     target = jnp.where(valid, actions, T.NUM_ACTIONS)
-
-    def one(values, target):  # per game (vmapped): the game axis stays a batch dimension
-        out = jnp.zeros((T.NUM_ACTIONS,), values.dtype)
-        return out.at[target].set(values, mode="drop")
-
-    return jax.vmap(one)(slot_values, target)
+    return mcts.set_per_game(out, target, value=slot_values, mode="drop")
 
 
 def make_recurrent_fn(network, rules: R.Rules):
