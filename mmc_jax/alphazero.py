@@ -123,10 +123,19 @@ def board_state(games) -> R.State:
     return games.state if isinstance(games, pimc.FogGames) else games
 
 
-def play_games(network, params, rules_b, games, key, config, fog: bool):
-    """`selfplay.selfplay`, or under fog `pimc.fog_selfplay` (the fair determinized search)."""
+def play_games(network, params, rules_b, games, key, config, fog: bool, mesh: Mesh | None = None):
+    """`selfplay.selfplay`, or under fog `pimc.fog_selfplay` (the fair determinized search).
+
+    On `mesh` each device plays its own games with its own search loops
+    (`sharding.map_games`); the games are the same as on one device."""
     play = pimc.fog_selfplay if fog else selfplay.selfplay
-    return play(network, params, rules_b, games, key, config)
+    run = sharding.map_games(
+        lambda params, rules_b, games, key: play(network, params, rules_b, games, key, config),
+        mesh,
+        in_axes=(None, 0, 0, None),
+        out_axes=(0, 1),  # the games [B]; the trajectory [T, B]
+    )
+    return run(params, rules_b, games, key)
 
 
 def _compile_key(config: ml_collections.ConfigDict) -> ml_collections.FrozenConfigDict:
@@ -240,7 +249,11 @@ def _abstract_rules(compile_key: ml_collections.FrozenConfigDict) -> R.Rules:
 
 
 def iteration_step(
-    state: TrainState, rules_b: R.Rules, key: jax.Array, config: ml_collections.ConfigDict
+    state: TrainState,
+    rules_b: R.Rules,
+    key: jax.Array,
+    config: ml_collections.ConfigDict,
+    mesh: Mesh | None = None,
 ) -> tuple[TrainState, dict[str, jax.Array]]:
     """One training iteration (pure): self-play, targets, replay write, learner updates.
 
@@ -257,7 +270,7 @@ def iteration_step(
     network = network_lib.make_network(config.network)
     play_key, mirror_key, sample_key, learn_key = jax.random.split(sharding.as_key(key), 4)
     game_state, trajectory = play_games(
-        network, state.params, rules_b, state.game_state, play_key, config, fair_fog(config)
+        network, state.params, rules_b, state.game_state, play_key, config, fair_fog(config), mesh
     )
     bootstrap = bool(config.selfplay.get("value_bootstrap", False))
     batch = selfplay.compute_targets(trajectory, bootstrap=bootstrap)
@@ -302,7 +315,7 @@ def _jitted_iteration(compile_key: ml_collections.FrozenConfigDict, mesh: Mesh):
     replicated = NamedSharding(mesh, P())
     state_sh = state_shardings(state, mesh)
     return jax.jit(
-        functools.partial(iteration_step, config=compile_key),
+        functools.partial(iteration_step, config=compile_key, mesh=mesh),
         in_shardings=(state_sh, sharding.sharded_leaves(rules_b, mesh), replicated),
         out_shardings=(state_sh, replicated),
     )

@@ -66,6 +66,7 @@ import numpy as np
 from flax import struct
 
 from mmc_jax import rules as R
+from mmc_jax import sharding
 from mmc_jax.rules import game
 from mmc_jax.rules import tables as T
 from mmc_jax.rules.variants import CAPTURE_ATOMIC
@@ -389,7 +390,7 @@ def sample_worlds_batch(
     key, rules, observation, belief, num_worlds: int, num_candidates: int = 32
 ) -> SampledWorlds:
     """`sample_worlds` over a batch: Rules [B], Observation [B], Belief [B] -> [B, K]."""
-    keys = jax.random.split(key, observation.own.shape[0])
+    keys = sharding.draw_for_games(jax.random.split, key, observation.own.shape[0])
     return jax.vmap(lambda k, r, o, b: sample_worlds(k, r, o, b, num_worlds, num_candidates))(
         keys, rules, observation, belief
     )

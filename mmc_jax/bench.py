@@ -768,7 +768,9 @@ def _iteration_gardner(args) -> dict:
     key = jax.random.key(1)
 
     # The parts, in the order iteration_step runs them (mirroring is a no-op in Gardner).
-    play = jax.jit(lambda p, g, k: selfplay.selfplay(network, p, rules_b, g, k, config))
+    play = jax.jit(
+        lambda p, g, k: alphazero.play_games(network, p, rules_b, g, k, config, False, mesh)
+    )
     num_samples = int(config.learner.batch_size) * int(config.learner.steps_per_iteration)
 
     @jax.jit
@@ -862,7 +864,9 @@ def _iteration_joat(args) -> dict:
     rules_b = jax.tree.map(lambda x: x[game_variant], table)
     games_in = jax.tree.map(lambda x: x[slots], state.game_state)
     fog = alphazero.fair_fog(config)  # a batch with a fog variant plays PIMC, as meta_step
-    play = jax.jit(lambda p, g, k: alphazero.play_games(network, p, rules_b, g, k, config, fog))
+    play = jax.jit(
+        lambda p, g, k: alphazero.play_games(network, p, rules_b, g, k, config, fog, mesh)
+    )
     _, trajectory = play(state.params, games_in, key)
 
     @jax.jit

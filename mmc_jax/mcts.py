@@ -24,7 +24,9 @@ Gumbel rule, run at every depth of every walk, is restated here with an argmax m
 plain reductions (`first_argmax`): XLA:CPU runs `jnp.argmax` as scalar code. The random
 keys are split exactly as mctx splits them, so for equal inputs the trees, actions and weights
 equal mctx's (tests/test_mcts.py checks this against `mctx.gumbel_muzero_policy` and
-`mctx.muzero_policy`).
+`mctx.muzero_policy`). The draws over the batch go through `sharding.draw_for_games`, which
+gives the same values when the search runs under `sharding.map_games`, each device searching
+its own games.
 """
 
 from __future__ import annotations
@@ -35,6 +37,8 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 import mctx
+
+from mmc_jax import sharding
 
 Tree = mctx.Tree
 
@@ -120,7 +124,7 @@ def simulate(key, tree: Tree, root_selection, interior_selection, max_depth: int
     games still walking.
     """
     batch, nodes = tree.node_values.shape
-    keys, selection_keys = _split_each(jax.random.split(key, batch))
+    keys, selection_keys = _split_each(sharding.draw_for_games(jax.random.split, key, batch))
     depth_dtype = tree.children_prior_logits.dtype
     node = jnp.full((batch,), Tree.ROOT_INDEX, jnp.int32)
     action = jax.vmap(root_selection)(selection_keys, tree, node)
@@ -332,7 +336,11 @@ def gumbel_muzero_policy(
     root = root.replace(prior_logits=_mask_invalid(root.prior_logits, invalid_actions))
     rng_key, gumbel_key = jax.random.split(rng_key)
     logits = root.prior_logits
-    gumbel = gumbel_scale * jax.random.gumbel(gumbel_key, logits.shape, logits.dtype)
+    gumbel = gumbel_scale * sharding.draw_for_games(
+        lambda k, b: jax.random.gumbel(k, (b, *logits.shape[1:]), logits.dtype),
+        gumbel_key,
+        logits.shape[0],
+    )
     tree = search(
         params,
         rng_key,
@@ -389,8 +397,9 @@ def muzero_policy(
     """
     rng_key, noise_key, search_key = jax.random.split(rng_key, 3)
     batch, num_actions = root.prior_logits.shape
-    noise = jax.random.dirichlet(
-        noise_key, jnp.full((num_actions,), dirichlet_alpha), shape=(batch,)
+    alpha = jnp.full((num_actions,), dirichlet_alpha)
+    noise = sharding.draw_for_games(
+        lambda k, b: jax.random.dirichlet(k, alpha, shape=(b,)), noise_key, batch
     )
     probs = (1 - dirichlet_fraction) * jax.nn.softmax(root.prior_logits)
     probs = probs + dirichlet_fraction * noise
@@ -417,5 +426,5 @@ def muzero_policy(
     logits = logits - jnp.max(logits, axis=-1, keepdims=True)
     logits = logits / jnp.maximum(jnp.finfo(logits.dtype).tiny, temperature)
     return mctx.PolicyOutput(
-        action=jax.random.categorical(rng_key, logits), action_weights=weights, search_tree=tree
+        action=sharding.categorical(rng_key, logits), action_weights=weights, search_tree=tree
     )

@@ -631,7 +631,8 @@ def meta_step(
       key: consumed.
       eps: the outer step size of this iteration.
       config: the run config (static).
-      mesh: when given, the self-play batch is constrained to the `data` axis.
+      mesh: when given, the self-play batch is split over its devices, each device playing
+        its own games (`alphazero.play_games`).
 
     Returns:
       (new state, metrics): `tasks` int32 [n] (indices into `config.variants`), per task [n]
@@ -648,7 +649,7 @@ def meta_step(
     rules_b = sharding.constrain_batch(jax.tree.map(lambda x: x[game_variant], table), mesh)
     games_in = sharding.constrain_batch(jax.tree.map(lambda x: x[slots], state.game_state), mesh)
     games_out, trajectory = alphazero.play_games(
-        network, state.params, rules_b, games_in, play_key, config, bool(config.fog)
+        network, state.params, rules_b, games_in, play_key, config, bool(config.fog), mesh
     )
     game_state = jax.tree.map(lambda pool, g: pool.at[slots].set(g), state.game_state, games_out)
 

@@ -30,7 +30,7 @@ import jax.numpy as jnp
 import ml_collections
 import numpy as np
 
-from mmc_jax import learner, search
+from mmc_jax import learner, search, sharding
 from mmc_jax import rules as R
 from mmc_jax.rules import tables as T
 
@@ -86,7 +86,7 @@ def sample_action(
         return jnp.argmax(jnp.where(allowed, action_weights, -1.0), axis=-1).astype(jnp.int32)
     logits = jnp.log(jnp.where(allowed, action_weights, 1.0)) / temperature
     logits = jnp.where(allowed, logits, -jnp.inf)
-    return jax.random.categorical(key, logits, axis=-1).astype(jnp.int32)
+    return sharding.categorical(key, logits).astype(jnp.int32)
 
 
 def selfplay(

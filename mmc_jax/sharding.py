@@ -4,6 +4,13 @@ Every training algorithm runs its jitted iteration over a `Mesh` of the devices 
 `data`: games, their rules, replay rings and self-play state are sharded along it (`P('data')`
 on their leading axis), parameters and optimizer state are replicated, and XLA inserts the
 gradient all-reduce. The same code runs on one CPU, several GPUs or a TPU slice.
+
+Self-play is the exception (`map_games`): it runs under `shard_map`, each device playing and
+searching its own games with its own loops. Under the partitioner the search's batch-wide
+loop conditions (is any game still walking down its tree?) became an all-reduce on every
+iteration of every loop, so each device waited on the others every simulation step. Its random
+draws go through `draw_for_games` and `categorical`, which draw for the whole batch and keep
+this device's rows, so the games are the same on any number of devices.
 """
 
 from __future__ import annotations
@@ -11,6 +18,7 @@ from __future__ import annotations
 from typing import Any
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 from jax.sharding import Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
@@ -55,6 +63,73 @@ def sharded_leaves(tree: Any, mesh: Mesh) -> Any:
     replicated scalars."""
     spec = batch_spec(mesh)
     return jax.tree.map(lambda x: NamedSharding(mesh, spec if np.ndim(x) else P()), tree)
+
+
+def _game_axes_in_scope() -> tuple[str, ...]:
+    """The game-batch mesh axes (`task`, `data`) that the code being traced is mapped over by
+    `shard_map` (major first); () outside `map_games`."""
+    manual = jax.sharding.get_abstract_mesh().manual_axes
+    return tuple(axis for axis in (TASK_AXIS, DATA_AXIS) if axis in manual)
+
+
+def draw_for_games(draw, key: jax.Array, batch: int) -> jax.Array:
+    """`draw(key, batch)`, random values whose leading axis is the game batch (an array or a
+    pytree of them), with the same values on any number of devices.
+
+    Outside `map_games` it is `draw(key, batch)`. Inside, `batch` is this device's share: the
+    draw is made for the whole batch (every device makes the same one) and this device's rows
+    are kept. Draws are per ply or per simulation step and small next to the search, so
+    drawing them whole costs little and keeps a run's games independent of the device count.
+    """
+    axes = _game_axes_in_scope()
+    if not axes:
+        return draw(key, batch)
+    index, count = 0, 1
+    for axis in axes:
+        size = jax.lax.axis_size(axis)
+        index, count = index * size + jax.lax.axis_index(axis), count * size
+    whole = draw(key, batch * count)
+    return jax.tree.map(lambda x: jax.lax.dynamic_slice_in_dim(x, index * batch, batch), whole)
+
+
+def categorical(key: jax.Array, logits: jax.Array) -> jax.Array:
+    """`jax.random.categorical(key, logits)` over the last axis of logits [B, n] (equal values:
+    the argmax of logits plus Gumbel noise), drawn with `draw_for_games`."""
+    noise = draw_for_games(
+        lambda k, b: jax.random.gumbel(k, (b, *logits.shape[1:]), logits.dtype),
+        key,
+        logits.shape[0],
+    )
+    return jnp.argmax(noise + logits, axis=-1)
+
+
+def map_games(fn, mesh: Mesh | None, in_axes: tuple, out_axes: tuple):
+    """`fn` run under `shard_map` on `mesh`: every device calls it on its own games.
+
+    `in_axes[i]` / `out_axes[i]`: the game axis of every leaf of argument / output i, or None
+    for a replicated one (parameters, keys). An argument's leaves without that axis (scalars)
+    are replicated. `fn` must not mix games (no reduction over the batch) and must draw its
+    randomness over games with `draw_for_games` / `categorical`; then its results equal
+    `fn`'s on the whole batch. Without a mesh, `fn` itself.
+    """
+    if mesh is None:
+        return fn
+    games = batch_spec(mesh)[0]
+
+    def spec(axis, ndim):
+        return P() if axis is None or ndim <= axis else P(*(None,) * axis, games)
+
+    def mapped(*args):
+        in_specs = tuple(
+            jax.tree.map(lambda x, a=axis: spec(a, np.ndim(x)), arg)
+            for arg, axis in zip(args, in_axes, strict=True)
+        )
+        out_specs = tuple(spec(axis, axis + 1 if axis is not None else 0) for axis in out_axes)
+        return jax.shard_map(
+            fn, mesh=mesh, in_specs=in_specs, out_specs=out_specs, check_vma=False
+        )(*args)
+
+    return mapped
 
 
 def replicated(tree: Any, mesh: Mesh) -> Any:

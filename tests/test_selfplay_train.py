@@ -100,6 +100,37 @@ out["gathers_in_loops"] = [
     for line in hlo.as_text().splitlines()
     if " all-gather(" in line and "/while/" in line
 ]
+
+# Self-play under shard_map (each device its own games, alphazero.play_games on the mesh) plays
+# the games that the partitioned whole batch plays.
+import numpy as np
+from mmc_jax import network
+net = network.make_network(config.network)
+config = alphazero.prepare_config(config)
+def play(on_mesh):
+    fn = lambda p, r, g, k: alphazero.play_games(net, p, r, g, k, config, False, on_mesh)
+    return jax.device_get(jax.jit(fn)(state.params, rules_b, state.game_state, jax.random.key(5)))
+whole, mapped = play(None), play(mesh)
+out["selfplay_equal"] = [
+    jax.tree_util.keystr(path)
+    for (path, a), b in zip(jax.tree.leaves_with_path(whole), jax.tree.leaves(mapped))
+    if a.dtype.kind != "f" and not np.array_equal(a, b)
+]
+out["selfplay_float_diff"] = max(
+    float(np.max(np.abs(a - b))) for a, b in zip(jax.tree.leaves(whole), jax.tree.leaves(mapped))
+    if a.dtype.kind == "f"
+)
+# A draw for 8 games on a (task, data) = (2, 4) mesh equals the draw for the whole batch.
+grid = sharding.make_mesh(task_parallel=2)
+draw = lambda k, b: (jax.random.uniform(k, (b, 3)), jax.random.split(k, b))
+def local(key, x):
+    noise, keys = sharding.draw_for_games(draw, key, x.shape[0])
+    return noise, jax.random.key_data(keys), sharding.categorical(key, noise)
+mapped = jax.jit(sharding.map_games(local, grid, (None, 0), (0, 0, 0)))
+mapped = mapped(jax.random.key(2), np.zeros(8))
+noise, keys = draw(jax.random.key(2), 8)
+whole = (noise, jax.random.key_data(keys), jax.random.categorical(jax.random.key(2), noise))
+out["draw_equal"] = [bool(np.array_equal(a, b)) for a, b in zip(whole, mapped)]
 print("RESULT " + json.dumps(out))
 """
 
@@ -507,6 +538,11 @@ def test_eight_devices_match_one_device(smoke_run, multi_device_process):
     assert out["game_devices"] == 8 and out["game_shard_shape"] == [1]
     assert out["param_devices"] == 8
     assert out["gathers_in_loops"] == []
+    # Self-play on the mesh: every device its own games, the same games as the whole batch
+    # (integers equal; floats differ only by the network's batch size per device).
+    assert out["selfplay_equal"] == []
+    assert out["selfplay_float_diff"] < 1e-4
+    assert out["draw_equal"] == [True, True, True]
     eight = out["result"]
     one = metrics.read_metrics(workdir)[0]
     for key in ("selfplay/frames", "selfplay/games", "replay/size"):
