@@ -294,7 +294,7 @@ def iteration_step(
         num_samples = int(config.learner.batch_size) * int(config.learner.steps_per_iteration)
         samples = learner.replay_sample(replay, sample_key, num_samples)
         params, opt_state, train_metrics = learner.train_epoch(
-            state.params, state.opt_state, samples, learn_key, config
+            state.params, state.opt_state, samples, learn_key, config, mesh
         )
     metrics = {f"train/{k}": v for k, v in train_metrics.items()}
     valid = trajectory.valid.reshape(-1)

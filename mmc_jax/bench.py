@@ -779,7 +779,10 @@ def _iteration_gardner(args) -> dict:
         return replay, learner.replay_sample(replay, key, num_samples)
 
     frozen = ml_collections.FrozenConfigDict(config)
-    epoch = jax.jit(learner.train_epoch, static_argnames="config")
+    epoch = jax.jit(
+        lambda p, o, s, k, config: learner.train_epoch(p, o, s, k, config, mesh),
+        static_argnames="config",
+    )
     # A state with a full replay and played positions, as in a running training.
     for i in range(2):
         state = iteration(state, rules_b, jax.random.key(10 + i))[0]

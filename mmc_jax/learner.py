@@ -31,8 +31,11 @@ import jax
 import jax.numpy as jnp
 import ml_collections
 import optax
+from jax.sharding import Mesh
+from jax.sharding import PartitionSpec as P
 
 from mmc_jax import network as network_lib
+from mmc_jax import sharding
 
 Params = Any
 
@@ -216,10 +219,14 @@ def train_epoch(
     batch: Batch,
     key: jax.Array,
     config: ml_collections.ConfigDict,
+    mesh: Mesh | None = None,
 ) -> tuple[Params, optax.OptState, dict[str, jax.Array]]:
     """One shuffled pass over a flat batch of N samples, minibatch updates in `lax.scan`.
 
-    N // batch_size minibatches are used; the remainder of the shuffle is dropped.
+    N // batch_size minibatches are used; the remainder of the shuffle is dropped. On `mesh`
+    every minibatch is split over the devices (data parallelism; XLA adds the gradient
+    all-reduce). Without that constraint the partitioner kept each minibatch whole on every
+    device, which then computed the same full-batch gradient.
 
     Args:
       params, opt_state: current parameters and `make_optimizer(config.learner)` state.
@@ -246,6 +253,8 @@ def train_epoch(
     minibatches = jax.tree.map(
         lambda x: x[permutation].reshape(num_minibatches, batch_size, *x.shape[1:]), batch
     )
+    if mesh is not None:
+        minibatches = sharding.constrain(minibatches, mesh, P(None, *sharding.batch_spec(mesh)))
     step = functools.partial(
         train_step, network=network, optimizer=optimizer, config=config.learner
     )

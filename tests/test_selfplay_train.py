@@ -60,7 +60,7 @@ def load_config(preset: str | None = None):
 # 8 fake devices, in a subprocess started before anything compiles here
 
 
-MULTI_DEVICE_SCRIPT = """
+MULTI_DEVICE_SCRIPT = r"""
 import json, sys
 import jax
 from mmc_jax import alphazero, sharding, train
@@ -100,6 +100,12 @@ out["gathers_in_loops"] = [
     for line in hlo.as_text().splitlines()
     if " all-gather(" in line and "/while/" in line
 ]
+# The batch of every 3x3 convolution a device runs (self-play's and the learner's): 8 games
+# and a learner batch of 8 over 8 devices are 1 each; the learner once ran its whole
+# minibatch on every device.
+import re
+conv = re.compile(r"= f32\[(\d+),5,5,\d+\]\S* convolution\(.*size=3x3")
+out["conv_batches"] = sorted({int(m) for m in conv.findall(hlo.as_text())})
 
 # Self-play under shard_map (each device its own games, alphazero.play_games on the mesh) plays
 # the games that the partitioned whole batch plays.
@@ -538,6 +544,7 @@ def test_eight_devices_match_one_device(smoke_run, multi_device_process):
     assert out["game_devices"] == 8 and out["game_shard_shape"] == [1]
     assert out["param_devices"] == 8
     assert out["gathers_in_loops"] == []
+    assert out["conv_batches"] == [1]
     # Self-play on the mesh: every device its own games, the same games as the whole batch
     # (integers equal; floats differ only by the network's batch size per device).
     assert out["selfplay_equal"] == []

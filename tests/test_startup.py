@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 
@@ -36,6 +37,37 @@ def test_a_jaxlib_not_known_to_have_the_flags_gets_none():
     assert startup.xla_flags_value({}, (0, 4)) is None
     assert startup.xla_flags_value({}, (9, 0)) is None
     assert startup.xla_flags_value({}, None) in (None, YNN)
+
+
+def test_mmc_cpu_devices_adds_the_cpu_device_count():
+    flag = startup.CPU_DEVICES_FLAG
+    assert startup.xla_flags_value({"MMC_CPU_DEVICES": "2"}, KNOWN) == f"{YNN} {flag}=2"
+    # Asked for explicitly, so it stays when the project's flags are off or unknown to jaxlib.
+    off = {"MMC_CPU_DEVICES": "3", startup.XLA_FLAGS_ENV: "off"}
+    assert startup.xla_flags_value(off, KNOWN) == f"{flag}=3"
+    assert startup.xla_flags_value({"MMC_CPU_DEVICES": "3"}, (0, 4)) == f"{flag}=3"
+    # The caller's own device count wins.
+    mine = {"MMC_CPU_DEVICES": "2", "XLA_FLAGS": f"{flag}=8"}
+    assert startup.xla_flags_value(mine, KNOWN) == f"{flag}=8 {YNN}"
+    assert startup.cpu_devices({"MMC_CPU_DEVICES": "auto"}) >= 1
+    assert startup.cpu_devices({"MMC_CPU_DEVICES": " "}) is None
+    assert startup.cpu_devices({}) is None
+
+
+@pytest.mark.parametrize("bad", ["0", "-1", "two", "1.5"])
+def test_a_bad_mmc_cpu_devices_is_a_one_line_error(bad):
+    with pytest.raises(SystemExit, match="MMC_CPU_DEVICES=.*positive integer or 'auto'"):
+        startup.cpu_devices({"MMC_CPU_DEVICES": bad})
+
+
+def test_mmc_cpu_devices_reaches_jax():
+    code = "from mmc_jax import startup; startup.start(); import jax; print(jax.device_count())"
+    environ = {k: v for k, v in os.environ.items() if k != "XLA_FLAGS"}
+    environ.update(MMC_CPU_DEVICES="3", JAX_PLATFORMS="cpu", MMC_COMPILE_CACHE="off")
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, env=environ, check=True
+    )
+    assert out.stdout.split()[-1] == "3"
 
 
 # An absl command's start (`cli.absl_start`, what train/meta/adapt call first), then one
