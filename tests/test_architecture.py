@@ -14,8 +14,8 @@ import pytest
 PACKAGE = Path(__file__).resolve().parents[1] / "mmc_jax"
 
 LAYERS = (
-    {"rules", "storage", "cache", "startup", "mcts"},
-    {"network", "elo", "metrics", "uci", "sharding", "distributed"},
+    {"rules", "storage", "cache", "startup", "sharding", "mcts"},
+    {"network", "elo", "metrics", "uci", "distributed"},
     {"search", "learner", "checkpoint", "belief"},
     {"selfplay", "policies", "pimc"},
     {"match", "arena", "runloop"},
