@@ -336,11 +336,7 @@ def gumbel_muzero_policy(
     root = root.replace(prior_logits=_mask_invalid(root.prior_logits, invalid_actions))
     rng_key, gumbel_key = jax.random.split(rng_key)
     logits = root.prior_logits
-    gumbel = gumbel_scale * sharding.draw_for_games(
-        lambda k, b: jax.random.gumbel(k, (b, *logits.shape[1:]), logits.dtype),
-        gumbel_key,
-        logits.shape[0],
-    )
+    gumbel = gumbel_scale * sharding.gumbel(gumbel_key, logits.shape, logits.dtype)
     tree = search(
         params,
         rng_key,

@@ -92,15 +92,16 @@ def draw_for_games(draw, key: jax.Array, batch: int) -> jax.Array:
     return jax.tree.map(lambda x: jax.lax.dynamic_slice_in_dim(x, index * batch, batch), whole)
 
 
+def gumbel(key: jax.Array, shape: tuple[int, ...], dtype) -> jax.Array:
+    """`jax.random.gumbel(key, shape, dtype)` for a game batch [shape[0], ...], drawn with
+    `draw_for_games`."""
+    return draw_for_games(lambda k, b: jax.random.gumbel(k, (b, *shape[1:]), dtype), key, shape[0])
+
+
 def categorical(key: jax.Array, logits: jax.Array) -> jax.Array:
     """`jax.random.categorical(key, logits)` over the last axis of logits [B, n] (equal values:
     the argmax of logits plus Gumbel noise), drawn with `draw_for_games`."""
-    noise = draw_for_games(
-        lambda k, b: jax.random.gumbel(k, (b, *logits.shape[1:]), logits.dtype),
-        key,
-        logits.shape[0],
-    )
-    return jnp.argmax(noise + logits, axis=-1)
+    return jnp.argmax(gumbel(key, logits.shape, logits.dtype) + logits, axis=-1)
 
 
 def map_games(fn, mesh: Mesh | None, in_axes: tuple, out_axes: tuple):
