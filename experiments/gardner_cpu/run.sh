@@ -3,7 +3,10 @@
 #
 #   bash experiments/gardner_cpu/run.sh [WORKDIR]        # default runs/gardner_cpu
 #   VARIANT=atomic bash experiments/gardner_cpu/run.sh runs/atomic_cpu   # any other variant
+#   bash experiments/gardner_cpu/run.sh runs/g4x48 --config.network.num_blocks=4  # overrides
+#   MMC_CPU_DEVICES=auto bash experiments/gardner_cpu/run.sh runs/g2dev  # a device per core
 #
+# Arguments after WORKDIR are passed to `mmc_jax.train` as config overrides.
 # 1. trains `configs/gardner.py:cpu` (with `--config.variant=$VARIANT`, default gardner) for
 #    MINUTES (default 30) of wall time, compilation and the
 #    periodic 64-game evaluations included; the trainer is then stopped (SIGTERM, like a
@@ -16,6 +19,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 WORKDIR=${1:-runs/gardner_cpu}
+shift || true
 MINUTES=${MINUTES:-30}
 GAMES=${GAMES:-400}
 VARIANT=${VARIANT:-gardner}
@@ -31,7 +35,7 @@ LOADLOG=$!
 trap 'kill $LOADLOG 2>/dev/null || true' EXIT
 status=0
 timeout -s TERM -k 30 "${MINUTES}m" python -m mmc_jax.train --config configs/gardner.py:cpu \
-  --config.variant="$VARIANT" --workdir "$WORKDIR" 2>&1 | tee "$WORKDIR/train.log" || status=$?
+  --config.variant="$VARIANT" --workdir "$WORKDIR" "$@" 2>&1 | tee "$WORKDIR/train.log" || status=$?
 echo "training stopped after ${MINUTES} minutes (exit status $status)"
 for opponent in random greedy; do
   python -m mmc_jax.evaluate --checkpoint "$WORKDIR" --variant "$VARIANT" --opponent "$opponent" \
