@@ -286,7 +286,7 @@ def iteration_step(
         # The inner procedure of JOAT (what meta-training optimised for): a fresh optimizer,
         # `learner.steps` steps on this iteration's samples.
         params, step_metrics = learner.inner_procedure(
-            state.params, batch, learn_key, config.network, config.learner
+            state.params, batch, learn_key, config.network, config.learner, mesh
         )
         opt_state = state.opt_state
         train_metrics = jax.tree.map(jnp.mean, step_metrics)

@@ -21,7 +21,9 @@ ratio is the engine, not the loop). `--breakdown` times the whole scan and its p
 (network, rules, the search's bookkeeping over 160 slots and over 1225 actions), all arms in one
 rotation, the fastest of `--repeats` rounds each; the glue is the whole less the parts.
 `--memory-batch 1024` reports the compiler's peak-memory estimate of one searched ply at that
-batch.
+batch. On several devices (`MMC_CPU_DEVICES=2`: one per core) every arm runs under
+`sharding.map_games`, each device searching its share of the games as training does, pgx's
+arms included, so the ratio compares the engines on the same devices; `--breakdown` needs one.
 
 `learner` times the AlphaZero learner (`learner.train_epoch`, a `lax.scan` of minibatch steps)
 and the JOAT inner loop (`meta.adapt_tasks`) against their limit, the same number of steps of
@@ -231,31 +233,50 @@ def _selfplay_network(channels_in: int, blocks: int, channels: int):
     return network, init_params(network, jax.random.key(0), (5, 5, channels_in))
 
 
-def mmc_selfplay_runner(batch: int, plies: int, simulations: int, blocks: int, channels: int):
-    """Self-play plies of `batch` Gardner games with the project's own search (search.py)."""
+def _mapped_scan(scan, mesh, batched_args: tuple = ()):
+    """`jax.jit` of `run(state, key) = scan(*batched_args, state, key)`; on a mesh under
+    `sharding.map_games`, every device playing its share of the games (as training does)."""
+    from mmc_jax import sharding
+
+    axes = (0,) * len(batched_args) + (0, None)
+    mapped = sharding.map_games(lambda *args: (scan(*args),), mesh, axes, (0,))
+    return jax.jit(lambda state, key: mapped(*batched_args, state, key)[0])
+
+
+def mmc_selfplay_runner(
+    batch: int, plies: int, simulations: int, blocks: int, channels: int, mesh=None
+):
+    """Self-play plies of `batch` Gardner games with the project's own search (search.py);
+    with `mesh`, each device plays its share of the games under `shard_map`."""
     from mmc_jax import search
 
     rules = R.batch("gardner", batch)
     network, params = _selfplay_network(R.OBS_CHANNELS, blocks, channels)
 
-    def body(state, key):
-        out = search.run_search(network, params, rules, state, key, num_simulations=simulations)
-        state = R.step(rules, state, out.action)
-        return _where_done(state.terminated, R.init(rules), state), None
+    def scan(rules, state, key):
+        def body(state, key):
+            out = search.run_search(network, params, rules, state, key, num_simulations=simulations)
+            state = R.step(rules, state, out.action)
+            return _where_done(state.terminated, R.init(rules), state), None
 
-    @jax.jit
-    def run(state, key):
         return jax.lax.scan(body, state, jax.random.split(key, plies))[0]
 
-    return run, R.init(rules), (network, params, rules)
+    return _mapped_scan(scan, mesh, (rules,)), R.init(rules), (network, params, rules)
 
 
 def pgx_selfplay_runner(
-    batch: int, plies: int, simulations: int, blocks: int, channels: int, loop: str = "mctx"
+    batch: int,
+    plies: int,
+    simulations: int,
+    blocks: int,
+    channels: int,
+    loop: str = "mctx",
+    mesh=None,
 ):
     """The same search (Gumbel MuZero, same net shape) over pgx `gardner_chess`, run by
     `mctx.gumbel_muzero_policy` (`loop="mctx"`: pgx as people use it) or by the project's
-    batch-first `mcts.gumbel_muzero_policy` (`loop="mcts"`: the same loop as ours)."""
+    batch-first `mcts.gumbel_muzero_policy` (`loop="mcts"`: the same loop as ours); with
+    `mesh`, mapped over the devices like ours (each device searches its own games)."""
     import mctx
     import pgx
 
@@ -299,14 +320,13 @@ def pgx_selfplay_runner(
             max_num_considered_actions=16,
         )
         state = step(state, out.action)
-        fresh = jax.vmap(env.init)(jax.random.split(k_init, batch))
+        fresh = jax.vmap(env.init)(jax.random.split(k_init, state.terminated.shape[0]))
         return _where_done(state.terminated, fresh, state), None
 
-    @jax.jit
-    def run(state, key):
+    def scan(state, key):
         return jax.lax.scan(body, state, jax.random.split(key, plies))[0]
 
-    return run, jax.vmap(env.init)(jax.random.split(jax.random.key(0), batch))
+    return _mapped_scan(scan, mesh), jax.vmap(env.init)(jax.random.split(jax.random.key(0), batch))
 
 
 def _node_bytes() -> int:
@@ -429,12 +449,36 @@ def _time_parts(network, params, rules, batch, plies, simulations, repeats, self
     return best
 
 
+def selfplay_mesh(args):
+    """None on one device; else a `data` mesh over every device, once the batches are checked
+    to split over it (`--breakdown` times its parts on one device, so it needs one)."""
+    from mmc_jax import sharding
+
+    devices = jax.device_count()
+    if devices == 1:
+        return None
+    if args.breakdown:
+        raise SystemExit(
+            f"error: --breakdown times its parts on one device, but JAX sees {devices}; run it "
+            f"without MMC_CPU_DEVICES or --xla_force_host_platform_device_count"
+        )
+    for flag, value in (("--batch", args.batch), ("--memory-batch", args.memory_batch)):
+        if value % devices:
+            raise SystemExit(
+                f"error: {flag}={value} does not split over the {devices} devices; use a "
+                f"multiple of {devices}"
+            )
+    return sharding.make_mesh()
+
+
 def bench_selfplay(args) -> dict:
     batch, plies, sims = args.batch, args.plies, args.simulations
+    mesh = selfplay_mesh(args)
     result = {
         "benchmark": "selfplay",
         "device": str(jax.devices()[0].device_kind),
         "platform": jax.default_backend(),
+        "devices": jax.device_count(),
         "batch": batch,
         "plies_per_scan": plies,
         "simulations": sims,
@@ -442,7 +486,7 @@ def bench_selfplay(args) -> dict:
         "repeats": args.repeats,
     }
     run, state, (network, params, rules) = mmc_selfplay_runner(
-        batch, plies, sims, args.blocks, args.channels
+        batch, plies, sims, args.blocks, args.channels, mesh
     )
     compile_s, moves = _time_scan(run, state, plies, batch, args.repeats)
     result.update(moves_per_s=moves, compile_s=compile_s)
@@ -468,7 +512,7 @@ def bench_selfplay(args) -> dict:
                 flush=True,
             )
     if args.vs_pgx:
-        run, state = pgx_selfplay_runner(batch, plies, sims, args.blocks, args.channels)
+        run, state = pgx_selfplay_runner(batch, plies, sims, args.blocks, args.channels, mesh=mesh)
         p_compile, p_moves = _time_scan(run, state, plies, batch, args.repeats)
         result.update(pgx_moves_per_s=p_moves, pgx_compile_s=p_compile, ratio=moves / p_moves)
         if not args.json:
@@ -478,7 +522,9 @@ def bench_selfplay(args) -> dict:
                 flush=True,
             )
         # pgx under our batch-first search loop: how much of the ratio is the loop.
-        run, state = pgx_selfplay_runner(batch, plies, sims, args.blocks, args.channels, "mcts")
+        run, state = pgx_selfplay_runner(
+            batch, plies, sims, args.blocks, args.channels, "mcts", mesh
+        )
         _, q_moves = _time_scan(run, state, plies, batch, args.repeats)
         result.update(pgx_mcts_moves_per_s=q_moves, ratio_vs_pgx_mcts=moves / q_moves)
         if not args.json:
@@ -488,7 +534,9 @@ def bench_selfplay(args) -> dict:
                 flush=True,
             )
     if args.memory_batch:
-        run, state, _ = mmc_selfplay_runner(args.memory_batch, 1, sims, args.blocks, args.channels)
+        run, state, _ = mmc_selfplay_runner(
+            args.memory_batch, 1, sims, args.blocks, args.channels, mesh
+        )
         analysis = run.lower(state, jax.random.key(0)).compile().memory_analysis()
         if analysis is not None:
             peak = (
@@ -882,7 +930,7 @@ def _iteration_joat(args) -> dict:
 
     rings = targets(trajectory, state.replay)
     frozen = ml_collections.FrozenConfigDict(config)
-    update = jax.jit(meta.meta_update, static_argnames=("config",))
+    update = jax.jit(meta.meta_update, static_argnames=("config", "mesh"))
     keys = jax.random.split(key, num_tasks)
     step_before = meta.make_meta_step(before_dict, mesh)
     saved = {
@@ -901,11 +949,11 @@ def _iteration_joat(args) -> dict:
         "selfplay": lambda: play(state.params, games_in, key)[1].obs,
         "targets": lambda: targets(trajectory, state.replay).size,
         "learner": lambda: [
-            update(state.params, state.opt_state, rings, keys, eps, config=frozen)[2]
+            update(state.params, state.opt_state, rings, keys, eps, config=frozen, mesh=mesh)[2]
             for _ in range(rounds)
         ],
         "learner_before": lambda: [
-            update(state.params, state.opt_state, rings, keys, eps, config=before)[2]
+            update(state.params, state.opt_state, rings, keys, eps, config=before, mesh=mesh)[2]
             for _ in range(rounds)
         ],
         "checkpoint": lambda: _checkpoint_seconds(saved),

@@ -213,6 +213,17 @@ def train_step(
     return params, opt_state, metrics
 
 
+def split_minibatches(minibatches: Batch, mesh: Mesh | None) -> Batch:
+    """Minibatches [k, b, ...] split along b over every device of `mesh`: data parallelism, XLA
+    adds the gradient all-reduce. Without this constraint the partitioner kept each minibatch
+    whole on every device, which then computed the same full-batch gradient. Unchanged without
+    a mesh, or when b does not divide by the devices (then every device computes the whole
+    minibatch: the same values, slower)."""
+    if mesh is None or jax.tree.leaves(minibatches)[0].shape[1] % mesh.size:
+        return minibatches
+    return sharding.constrain(minibatches, mesh, P(None, *sharding.batch_spec(mesh)))
+
+
 def train_epoch(
     params: Params,
     opt_state: optax.OptState,
@@ -224,9 +235,7 @@ def train_epoch(
     """One shuffled pass over a flat batch of N samples, minibatch updates in `lax.scan`.
 
     N // batch_size minibatches are used; the remainder of the shuffle is dropped. On `mesh`
-    every minibatch is split over the devices (data parallelism; XLA adds the gradient
-    all-reduce). Without that constraint the partitioner kept each minibatch whole on every
-    device, which then computed the same full-batch gradient.
+    every minibatch is split over the devices (`split_minibatches`).
 
     Args:
       params, opt_state: current parameters and `make_optimizer(config.learner)` state.
@@ -253,8 +262,7 @@ def train_epoch(
     minibatches = jax.tree.map(
         lambda x: x[permutation].reshape(num_minibatches, batch_size, *x.shape[1:]), batch
     )
-    if mesh is not None:
-        minibatches = sharding.constrain(minibatches, mesh, P(None, *sharding.batch_spec(mesh)))
+    minibatches = split_minibatches(minibatches, mesh)
     step = functools.partial(
         train_step, network=network, optimizer=optimizer, config=config.learner
     )
@@ -376,6 +384,7 @@ def inner_procedure(
     key: jax.Array,
     network_config: ml_collections.ConfigDict,
     inner: ml_collections.ConfigDict,
+    mesh: Mesh | None = None,
 ) -> tuple[Params, dict[str, jax.Array]]:
     """k optimizer steps on one task's data from a FRESH optimizer state.
 
@@ -385,7 +394,8 @@ def inner_procedure(
     state carries over between tasks or adaptation iterations.
 
     Meta-training (`mmc_jax.meta`, per task) and adaptation (`mmc_jax.alphazero` with
-    `learner.fresh_state`, the learner of `mmc_jax.adapt`) both call this function.
+    `learner.fresh_state`, the learner of `mmc_jax.adapt`) both call this function. On `mesh`
+    every minibatch is split over the devices (`split_minibatches`).
 
     Returns:
       (adapted params, metrics of every step [k]).
@@ -397,6 +407,7 @@ def inner_procedure(
     order = jax.random.permutation(key, num_samples)
     index = order[jnp.arange(steps * batch_size) % num_samples]
     minibatches = jax.tree.map(lambda x: x[index].reshape(steps, batch_size, *x.shape[1:]), batch)
+    minibatches = split_minibatches(minibatches, mesh)
     step = functools.partial(train_step, network=network, optimizer=optimizer, config=inner)
 
     def body(carry, minibatch):

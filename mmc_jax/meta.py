@@ -58,12 +58,14 @@ with a message naming `network.rule_planes`.
 Data parallelism follows `mmc_jax.train`: a one-axis `data` mesh; the game pool and the
 self-play batch are sharded along it, each replay ring along its sample axis, parameters and
 optimizer state replicated; the tasks themselves are vmapped on every device. G must be
-divisible by the number of devices. The inner loop's minibatches are replicated (see
-`adapt_tasks`: XLA cannot partition the grouped convolutions of per-task parameters), so only
-self-play, the dominant cost, is data-parallel. With `meta.task_parallel` = t > 1 the mesh is
-(`task`, `data`) = (t, devices / t): self-play still splits the whole batch over every device,
-and the inner loop splits the n tasks over the t device groups (n / t tasks each, `shard_map`),
-so a pod adapts many tasks at once; n must be a multiple of t, and t divide the devices.
+divisible by the number of devices. With the tasks in sequence (the CPU default) each
+inner minibatch is split over the devices; vmapped tasks (elsewhere) keep theirs replicated
+(see `adapt_tasks`: XLA cannot partition the grouped convolutions of per-task parameters), so
+there only self-play, the dominant cost, is data-parallel. With `meta.task_parallel` = t > 1
+the mesh is (`task`, `data`) = (t, devices / t): self-play still splits the whole batch over
+every device, and the inner loop splits the n tasks over the t device groups (n / t tasks
+each, `shard_map`), so a pod adapts many tasks at once; n must be a multiple of t, and t
+divide the devices.
 
 `ALGORITHM` (a `runloop.Algorithm`) hands `meta_step` to `mmc_jax.runloop.run`, the loop shared
 with AlphaZero: a progress line per iteration, `metrics.jsonl` (aggregates `train/*`, per task
@@ -481,19 +483,21 @@ def adapt_tasks(
     XLA:CPU runs with a naive loop (5x slower than the tasks in sequence there), while an
     accelerator wants the parallelism.
 
-    With a one-axis `mesh` the inner loop runs replicated on every device: XLA's SPMD
-    partitioner rejects the grouped convolutions of vmapped per-task parameters when their
-    batch is sharded (jax 0.10: "output feature dimension ... not divisible by
-    feature_group_count"); self-play, by far the larger cost, stays sharded. With a (`task`,
-    `data`) mesh (`meta.task_parallel` > 1) the tasks are split over the `task` axis
-    (`shard_map`): each group of devices adapts its own n / task_parallel tasks.
+    With a one-axis `mesh` every device holds every task's data. Tasks in sequence split each
+    minibatch over the devices (`learner.split_minibatches`, as the AlphaZero learner does).
+    Vmapped tasks run replicated on every device: XLA's SPMD partitioner rejects the grouped
+    convolutions of vmapped per-task parameters when their batch is sharded (jax 0.10: "output
+    feature dimension ... not divisible by feature_group_count"); self-play, by far the larger
+    cost, stays sharded. With a (`task`, `data`) mesh (`meta.task_parallel` > 1) the tasks are
+    split over the `task` axis (`shard_map`): each group of devices adapts its own
+    n / task_parallel tasks.
     """
     if sequential is None:
         sequential = jax.default_backend() == "cpu"
     local = functools.partial(_adapt_local, config=config, sequential=sequential)
     if mesh is None or sharding.TASK_AXIS not in mesh.axis_names:
         rings = sharding.constrain(rings, mesh, P())
-        return local(params, opt_state, rings, keys)
+        return local(params, opt_state, rings, keys, mesh=mesh if sequential else None)
     by_task = P(sharding.TASK_AXIS)
     return jax.shard_map(
         local,
@@ -504,14 +508,15 @@ def adapt_tasks(
     )(params, opt_state, rings, keys)
 
 
-def _adapt_local(params, opt_state, rings, keys, *, config, sequential: bool):
-    """`adapt_tasks` on the tasks at hand (all of them, or one device group's share)."""
+def _adapt_local(params, opt_state, rings, keys, *, config, sequential: bool, mesh=None):
+    """`adapt_tasks` on the tasks at hand (all of them, or one device group's share); on
+    `mesh` (tasks in sequence only) every minibatch split over its devices."""
     if fresh_inner(config):
 
         def one_task(ring, key):
             batch, _ = learner.replay_contents(ring)  # replay.iterations = 1: this draw's data
             theta, metrics = learner.inner_procedure(
-                params, batch, key, config.network, config.inner
+                params, batch, key, config.network, config.inner, mesh
             )
             return theta, opt_state, metrics
 
@@ -521,7 +526,10 @@ def _adapt_local(params, opt_state, rings, keys, *, config, sequential: bool):
     minibatches = jax.vmap(functools.partial(task_minibatches, config=config))(rings, keys)
     if sequential:
         return jax.lax.map(
-            lambda batches: inner_updates(params, opt_state, batches, config), minibatches
+            lambda batches: inner_updates(
+                params, opt_state, learner.split_minibatches(batches, mesh), config
+            ),
+            minibatches,
         )
     return jax.vmap(functools.partial(inner_updates, config=config), in_axes=(None, None, 0))(
         params, opt_state, minibatches

@@ -78,16 +78,41 @@ print("RESULT " + json.dumps(results))
 """
 
 
-FOUR_DEVICES_SCRIPT = """
-import json, sys
+FOUR_DEVICES_SCRIPT = r"""
+import functools, json, re, sys
 import jax
-from mmc_jax import train
+import jax.numpy as jnp
+from mmc_jax import learner, meta, network, sharding, train
+from mmc_jax import rules as R
 
 assert jax.device_count() == 4, jax.devices()
 from configs import joat as module
 config = module.get_config("smoke")
 config.num_iterations = 1
-print("RESULT " + json.dumps(train.train(config, sys.argv[2], stream=None)))
+out = {"result": train.train(config, sys.argv[2], stream=None)}
+
+# The inner loop with the tasks in sequence (the CPU default) splits every minibatch over the
+# devices: each 3x3 convolution's batch is inner.batch_size / 4 = 2 (it once ran all 8 on
+# every device). Compiled from shapes alone.
+net = network.make_network(config.network)
+params = jax.eval_shape(lambda k: network.init_params(net, k, R.OBS_SHAPE), jax.random.key(0))
+opt_state = jax.eval_shape(learner.make_optimizer(config.learner).init, params)
+def rings(n=16):
+    batch = learner.Batch(
+        jnp.zeros((n, *R.OBS_SHAPE)), jnp.ones((n, R.NUM_ACTIONS), bool),
+        jnp.zeros((n, R.NUM_ACTIONS)), jnp.zeros(n), jnp.ones(n, bool),
+    )
+    ring = learner.replay_add(learner.replay_init(batch, n), batch)
+    return jax.tree.map(lambda x: jnp.stack([x, x]), ring)
+adapt = functools.partial(
+    meta.adapt_tasks, config=config, mesh=sharding.make_mesh(), sequential=True
+)
+hlo = jax.jit(adapt).lower(
+    params, opt_state, jax.eval_shape(rings), jax.random.split(jax.random.key(0), 2)
+).compile().as_text()
+conv = re.compile(r"= f32\[(\d+),5,5,\d+\]\S* convolution\(.*size=3x3")
+out["inner_conv_batches"] = sorted({int(m) for m in conv.findall(hlo)})
+print("RESULT " + json.dumps(out))
 """
 
 
@@ -536,7 +561,9 @@ def test_four_devices_match_one_device(meta_run, four_device_process):
     stdout, stderr = four_device_process.communicate(timeout=900)
     assert four_device_process.returncode == 0, stderr[-4000:]
     (line,) = [x for x in stdout.splitlines() if x.startswith("RESULT ")]
-    four = json.loads(line[len("RESULT ") :])
+    out = json.loads(line[len("RESULT ") :])
+    assert out["inner_conv_batches"] == [2]
+    four = out["result"]
     one = metrics.read_metrics(workdir)[0]
     assert four["meta/tasks"] == one["meta/tasks"]
     for key in ("selfplay/frames", "selfplay/games"):

@@ -137,6 +137,19 @@ mapped = mapped(jax.random.key(2), np.zeros(8))
 noise, keys = draw(jax.random.key(2), 8)
 whole = (noise, jax.random.key_data(keys), jax.random.categorical(jax.random.key(2), noise))
 out["draw_equal"] = [bool(np.array_equal(a, b)) for a, b in zip(whole, mapped)]
+# `bench selfplay` on several devices: batches that do not split and --breakdown are refused.
+import argparse
+from mmc_jax import bench
+out["bench_errors"] = []
+for fields in (dict(batch=12), dict(memory_batch=4), dict(breakdown=True)):
+    args = argparse.Namespace(**{**dict(batch=64, memory_batch=0, breakdown=False), **fields})
+    try:
+        bench.selfplay_mesh(args)
+    except SystemExit as error:
+        out["bench_errors"].append(str(error))
+out["bench_mesh_devices"] = bench.selfplay_mesh(
+    argparse.Namespace(batch=64, memory_batch=0, breakdown=False)
+).size
 print("RESULT " + json.dumps(out))
 """
 
@@ -550,6 +563,12 @@ def test_eight_devices_match_one_device(smoke_run, multi_device_process):
     assert out["selfplay_equal"] == []
     assert out["selfplay_float_diff"] < 1e-4
     assert out["draw_equal"] == [True, True, True]
+    assert [e.split(" does not")[0] for e in out["bench_errors"][:2]] == [
+        "error: --batch=12",
+        "error: --memory-batch=4",
+    ]
+    assert "--breakdown times its parts on one device" in out["bench_errors"][2]
+    assert out["bench_mesh_devices"] == 8
     eight = out["result"]
     one = metrics.read_metrics(workdir)[0]
     for key in ("selfplay/frames", "selfplay/games", "replay/size"):
