@@ -6,6 +6,14 @@ ring (the last `replay.iterations` iterations) and `learner.steps_per_iteration`
 updates on samples drawn from it. `ALGORITHM` hands it to `mmc_jax.runloop.run`, which logs,
 evaluates and checkpoints around it.
 
+Games run on from one scan to the next, so a scan ends with most games unfinished (a Gardner
+game lasts about 50 plies; the `:cpu` scan is 32). With `replay.backfill_outcomes` (every
+preset of configs/gardner.py) their samples wait in the ring (`pending_mover`) and get their
+game's result when it ends in a later iteration (`learner.replay_resolve`), so every sample
+whose game ends within the ring's window trains the value head, exactly as if each game had
+been played in one scan. Without it they train only the policy (`value_mask` False), or take
+the search's value at the cut (`selfplay.value_bootstrap`).
+
 Data parallelism (`mmc_jax.sharding`): the games, their rules, the replay ring and the
 self-play state are sharded along `data`, parameters and optimizer state are replicated.
 `selfplay.batch_size` must be divisible by the number of devices.
@@ -83,6 +91,15 @@ def prepare_config(config: ml_collections.ConfigDict) -> ml_collections.ConfigDi
                 f"config.eval.num_games must be even (half the games per colour), "
                 f"got {config.eval.num_games}"
             )
+    if backfill_outcomes(config) and (
+        config.learner.get("fresh_state", False)
+        or config.selfplay.get("value_bootstrap", False)
+    ):
+        raise ValueError(
+            "config.replay.backfill_outcomes needs a learner that trains from the replay ring "
+            "(no learner.fresh_state) and no selfplay.value_bootstrap (which already gives "
+            "cut-off games a value); set --config.replay.backfill_outcomes=False"
+        )
     if config.selfplay.algorithm not in search.ALGORITHMS:
         raise ValueError(
             f"config.selfplay.algorithm must be one of {search.ALGORITHMS}, "
@@ -186,6 +203,13 @@ def state_shardings(state: TrainState, mesh: Mesh) -> TrainState:
     )
 
 
+def backfill_outcomes(config: ml_collections.ConfigDict) -> bool:
+    """Whether the replay ring keeps the samples of games cut off by the end of a scan pending
+    and gives them their game's result when it ends in a later iteration
+    (`replay.backfill_outcomes`; `learner.replay_resolve`)."""
+    return bool(config.replay.get("backfill_outcomes", False))
+
+
 def samples_per_iteration(config: ml_collections.ConfigDict) -> int:
     """Self-play positions recorded per iteration: num_plies * batch_size."""
     return int(config.selfplay.num_plies) * int(config.selfplay.batch_size)
@@ -215,7 +239,7 @@ def _init_fn(config: ml_collections.ConfigDict):
             params=params,
             opt_state=optimizer.init(params),
             game_state=init_games(rules_b, fair_fog(config)),
-            replay=learner.replay_init(example_batch(), capacity),
+            replay=learner.replay_init(example_batch(), capacity, pending=backfill_outcomes(config)),
         )
 
     return init
@@ -280,7 +304,20 @@ def iteration_step(
         )[rules_b.variant_id]
         per_sample = jnp.tile(per_game, int(config.selfplay.num_plies))  # ply-major as batch
         batch = selfplay.random_mirror(mirror_key, batch, per_sample)
-    replay = learner.replay_add(state.replay, batch)
+    replay, backfill_metrics = state.replay, {}
+    if backfill_outcomes(config):
+        # The games carried in from the last scan that ended in this one: their earlier
+        # samples get the result, before this scan's cut-off games become the pending ones.
+        replay, resolved = learner.replay_resolve(replay, *selfplay.carried_results(trajectory))
+        replay = learner.replay_add(replay, batch, selfplay.pending_movers(trajectory, batch))
+        filled = jnp.arange(replay.capacity) < replay.size
+        backfill_metrics = {
+            "replay/resolved": resolved,
+            "replay/pending_fraction": jnp.sum(filled & (replay.pending_mover >= 0))
+            / jnp.maximum(replay.size, 1),
+        }
+    else:
+        replay = learner.replay_add(replay, batch)
 
     if config.learner.get("fresh_state", False):
         # The inner procedure of JOAT (what meta-training optimised for): a fresh optimizer,
@@ -303,6 +340,7 @@ def iteration_step(
     )
     metrics.update({f"selfplay/{k}": v for k, v in selfplay.trajectory_stats(trajectory).items()})
     metrics["replay/size"] = replay.size
+    metrics.update(backfill_metrics)
     new_state = TrainState(params=params, opt_state=opt_state, game_state=game_state, replay=replay)
     return new_state, metrics
 

@@ -291,12 +291,17 @@ class ReplayBuffer:
     size: int32 scalar, how many slots hold samples (min(total added, capacity)); the filled
       slots are always `[0, size)`.
     total_added: int32 scalar, samples ever added.
+    pending_mover: None, or (a ring made with `pending=True`) `[capacity]` int32: for a
+      sample whose game was still running when it was added, the colour to move in it (0
+      White, 1 Black), so that `replay_resolve` can give it the game's result once that is
+      known; -1 for every other slot.
     """
 
     data: Batch
     position: jax.Array
     size: jax.Array
     total_added: jax.Array
+    pending_mover: jax.Array | None = None
 
     @property
     def capacity(self) -> int:
@@ -304,26 +309,41 @@ class ReplayBuffer:
         return self.data.obs.shape[0]
 
 
-def replay_init(example: Batch, capacity: int) -> ReplayBuffer:
+def replay_init(example: Batch, capacity: int, pending: bool = False) -> ReplayBuffer:
     """An empty buffer of `capacity` samples shaped like `example` (leading dim ignored).
 
-    `example` may hold arrays or `jax.ShapeDtypeStruct`s.
+    `example` may hold arrays or `jax.ShapeDtypeStruct`s. With `pending` the ring also keeps
+    `pending_mover`, for samples whose result `replay_resolve` fills in later.
     """
     data = jax.tree.map(lambda x: jnp.zeros((capacity, *x.shape[1:]), x.dtype), example)
     zero = jnp.zeros((), jnp.int32)
-    return ReplayBuffer(data=data, position=zero, size=zero, total_added=zero)
+    pending_mover = jnp.full((capacity,), -1, jnp.int32) if pending else None
+    return ReplayBuffer(
+        data=data, position=zero, size=zero, total_added=zero, pending_mover=pending_mover
+    )
 
 
-def replay_add(buffer: ReplayBuffer, batch: Batch) -> ReplayBuffer:
+def replay_add(
+    buffer: ReplayBuffer, batch: Batch, pending_mover: jax.Array | None = None
+) -> ReplayBuffer:
     """Writes the `[S]` samples of `batch` at the ring position, overwriting the oldest.
 
-    If S > capacity only the last `capacity` samples are kept.
+    If S > capacity only the last `capacity` samples are kept. A ring with `pending_mover`
+    takes the `[S]` int32 `pending_mover` of the new samples (-1 where the result is known;
+    None: all known).
     """
     capacity = buffer.capacity
     num_new = batch.obs.shape[0]
+    pending = buffer.pending_mover is not None
+    if pending_mover is not None and not pending:
+        raise ValueError("pending_mover given for a replay ring made without pending=True")
+    if pending and pending_mover is None:
+        pending_mover = jnp.full((num_new,), -1, jnp.int32)
     if num_new > capacity:
         skipped = num_new - capacity
         batch = jax.tree.map(lambda x: x[skipped:], batch)
+        if pending:
+            pending_mover = pending_mover[skipped:]
         buffer = buffer.replace(
             position=(buffer.position + skipped) % capacity,
             total_added=buffer.total_added + skipped,
@@ -336,7 +356,50 @@ def replay_add(buffer: ReplayBuffer, batch: Batch) -> ReplayBuffer:
         position=(buffer.position + num_new) % capacity,
         size=jnp.minimum(buffer.size + num_new, capacity),
         total_added=buffer.total_added + num_new,
+        pending_mover=(
+            buffer.pending_mover.at[slots].set(pending_mover.astype(jnp.int32)) if pending else None
+        ),
     )
+
+
+def replay_resolve(
+    buffer: ReplayBuffer, finished: jax.Array, outcome: jax.Array
+) -> tuple[ReplayBuffer, jax.Array]:
+    """Gives the pending samples of every game that has now finished its result.
+
+    The ring must be filled game-slot-major the way AlphaZero fills it: every `replay_add`
+    writes whole plies of the same B game slots (`[T * B]`, ply-major), so ring slot k holds a
+    sample of game slot `k % B`. The pending samples of game slot b (`pending_mover >= 0`)
+    then all belong to the game slot b is still playing: a game's samples stay pending only
+    while it runs, and it runs on in the same slot from one self-play scan to the next.
+
+    Args:
+      buffer: a ring made with `pending=True`, its capacity a multiple of B.
+      finished: `[B]` bool, the game that slot b was playing has ended.
+      outcome: `[B, 2]` float32 [White, Black] result of that game.
+
+    Returns:
+      The ring with those samples' `value_target` (the result for their mover) and
+      `value_mask` set and their `pending_mover` cleared, and the int32 number resolved.
+    """
+    if buffer.pending_mover is None:
+        raise ValueError("replay_resolve needs a replay ring made with pending=True")
+    num_slots = finished.shape[0]
+    if buffer.capacity % num_slots:
+        raise ValueError(
+            f"replay capacity {buffer.capacity} is not a multiple of the {num_slots} game slots"
+        )
+    game = jnp.arange(buffer.capacity) % num_slots
+    mover = buffer.pending_mover
+    hit = (mover >= 0) & finished[game]
+    result = jnp.take_along_axis(outcome[game], jnp.maximum(mover, 0)[:, None], axis=1)[:, 0]
+    data = buffer.data._replace(
+        value_target=jnp.where(hit, result.astype(buffer.data.value_target.dtype),
+                               buffer.data.value_target),
+        value_mask=buffer.data.value_mask | hit,
+    )
+    resolved = buffer.replace(data=data, pending_mover=jnp.where(hit, -1, mover))
+    return resolved, jnp.sum(hit, dtype=jnp.int32)
 
 
 def replay_sample(

@@ -9,7 +9,11 @@ call: the scan of the next training iteration continues them.
 the policy target is the search's action weights, the value target the final result of the
 sample's game from the side to move's point of view, found by a backward scan over the plies
 that restarts at every game boundary. Samples of games still running when the scan stopped
-have no result yet: their value is masked (`value_mask=False`) while their policy still trains.
+have no result yet: their value is masked (`value_mask=False`) while their policy still trains,
+unless the run keeps them pending in its replay ring (`replay.backfill_outcomes`:
+`pending_movers` marks them, `carried_results` finds their game's end in the next scan, and
+`learner.replay_resolve` writes the result into the ring) or bootstraps them from the search's
+value (`selfplay.value_bootstrap`).
 
 Left-right mirror augmentation (`mirror_files`, `random_mirror`) is valid only for a variant
 whose rules and start position are both symmetric under the file mirror a<->e. Every rule of
@@ -225,6 +229,29 @@ def compute_targets(trajectory: Trajectory, bootstrap: bool = False) -> learner.
         value_target=flat(jnp.where(value_mask, values, 0.0)),
         value_mask=flat(value_mask),
     )
+
+
+def pending_movers(trajectory: Trajectory, batch: learner.Batch) -> jax.Array:
+    """`[T * B]` int32 (ply-major, as `compute_targets`): the mover of every valid sample whose
+    game was still running at the end of the scan (no value target yet), -1 elsewhere. What a
+    replay ring with `pending_mover` keeps until `carried_results` reports the game's end."""
+    valid = trajectory.valid.reshape(-1)
+    return jnp.where(valid & ~batch.value_mask, trajectory.mover.reshape(-1), -1).astype(jnp.int32)
+
+
+def carried_results(trajectory: Trajectory) -> tuple[jax.Array, jax.Array]:
+    """The end of the game every slot was playing when the scan began (the game carried over
+    from the previous scan, whose earlier samples are still pending).
+
+    Returns `finished` `[B]` bool (that game ended within this scan) and `outcome` `[B, 2]`
+    float32, its [White, Black] result (zeros where it did not end): the rewards of the first
+    valid ply that ended a game in the slot.
+    """
+    ends = trajectory.terminated & trajectory.valid
+    first = jnp.argmax(ends, axis=0)
+    finished = jnp.any(ends, axis=0)
+    outcome = jnp.take_along_axis(trajectory.rewards, first[None, :, None], axis=0)[0]
+    return finished, jnp.where(finished[:, None], outcome, 0.0).astype(jnp.float32)
 
 
 def trajectory_stats(trajectory: Trajectory) -> dict[str, jax.Array]:

@@ -391,6 +391,13 @@ def test_config_presets_and_validation():
     config.eval.every, config.eval.num_games = 1, 3
     with pytest.raises(ValueError, match="even"):
         alphazero.prepare_config(config)
+    config = load_config("smoke")
+    assert config.replay.backfill_outcomes  # every preset: cut-off games get their result
+    config.selfplay.value_bootstrap = True
+    with pytest.raises(ValueError, match="backfill_outcomes=False"):
+        alphazero.prepare_config(config)
+    config.replay.backfill_outcomes = False
+    alphazero.prepare_config(config)
     with pytest.raises(ValueError, match="not divisible by the 8 devices"):
         sharding.check_batch_divisible(12, 8, "selfplay.batch_size")
 
@@ -492,6 +499,9 @@ def test_smoke_run_writes_metrics_checkpoints_and_plots(smoke_run):
     assert [r["step"] for r in records] == [1, 2]
     for key in ("train/policy_loss", "train/value_loss", "selfplay/frames", "perf/games_per_s"):
         assert all(np.isfinite(r[key]) for r in records), key
+    # The back-filled ring reports what it resolved and what still waits for a result.
+    assert all(r["replay/resolved"] >= 0 for r in records)
+    assert all(0.0 <= r["replay/pending_fraction"] <= 1.0 for r in records)
     assert records[-1]["frames"] == 2 * 8 * 4
     assert sorted(os.listdir(workdir / "checkpoints")) == ["1", "2"]
     assert (workdir / "plots" / "policy_loss.png").stat().st_size > 0

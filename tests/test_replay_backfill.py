@@ -1,0 +1,126 @@
+"""The replay ring's back-filled results (`replay.backfill_outcomes`): a game cut off by the end
+of a self-play scan gets its result when it ends in a later scan, exactly the targets that
+`selfplay.compute_targets` would give the whole history played as one long trajectory.
+
+Synthetic trajectories (random game ends, results and movers), no network: a few small jits.
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from mmc_jax import learner, selfplay
+from mmc_jax import rules as R
+
+SCANS, PLIES, SLOTS = 6, 4, 5
+NUM_ACTIONS = 3  # the targets do not depend on the action space
+
+
+def random_history(seed: int) -> selfplay.Trajectory:
+    """`SCANS * PLIES` plies of `SLOTS` games: every ply ends its game with probability 0.2, a
+    random [White, Black] result (not necessarily zero-sum), random movers; the first ply of
+    one slot is invalid (a game already over when the first scan began)."""
+    rng = np.random.default_rng(seed)
+    plies = SCANS * PLIES
+    terminated = rng.random((plies, SLOTS)) < 0.2
+    rewards = rng.integers(-1, 2, (plies, SLOTS, 2)).astype(np.float32) * terminated[..., None]
+    valid = np.ones((plies, SLOTS), bool)
+    valid[0, 0], terminated[0, 0] = False, True
+    return selfplay.Trajectory(
+        obs=jnp.asarray(rng.random((plies, SLOTS, 1, 1, 1)), jnp.float32),
+        legal_action_mask=jnp.ones((plies, SLOTS, NUM_ACTIONS), bool),
+        action_weights=jnp.full((plies, SLOTS, NUM_ACTIONS), 1.0 / NUM_ACTIONS, jnp.float32),
+        action=jnp.zeros((plies, SLOTS), jnp.int32),
+        mover=jnp.asarray(rng.integers(0, 2, (plies, SLOTS)), jnp.int32),
+        ply=jnp.zeros((plies, SLOTS), jnp.int32),
+        terminated=jnp.asarray(terminated),
+        rewards=jnp.asarray(rewards),
+        valid=jnp.asarray(valid),
+        root_value=jnp.zeros((plies, SLOTS), jnp.float32),
+    )
+
+
+@jax.jit
+def scan_into_ring(ring: learner.ReplayBuffer, trajectory: selfplay.Trajectory):
+    """What `alphazero.iteration_step` does with one scan's trajectory and the ring."""
+    batch = selfplay.compute_targets(trajectory)
+    ring, resolved = learner.replay_resolve(ring, *selfplay.carried_results(trajectory))
+    return learner.replay_add(ring, batch, selfplay.pending_movers(trajectory, batch)), resolved
+
+
+def play_in_scans(history: selfplay.Trajectory, capacity: int) -> learner.ReplayBuffer:
+    example = selfplay.compute_targets(jax.tree.map(lambda x: x[:1], history))
+    ring = learner.replay_init(example, capacity, pending=True)
+    for scan in range(SCANS):
+        part = jax.tree.map(lambda x: x[scan * PLIES : (scan + 1) * PLIES], history)
+        ring, _ = scan_into_ring(ring, part)
+    return ring
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_backfilled_ring_equals_the_targets_of_the_whole_history(seed):
+    history = random_history(seed)
+    whole = selfplay.compute_targets(history)  # ply-major [SCANS * PLIES * SLOTS]
+    ring = play_in_scans(history, SCANS * PLIES * SLOTS)
+    np.testing.assert_array_equal(ring.data.value_mask, whole.value_mask)
+    np.testing.assert_array_equal(ring.data.value_target, whole.value_target)
+    valid = np.asarray(history.valid).reshape(-1)
+    still_running = valid & ~np.asarray(whole.value_mask)
+    np.testing.assert_array_equal(
+        ring.pending_mover, np.where(still_running, np.asarray(history.mover).reshape(-1), -1)
+    )
+    # Per scan alone, the cut-off games' samples have no value: the back-fill adds some.
+    per_scan = sum(
+        int(jnp.sum(selfplay.compute_targets(
+            jax.tree.map(lambda x, s=s: x[s * PLIES : (s + 1) * PLIES], history)
+        ).value_mask))
+        for s in range(SCANS)
+    )
+    assert int(jnp.sum(whole.value_mask)) > per_scan
+
+
+def test_a_wrapped_ring_holds_the_last_scans_with_their_results():
+    history = random_history(7)
+    whole = selfplay.compute_targets(history)
+    kept = 2 * PLIES * SLOTS
+    ring = play_in_scans(history, kept)
+    data, filled = learner.replay_contents(ring)
+    assert bool(jnp.all(filled))
+    np.testing.assert_array_equal(data.value_mask, whole.value_mask[-kept:])
+    np.testing.assert_array_equal(data.value_target, whole.value_target[-kept:])
+
+
+def test_carried_results_take_the_first_end_of_each_slot():
+    history = random_history(3)
+    part = jax.tree.map(lambda x: x[:PLIES], history)
+    finished, outcome = selfplay.carried_results(part)
+    ends = np.asarray(part.terminated & part.valid)
+    for slot in range(SLOTS):
+        assert bool(finished[slot]) == ends[:, slot].any()
+        expected = part.rewards[np.argmax(ends[:, slot]), slot] if ends[:, slot].any() else 0.0
+        np.testing.assert_array_equal(outcome[slot], expected)
+
+
+def test_pending_rings_reject_misuse_in_one_line():
+    example = learner.Batch(
+        obs=jnp.zeros((1, *R.OBS_SHAPE)),
+        legal_action_mask=jnp.ones((1, R.NUM_ACTIONS), bool),
+        policy_target=jnp.zeros((1, R.NUM_ACTIONS)),
+        value_target=jnp.zeros((1,)),
+        value_mask=jnp.zeros((1,), bool),
+    )
+    plain = learner.replay_init(example, 6)
+    assert plain.pending_mover is None
+    with pytest.raises(ValueError, match="pending=True"):
+        learner.replay_add(plain, example, jnp.zeros((1,), jnp.int32))
+    with pytest.raises(ValueError, match="pending=True"):
+        learner.replay_resolve(plain, jnp.zeros((3,), bool), jnp.zeros((3, 2)))
+    ring = learner.replay_init(example, 6, pending=True)
+    with pytest.raises(ValueError, match="not a multiple of the 4 game slots"):
+        learner.replay_resolve(ring, jnp.zeros((4,), bool), jnp.zeros((4, 2)))
+    # A sample added without movers is known: nothing pending.
+    ring = learner.replay_add(ring, example)
+    np.testing.assert_array_equal(ring.pending_mover, -1)
