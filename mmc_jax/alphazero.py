@@ -92,8 +92,7 @@ def prepare_config(config: ml_collections.ConfigDict) -> ml_collections.ConfigDi
                 f"got {config.eval.num_games}"
             )
     if backfill_outcomes(config) and (
-        config.learner.get("fresh_state", False)
-        or config.selfplay.get("value_bootstrap", False)
+        config.learner.get("fresh_state", False) or config.selfplay.get("value_bootstrap", False)
     ):
         raise ValueError(
             "config.replay.backfill_outcomes needs a learner that trains from the replay ring "
@@ -239,7 +238,9 @@ def _init_fn(config: ml_collections.ConfigDict):
             params=params,
             opt_state=optimizer.init(params),
             game_state=init_games(rules_b, fair_fog(config)),
-            replay=learner.replay_init(example_batch(), capacity, pending=backfill_outcomes(config)),
+            replay=learner.replay_init(
+                example_batch(), capacity, pending=backfill_outcomes(config)
+            ),
         )
 
     return init

@@ -394,8 +394,9 @@ def replay_resolve(
     hit = (mover >= 0) & finished[game]
     result = jnp.take_along_axis(outcome[game], jnp.maximum(mover, 0)[:, None], axis=1)[:, 0]
     data = buffer.data._replace(
-        value_target=jnp.where(hit, result.astype(buffer.data.value_target.dtype),
-                               buffer.data.value_target),
+        value_target=jnp.where(
+            hit, result.astype(buffer.data.value_target.dtype), buffer.data.value_target
+        ),
         value_mask=buffer.data.value_mask | hit,
     )
     resolved = buffer.replace(data=data, pending_mover=jnp.where(hit, -1, mover))

@@ -51,12 +51,16 @@ def scan_into_ring(ring: learner.ReplayBuffer, trajectory: selfplay.Trajectory):
     return learner.replay_add(ring, batch, selfplay.pending_movers(trajectory, batch)), resolved
 
 
+def scan_part(history: selfplay.Trajectory, scan: int) -> selfplay.Trajectory:
+    """The plies of self-play scan `scan` of the history."""
+    return jax.tree.map(lambda x: x[scan * PLIES : (scan + 1) * PLIES], history)
+
+
 def play_in_scans(history: selfplay.Trajectory, capacity: int) -> learner.ReplayBuffer:
     example = selfplay.compute_targets(jax.tree.map(lambda x: x[:1], history))
     ring = learner.replay_init(example, capacity, pending=True)
     for scan in range(SCANS):
-        part = jax.tree.map(lambda x: x[scan * PLIES : (scan + 1) * PLIES], history)
-        ring, _ = scan_into_ring(ring, part)
+        ring, _ = scan_into_ring(ring, scan_part(history, scan))
     return ring
 
 
@@ -74,9 +78,7 @@ def test_backfilled_ring_equals_the_targets_of_the_whole_history(seed):
     )
     # Per scan alone, the cut-off games' samples have no value: the back-fill adds some.
     per_scan = sum(
-        int(jnp.sum(selfplay.compute_targets(
-            jax.tree.map(lambda x, s=s: x[s * PLIES : (s + 1) * PLIES], history)
-        ).value_mask))
+        int(jnp.sum(selfplay.compute_targets(scan_part(history, s)).value_mask))
         for s in range(SCANS)
     )
     assert int(jnp.sum(whole.value_mask)) > per_scan
@@ -95,7 +97,7 @@ def test_a_wrapped_ring_holds_the_last_scans_with_their_results():
 
 def test_carried_results_take_the_first_end_of_each_slot():
     history = random_history(3)
-    part = jax.tree.map(lambda x: x[:PLIES], history)
+    part = scan_part(history, 0)
     finished, outcome = selfplay.carried_results(part)
     ends = np.asarray(part.terminated & part.valid)
     for slot in range(SLOTS):
