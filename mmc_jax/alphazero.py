@@ -415,6 +415,18 @@ class AlphaZero(Algorithm):
         )
         return sharding.abstract_with_shardings(abstract, state_shardings(abstract, mesh))
 
+    def restore_error(self, error, config):
+        text = str(error)
+        if "pending_mover" in text:
+            flag = not backfill_outcomes(config)
+            text += (
+                "\n  (the replay ring was saved "
+                + ("with" if flag else "without")
+                + " replay.backfill_outcomes, the default of configs/gardner.py since "
+                f"2026-11-24: resume it with --config.replay.backfill_outcomes={flag})"
+            )
+        return ValueError(text)
+
     def check_start(self, config, state):
         if bool(np.all(sharding.to_host(board_state(state.game_state).terminated))):
             raise ValueError(

@@ -291,22 +291,31 @@ class ReplayBuffer:
     size: int32 scalar, how many slots hold samples (min(total added, capacity)); the filled
       slots are always `[0, size)`.
     total_added: int32 scalar, samples ever added.
-    pending_mover: None, or (a ring made with `pending=True`) `[capacity]` int32: for a
-      sample whose game was still running when it was added, the colour to move in it (0
-      White, 1 Black), so that `replay_resolve` can give it the game's result once that is
-      known; -1 for every other slot.
     """
 
     data: Batch
     position: jax.Array
     size: jax.Array
     total_added: jax.Array
-    pending_mover: jax.Array | None = None
 
     @property
     def capacity(self) -> int:
         """Static number of slots."""
         return self.data.obs.shape[0]
+
+
+@flax.struct.dataclass(kw_only=True)
+class PendingReplayBuffer(ReplayBuffer):
+    """A `ReplayBuffer` (`replay_init(..., pending=True)`) that also remembers which samples
+    still wait for their game's result. A subclass, not an optional field, so that a plain
+    ring's pytree (and so every checkpoint written before it existed) is unchanged.
+
+    pending_mover: `[capacity]` int32: for a sample whose game was still running when it was
+      added, the colour to move in it (0 White, 1 Black), so that `replay_resolve` can give it
+      the game's result once that is known; -1 for every other slot.
+    """
+
+    pending_mover: jax.Array
 
 
 def replay_init(example: Batch, capacity: int, pending: bool = False) -> ReplayBuffer:
@@ -317,10 +326,15 @@ def replay_init(example: Batch, capacity: int, pending: bool = False) -> ReplayB
     """
     data = jax.tree.map(lambda x: jnp.zeros((capacity, *x.shape[1:]), x.dtype), example)
     zero = jnp.zeros((), jnp.int32)
-    pending_mover = jnp.full((capacity,), -1, jnp.int32) if pending else None
-    return ReplayBuffer(
-        data=data, position=zero, size=zero, total_added=zero, pending_mover=pending_mover
-    )
+    if pending:
+        return PendingReplayBuffer(
+            data=data,
+            position=zero,
+            size=zero,
+            total_added=zero,
+            pending_mover=jnp.full((capacity,), -1, jnp.int32),
+        )
+    return ReplayBuffer(data=data, position=zero, size=zero, total_added=zero)
 
 
 def replay_add(
@@ -334,7 +348,7 @@ def replay_add(
     """
     capacity = buffer.capacity
     num_new = batch.obs.shape[0]
-    pending = buffer.pending_mover is not None
+    pending = isinstance(buffer, PendingReplayBuffer)
     if pending_mover is not None and not pending:
         raise ValueError("pending_mover given for a replay ring made without pending=True")
     if pending and pending_mover is None:
@@ -351,20 +365,22 @@ def replay_add(
         num_new = capacity
     slots = (buffer.position + jnp.arange(num_new)) % capacity
     data = jax.tree.map(lambda stored, new: stored.at[slots].set(new), buffer.data, batch)
-    return ReplayBuffer(
+    buffer = buffer.replace(
         data=data,
         position=(buffer.position + num_new) % capacity,
         size=jnp.minimum(buffer.size + num_new, capacity),
         total_added=buffer.total_added + num_new,
-        pending_mover=(
-            buffer.pending_mover.at[slots].set(pending_mover.astype(jnp.int32)) if pending else None
-        ),
     )
+    if pending:
+        buffer = buffer.replace(
+            pending_mover=buffer.pending_mover.at[slots].set(pending_mover.astype(jnp.int32))
+        )
+    return buffer
 
 
 def replay_resolve(
-    buffer: ReplayBuffer, finished: jax.Array, outcome: jax.Array
-) -> tuple[ReplayBuffer, jax.Array]:
+    buffer: PendingReplayBuffer, finished: jax.Array, outcome: jax.Array
+) -> tuple[PendingReplayBuffer, jax.Array]:
     """Gives the pending samples of every game that has now finished its result.
 
     The ring must be filled game-slot-major the way AlphaZero fills it: every `replay_add`
@@ -382,7 +398,7 @@ def replay_resolve(
       The ring with those samples' `value_target` (the result for their mover) and
       `value_mask` set and their `pending_mover` cleared, and the int32 number resolved.
     """
-    if buffer.pending_mover is None:
+    if not isinstance(buffer, PendingReplayBuffer):
         raise ValueError("replay_resolve needs a replay ring made with pending=True")
     num_slots = finished.shape[0]
     if buffer.capacity % num_slots:

@@ -115,7 +115,15 @@ def test_pending_rings_reject_misuse_in_one_line():
         value_mask=jnp.zeros((1,), bool),
     )
     plain = learner.replay_init(example, 6)
-    assert plain.pending_mover is None
+    # A plain ring keeps the pytree every older checkpoint was written with (an optional
+    # field, even None, would make orbax refuse them all).
+    assert type(plain) is learner.ReplayBuffer
+    paths = [jax.tree_util.keystr(p) for p, _ in jax.tree_util.tree_leaves_with_path(plain)]
+    assert [p for p in paths if not p.startswith(".data")] == [
+        ".position",
+        ".size",
+        ".total_added",
+    ]
     with pytest.raises(ValueError, match="pending=True"):
         learner.replay_add(plain, example, jnp.zeros((1,), jnp.int32))
     with pytest.raises(ValueError, match="pending=True"):
@@ -126,3 +134,20 @@ def test_pending_rings_reject_misuse_in_one_line():
     # A sample added without movers is known: nothing pending.
     ring = learner.replay_add(ring, example)
     np.testing.assert_array_equal(ring.pending_mover, -1)
+
+
+def test_a_ring_saved_before_the_backfill_default_names_the_flag_to_resume_it():
+    from configs import gardner as gardner_config
+    from mmc_jax import alphazero
+
+    mismatch = ValueError(
+        "checkpoint runs/x/checkpoints/9 does not match the model being restored (1 mismatches):"
+        "\n  leaf ['replay'].pending_mover: in the template but not in the checkpoint"
+    )
+    config = alphazero.prepare_config(gardner_config.get_config("smoke"))
+    error = alphazero.ALGORITHM.restore_error(mismatch, config)
+    assert "resume it with --config.replay.backfill_outcomes=False" in str(error)
+    config = gardner_config.get_config("smoke")
+    config.replay.backfill_outcomes = False
+    error = alphazero.ALGORITHM.restore_error(mismatch, alphazero.prepare_config(config))
+    assert "resume it with --config.replay.backfill_outcomes=True" in str(error)
