@@ -273,6 +273,28 @@ def _abstract_rules(compile_key: ml_collections.FrozenConfigDict) -> R.Rules:
 # The jitted iteration
 
 
+def add_to_replay(
+    replay: learner.ReplayBuffer,
+    trajectory: selfplay.Trajectory,
+    batch: learner.Batch,
+    config: ml_collections.ConfigDict,
+) -> tuple[learner.ReplayBuffer, dict[str, jax.Array]]:
+    """Writes one scan's samples (`batch`, from `trajectory`) into the ring.
+
+    With `replay.backfill_outcomes`, first the games carried in from the last scan that ended
+    in this one give their earlier samples the result (`learner.replay_resolve`); then this
+    scan's cut-off games become the pending ones. Returns the ring and its `replay/resolved`
+    and `replay/pending_fraction` metrics (none without the back-fill).
+    """
+    if not backfill_outcomes(config):
+        return learner.replay_add(replay, batch), {}
+    replay, resolved = learner.replay_resolve(replay, *selfplay.carried_results(trajectory))
+    replay = learner.replay_add(replay, batch, selfplay.pending_movers(trajectory, batch))
+    filled = jnp.arange(replay.capacity) < replay.size
+    pending = jnp.sum(filled & (replay.pending_mover >= 0)) / jnp.maximum(replay.size, 1)
+    return replay, {"replay/resolved": resolved, "replay/pending_fraction": pending}
+
+
 def iteration_step(
     state: TrainState,
     rules_b: R.Rules,
@@ -305,20 +327,7 @@ def iteration_step(
         )[rules_b.variant_id]
         per_sample = jnp.tile(per_game, int(config.selfplay.num_plies))  # ply-major as batch
         batch = selfplay.random_mirror(mirror_key, batch, per_sample)
-    replay, backfill_metrics = state.replay, {}
-    if backfill_outcomes(config):
-        # The games carried in from the last scan that ended in this one: their earlier
-        # samples get the result, before this scan's cut-off games become the pending ones.
-        replay, resolved = learner.replay_resolve(replay, *selfplay.carried_results(trajectory))
-        replay = learner.replay_add(replay, batch, selfplay.pending_movers(trajectory, batch))
-        filled = jnp.arange(replay.capacity) < replay.size
-        backfill_metrics = {
-            "replay/resolved": resolved,
-            "replay/pending_fraction": jnp.sum(filled & (replay.pending_mover >= 0))
-            / jnp.maximum(replay.size, 1),
-        }
-    else:
-        replay = learner.replay_add(replay, batch)
+    replay, backfill_metrics = add_to_replay(state.replay, trajectory, batch, config)
 
     if config.learner.get("fresh_state", False):
         # The inner procedure of JOAT (what meta-training optimised for): a fresh optimizer,

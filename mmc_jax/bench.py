@@ -823,7 +823,8 @@ def _iteration_gardner(args) -> dict:
 
     @jax.jit
     def targets(trajectory, replay, key):
-        replay = learner.replay_add(replay, selfplay.compute_targets(trajectory))
+        batch = selfplay.compute_targets(trajectory)
+        replay, _ = alphazero.add_to_replay(replay, trajectory, batch, config)
         return replay, learner.replay_sample(replay, key, num_samples)
 
     frozen = ml_collections.FrozenConfigDict(config)
