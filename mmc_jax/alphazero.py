@@ -7,11 +7,11 @@ updates on samples drawn from it. `ALGORITHM` hands it to `mmc_jax.runloop.run`,
 evaluates and checkpoints around it.
 
 Games run on from one scan to the next, so a scan ends with most games unfinished (a Gardner
-game lasts about 50 plies; the `:cpu` scan is 32). With `replay.backfill_outcomes` (every
-preset of configs/gardner.py) their samples wait in the ring (`pending_mover`) and get their
-game's result when it ends in a later iteration (`learner.replay_resolve`), so every sample
-whose game ends within the ring's window trains the value head, exactly as if each game had
-been played in one scan. Without it they train only the policy (`value_mask` False), or take
+game lasts about 50 plies; the `:cpu` scan is 32). With `replay.backfill_outcomes` (the `cpu`
+and `full` presets of configs/gardner.py) their samples wait in the ring (`pending_mover`) and
+get their game's result when it ends in a later iteration (`learner.replay_resolve`), so every
+sample whose game ends within the ring's window trains the value head, exactly as if each game
+had been played in one scan. Without it they train only the policy (`value_mask` False), or take
 the search's value at the cut (`selfplay.value_bootstrap`).
 
 Data parallelism (`mmc_jax.sharding`): the games, their rules, the replay ring and the

@@ -53,7 +53,9 @@ MIRROR_PAIR = ("r1n1k/1P3/5/2B2/1N2K w - - 0 1", "k1n1r/3P1/5/2B2/K2N1 w - - 0 1
 
 
 def load_config(preset: str | None = None):
-    return gardner_config.get_config(preset)
+    config = gardner_config.get_config(preset)
+    config.replay.backfill_outcomes = True  # as `cpu` and `full`; off in `smoke` itself
+    return config
 
 
 # ---------------------------------------------------------------------------------------------
@@ -77,7 +79,12 @@ try:
 except ValueError as error:
     out["error"] = str(error)
 
-config = alphazero.prepare_config(module.get_config("smoke"))
+def smoke():
+    config = module.get_config("smoke")
+    config.replay.backfill_outcomes = True  # as the in-process smoke runs
+    return config
+
+config = alphazero.prepare_config(smoke())
 mesh = sharding.make_mesh()
 rules_b = R.batch(list(config.variants), config.selfplay.batch_size)
 rules_b = jax.device_put(rules_b, sharding.sharded_leaves(rules_b, mesh))
@@ -87,7 +94,7 @@ out["game_devices"] = len(turn.sharding.device_set)
 out["game_shard_shape"] = list(turn.addressable_shards[0].data.shape)
 out["param_devices"] = len(jax.tree.leaves(state.params)[0].sharding.device_set)
 
-config = module.get_config("smoke")
+config = smoke()
 config.num_iterations = 1
 out["result"] = train.train(config, sys.argv[2] + "/run", stream=None)
 
@@ -391,8 +398,10 @@ def test_config_presets_and_validation():
     config.eval.every, config.eval.num_games = 1, 3
     with pytest.raises(ValueError, match="even"):
         alphazero.prepare_config(config)
+    assert load_config("cpu").replay.backfill_outcomes  # cut-off games get their result
+    assert gardner_config.get_config("full").replay.backfill_outcomes
+    assert not gardner_config.get_config("smoke").replay.backfill_outcomes
     config = load_config("smoke")
-    assert config.replay.backfill_outcomes  # every preset: cut-off games get their result
     config.selfplay.value_bootstrap = True
     with pytest.raises(ValueError, match="backfill_outcomes=False"):
         alphazero.prepare_config(config)
