@@ -144,8 +144,9 @@ def test_a_ring_saved_before_the_backfill_default_names_the_flag_to_resume_it():
         "checkpoint runs/x/checkpoints/9 does not match the model being restored (1 mismatches):"
         "\n  leaf ['replay'].pending_mover: in the template but not in the checkpoint"
     )
-    config = alphazero.prepare_config(gardner_config.get_config("smoke"))
-    error = alphazero.ALGORITHM.restore_error(mismatch, config)
+    config = gardner_config.get_config("smoke")
+    config.replay.backfill_outcomes = True  # as `cpu` and `full`
+    error = alphazero.ALGORITHM.restore_error(mismatch, alphazero.prepare_config(config))
     assert "resume it with --config.replay.backfill_outcomes=False" in str(error)
     config = gardner_config.get_config("smoke")
     config.replay.backfill_outcomes = False
