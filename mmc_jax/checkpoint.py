@@ -159,6 +159,25 @@ def _check_compatible(
         )
 
 
+def _raise_if_structure_mismatch(error: ValueError, where: str) -> None:
+    """Raises CheckpointMismatch when orbax refused `error` for a tree structure that differs
+    from the saved one (same leaves and shapes, other containers or `None` entries: a state
+    class that gained or lost an optional field), not for damaged files. Orbax compares the
+    structures before it reads any array and names the differing entries; a damaged
+    checkpoint fails later with other errors."""
+    text = str(error)
+    if "tree structures do not match" not in text:
+        return
+    lines = [line.strip() for line in text.splitlines()[1:] if line.strip()]
+    entries = [line.rstrip(":") for line in lines if line.endswith(":")][:6]
+    raise CheckpointMismatch(
+        f"checkpoint {where} does not match the model being restored: its state has another "
+        "tree structure (same arrays, other containers or None entries"
+        + (f"; entries that differ: {', '.join(entries)}" if entries else "")
+        + "); it was written by another version of this code or another config"
+    ) from None
+
+
 class CheckpointMismatch(ValueError):
     """A checkpoint that does not fit what restores it (config fields, observation layout or
     leaf shapes): refused before any array is read. Any other error while restoring means
@@ -271,10 +290,15 @@ class Checkpointer:
         self._manager.wait_until_finished()
         step = self._resolve_step(step)
         meta = self.metadata(step)
-        _check_compatible(meta, target_template, config, shape_keys, f"{self.directory}/{step}")
-        restored = self._manager.restore(
-            step, args=ocp.args.Composite(state=ocp.args.StandardRestore(target_template))
-        )
+        where = f"{self.directory}/{step}"
+        _check_compatible(meta, target_template, config, shape_keys, where)
+        try:
+            restored = self._manager.restore(
+                step, args=ocp.args.Composite(state=ocp.args.StandardRestore(target_template))
+            )
+        except ValueError as error:
+            _raise_if_structure_mismatch(error, where)
+            raise
         return restored["state"]
 
     def restore_or_none(

@@ -104,6 +104,20 @@ def test_restore_with_other_variant_list_raises(tmp_path):
         checkpoint.restore_or_none(tmp_path, train_state(other, 0.0, 0), config=other)
 
 
+def test_a_state_of_another_tree_structure_is_a_mismatch_not_damage(tmp_path):
+    # Same arrays and shapes, one more None entry: what a state class that gains an optional
+    # field restores into. Orbax refuses it; that must read as a mismatch (resume with the
+    # code that wrote it), never as damaged files (whose fallback would walk past every step).
+    config = run_config()
+    saved = train_state(config, 1.0, 1)
+    checkpoint.save_checkpoint(tmp_path, 1, saved, config=config)
+    grown = dict(train_state(config, 0.0, 0), extra={"pending": None})
+    with pytest.raises(checkpoint.CheckpointMismatch, match=r"another tree structure.*extra"):
+        checkpoint.restore_or_none(tmp_path, grown, config=config)
+    restored = checkpoint.restore_or_none(tmp_path, train_state(config, 0.0, 0), config=config)
+    assert restored["iteration"] == 1
+
+
 # ---------------------------------------------------------------------------------------------
 # Metrics
 
