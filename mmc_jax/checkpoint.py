@@ -43,6 +43,7 @@ import ml_collections
 import numpy as np
 import optax
 import orbax.checkpoint as ocp
+from jax.experimental import multihost_utils
 
 import mmc_jax
 from mmc_jax import network as network_lib
@@ -50,6 +51,7 @@ from mmc_jax import rules as R
 from mmc_jax import storage
 
 CHECKPOINT_SUBDIR = "checkpoints"
+DAMAGED_SUFFIX = "_damaged"  # <workdir>/checkpoints_damaged: steps a resume could not read
 
 # Dotted config paths that must agree between the saved run and the restoring one. A key is
 # compared only when both configs have it; the per-leaf shape check catches everything else.
@@ -346,6 +348,23 @@ class Checkpointer:
             ),
         )
         return restored["state"][key]
+
+    def set_aside(self, step: int) -> str:
+        """Moves the folder of `step` (a damaged one) out of the way of new saves, into
+        `<workdir>/checkpoints_damaged/`, and returns where it went. Nothing is deleted: the
+        files stay for a human to inspect, and the step can be saved again."""
+        self._manager.wait_until_finished()
+        aside = storage.to_path(self.directory + DAMAGED_SUFFIX)
+        target = aside / str(int(step))
+        if jax.process_index() == 0:  # one process moves it; all wait, then re-list the steps
+            aside.mkdir(parents=True, exist_ok=True)
+            n = 1
+            while target.exists():
+                target, n = aside / f"{int(step)}.{n}", n + 1
+            storage.to_path(storage.join(self.directory, str(int(step)))).rename(target)
+        multihost_utils.sync_global_devices(f"mmc_jax set_aside {int(step)}")
+        self._manager.reload()
+        return str(target)
 
     def wait(self) -> None:
         """Blocks until pending asynchronous saves are committed."""

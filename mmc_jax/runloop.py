@@ -12,7 +12,8 @@ Python loop around it, the same for every algorithm:
 1. Start-up, in big_vision's order: resume from the latest checkpoint in `workdir`, else start
    from `init_params` (fresh optimizer state and games), else from scratch. A resume restores
    into an abstract template (nothing is compiled to refuse a mismatching checkpoint) and falls
-   back to the newest intact checkpoint when the latest is damaged, with a warning.
+   back to the newest intact checkpoint when the latest is damaged, with a warning (the damaged
+   steps move to `<workdir>/checkpoints_damaged/`, kept for inspection).
 2. Compile the iteration ahead of time, then for each iteration `i`: call it with the key
    `fold_in(run_key, i)` (a resumed run replays the same random stream), stop on a non-finite
    `train/*` metric before anything of that iteration is saved, write the metrics
@@ -267,20 +268,31 @@ def _restore(algorithm, config, mesh, ckpt, save_replay, log):
     if not steps:
         return None
     template = checkpoint_state(algorithm.abstract_state(config, mesh), 0, 0, 0, save_replay)
+    reasons = {}
     for step in reversed(steps):
         try:
-            return ckpt.restore(template, step=step, config=config)
+            state = ckpt.restore(template, step=step, config=config)
         except checkpoint_lib.CheckpointMismatch as error:
             raise algorithm.restore_error(error, config) from None
         except Exception as error:  # orbax raises many types for damaged files
             reason = str(error).splitlines()[0][:160] if str(error) else type(error).__name__
+            reasons[step] = reason
             log(
                 f"warning: checkpoint {ckpt.directory}/{step} is damaged ({reason}); "
                 "trying the one before"
             )
+            continue
+        # The run goes on from `step` and will save the later steps again: their damaged
+        # folders move aside (kept, not deleted), or the first save would find them there.
+        for later in sorted(reasons):
+            log(f"warning: damaged checkpoint {later} moved to {ckpt.set_aside(later)}")
+        return state
+    # Nothing is deleted or overwritten: files that no step of this code can read may still be
+    # readable by the code that wrote them.
     raise ValueError(
-        f"every checkpoint in {ckpt.directory} is damaged (steps {steps}); move that folder "
-        "away to start afresh"
+        f"no checkpoint in {ckpt.directory} could be restored (steps {steps}; the latest failed "
+        f"with: {reasons[steps[-1]]}); nothing there was changed. If another version of mmc_jax "
+        "wrote them, resume with that version; to start afresh, pass another --workdir"
     )
 
 

@@ -135,6 +135,36 @@ def test_a_workdir_written_before_the_run_loop_resumes(unbroken, tmp_path, name)
         np.testing.assert_allclose(a, b, rtol=1e-5, atol=5e-6)
 
 
+def test_a_damaged_latest_checkpoint_resumes_from_the_one_before_and_an_unreadable_workdir_is_kept(
+    unbroken, tmp_path
+):
+    algorithm, module, _ = ALGORITHMS["alphazero"]
+    workdir = tmp_path / "run"
+    shutil.copytree(unbroken["alphazero"][0], workdir)
+    steps = workdir / "checkpoints"
+
+    def damage(step):  # lost files: the arrays of the state are gone, the sidecar is not
+        for path in (steps / str(step) / "state").iterdir():
+            if "ocdbt" in path.name or path.name == "d":
+                shutil.rmtree(path) if path.is_dir() else path.unlink()
+
+    damage(2)
+    log = io.StringIO()
+    resumed = runloop.run(algorithm, smoke(module, 2), workdir, stream=log)
+    assert f"checkpoint {steps}/2 is damaged" in log.getvalue()
+    assert (workdir / "checkpoints_damaged" / "2" / "state").is_dir()  # kept, out of the way
+    assert resumed.start_iteration == 1 and resumed.record["iteration"] == 2
+    for a, b in zip(leaves(resumed.params), leaves(unbroken["alphazero"][1].params), strict=True):
+        np.testing.assert_array_equal(a, b)  # iteration 2 replayed exactly from step 1
+
+    for step in (1, 2):
+        damage(step)
+    before = sorted(str(p.relative_to(workdir)) for p in workdir.rglob("*"))
+    with pytest.raises(ValueError, match=r"no checkpoint in .* could be restored .* nothing there"):
+        runloop.run(algorithm, smoke(module, 2), workdir, stream=None)
+    assert sorted(str(p.relative_to(workdir)) for p in workdir.rglob("*")) == before
+
+
 @pytest.mark.parametrize("name", list(ALGORITHMS))
 def test_init_params_start_a_fresh_run(unbroken, tmp_path, name):
     algorithm, module, _ = ALGORITHMS[name]
