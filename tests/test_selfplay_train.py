@@ -398,7 +398,7 @@ def test_config_presets_and_validation():
     config.eval.every, config.eval.num_games = 1, 3
     with pytest.raises(ValueError, match="even"):
         alphazero.prepare_config(config)
-    assert load_config("cpu").replay.backfill_outcomes  # cut-off games get their result
+    assert gardner_config.get_config("cpu").replay.backfill_outcomes  # cut-off games: a result
     assert gardner_config.get_config("full").replay.backfill_outcomes
     assert not gardner_config.get_config("smoke").replay.backfill_outcomes
     config = load_config("smoke")
