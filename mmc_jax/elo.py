@@ -293,13 +293,17 @@ def fit_elo(
 
 
 def wilson_interval(score: float, n: int, z: float = Z_95) -> tuple[float, float]:
-    """Wilson score interval of a proportion `score` observed over `n` trials."""
+    """Wilson score interval of a proportion `score` observed over `n` trials.
+
+    It always contains `score`: at 0 or 1 one end is exactly the score (rounding would leave
+    it a hair inside, e.g. 0.9999999999999999 for 400 wins out of 400).
+    """
     if n <= 0:
         raise ValueError(f"need at least one game, got {n}")
     denominator = 1.0 + z * z / n
     centre = (score + z * z / (2 * n)) / denominator
     half_width = z / denominator * math.sqrt(score * (1 - score) / n + z * z / (4 * n * n))
-    return max(0.0, centre - half_width), min(1.0, centre + half_width)
+    return min(score, max(0.0, centre - half_width)), max(score, min(1.0, centre + half_width))
 
 
 def elo_difference(score: float) -> float | None:

@@ -97,3 +97,19 @@ def test_errors():
         elo.fit_elo([elo.PairResult("a", "a", 1, 0, 0)], "a")
     with pytest.raises(ValueError, match="prior_draws"):
         elo.fit_elo(results[:1], "a", prior_draws=-1)
+
+
+@pytest.mark.parametrize("games", [2, 4, 10, 64, 100, 400, 1000])
+def test_every_score_interval_contains_its_score(games):
+    # 400 wins out of 400 once gave a Wilson upper end of 0.9999999999999999 < 1.0, and the
+    # ladder's plot (error bars score - low, high - score) crashed on the negative bar.
+    for wins in range(games + 1):
+        for draws in sorted({0, (games - wins) // 2, games - wins}):
+            losses = games - wins - draws
+            score = (wins + draws / 2) / games
+            low, high = elo.wilson_interval(score, games)
+            assert 0.0 <= low <= score <= high <= 1.0, (wins, draws, losses)
+            rewards = np.array([1] * wins + [0] * draws + [-1] * losses)
+            stats = elo.match_statistics(rewards, np.ones(games))
+            low, high = stats["score_ci95"]
+            assert 0.0 <= low <= stats["score"] <= high <= 1.0, (wins, draws, losses)

@@ -160,3 +160,37 @@ def test_adaptation_evaluation_plays_the_reference_at_two_strengths_and_the_engi
     assert out["fsf@1"]["aborted"] == 0
     settings.opponents = ()
     assert adapt.evaluate_point(net, params, "rifle", settings, key) == {}
+
+
+def test_ladder_plot_draws_a_perfect_and_a_zero_score(tmp_path):
+    # A 400/0/0 rung crashed the plot (a Wilson upper end a hair below 1.0 made a negative error
+    # bar) after every game had been played.
+    import numpy as np
+
+    from mmc_jax import elo
+
+    rows = []
+    for opponent, rewards in (("random", [1] * 400), ("engine:nodes=100", [-1] * 400)):
+        stats = elo.match_statistics(np.array(rewards), np.ones(400))
+        rows.append(
+            {
+                "opponent": opponent,
+                "games": 400,
+                "score": stats["score"],
+                "score_ci95": stats["score_ci95"],
+                "loss_rate": stats["losses"] / 400,
+            }
+        )
+    ratings = {
+        "random": {"elo": 0.0, "ci95": [0.0, 0.0]},
+        "m@1": {"elo": 500.0, "ci95": [400.0, 700.0]},
+        "engine:nodes=100": {"elo": 1200.0, "ci95": [1000.0, 1500.0]},
+    }
+    report = {
+        "variant": "gardner",
+        "elo": {"ratings": ratings},
+        "models": [{"name": "m@1", "rungs": rows}],
+    }
+    path = tmp_path / "ladder.png"
+    ladder.plot_ladder(report, str(path))
+    assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
