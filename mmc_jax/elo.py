@@ -25,7 +25,9 @@ Confidence intervals (95%):
                conservative when draws are frequent.
   ci95         the percentile interval of a bootstrap over games: each pair's W/D/L counts are
                resampled (multinomial at the observed frequencies) and the ratings refitted.
-               It uses the observed draw rate and is the one reported by default.
+               It uses the observed draw rate and is the one reported by default. It always
+               contains the estimate (widened where the refits of identical resamples fall a
+               rounding error to one side of it).
 
 Match statistics (`match_statistics`, used by every arena): per-game scores 1 / 0.5 / 0, the
 score with the normal interval on the per-game scores (sample variance, ddof 1) or, when every
@@ -257,7 +259,7 @@ def fit_elo(
         fisher = [float(ratings[i] - Z_95 * se[i]), float(ratings[i] + Z_95 * se[i])]
         out_ratings[p] = {
             "elo": float(ratings[i]),
-            "ci95": [float(boot_ci[0, i]), float(boot_ci[1, i])] if boot_ci is not None else fisher,
+            "ci95": _around(float(ratings[i]), boot_ci[:, i]) if boot_ci is not None else fisher,
             "ci95_fisher": fisher,
             "se": float(se[i]),
             "games": games_of[p],
@@ -290,6 +292,13 @@ def fit_elo(
 
 # ---------------------------------------------------------------------------------------------
 # Match statistics
+
+
+def _around(estimate: float, interval) -> list[float]:
+    """A bootstrap percentile interval, widened (if at all) to contain its estimate: when every
+    resample is the same data (a perfect score everywhere), the refits land within 1e-13 of the
+    estimate, on one side of it, and the interval missed its own point."""
+    return [min(float(interval[0]), estimate), max(float(interval[1]), estimate)]
 
 
 def wilson_interval(score: float, n: int, z: float = Z_95) -> tuple[float, float]:

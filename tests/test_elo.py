@@ -113,3 +113,30 @@ def test_every_score_interval_contains_its_score(games):
             stats = elo.match_statistics(rewards, np.ones(games))
             low, high = stats["score_ci95"]
             assert 0.0 <= low <= stats["score"] <= high <= 1.0, (wins, draws, losses)
+
+
+@pytest.mark.parametrize(
+    "results",
+    [
+        [("model", "random", 200, 0, 0)],
+        [
+            ("model", "random", 400, 0, 0),
+            ("model", "engine", 0, 0, 400),
+            ("engine", "random", 400, 0, 0),
+        ],
+        [("model", "random", 2, 0, 0), ("model", "greedy", 2, 0, 0), ("greedy", "random", 2, 0, 0)],
+        [
+            ("model", "random", 30, 5, 1),
+            ("model", "greedy", 12, 3, 9),
+            ("greedy", "random", 20, 4, 2),
+        ],
+    ],
+)
+def test_every_rating_interval_contains_its_rating(results):
+    # Perfect scores everywhere make every bootstrap resample the same data; its refits landed
+    # 1e-13 to one side of the estimate, and the ladder's plot crashed on the negative bar.
+    fit = elo.fit_elo([elo.PairResult(*r) for r in results], "random", bootstrap=100)
+    for name, rating in fit["ratings"].items():
+        for key in ("ci95", "ci95_fisher"):
+            low, high = rating[key]
+            assert low <= rating["elo"] <= high, (name, key, low, rating["elo"], high)
