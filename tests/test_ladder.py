@@ -10,9 +10,10 @@ import sys
 from pathlib import Path
 
 import ladder_run
+import numpy as np
 import pytest
 
-from mmc_jax import evaluate, ladder
+from mmc_jax import elo, evaluate, ladder
 
 pytestmark = pytest.mark.usefixtures("fairy_stockfish")
 
@@ -163,12 +164,8 @@ def test_adaptation_evaluation_plays_the_reference_at_two_strengths_and_the_engi
 
 
 def test_ladder_plot_draws_a_perfect_and_a_zero_score(tmp_path):
-    # A 400/0/0 rung crashed the plot (a Wilson upper end a hair below 1.0 made a negative error
-    # bar) after every game had been played.
-    import numpy as np
-
-    from mmc_jax import elo
-
+    # A 400/0/0 rung crashed the plot after every game had been played: a Wilson upper end a
+    # hair below 1.0, and Elo intervals 1e-13 beside their ratings, made negative error bars.
     rows = []
     for opponent, rewards in (("random", [1] * 400), ("engine:nodes=100", [-1] * 400)):
         stats = elo.match_statistics(np.array(rewards), np.ones(400))
@@ -181,14 +178,14 @@ def test_ladder_plot_draws_a_perfect_and_a_zero_score(tmp_path):
                 "loss_rate": stats["losses"] / 400,
             }
         )
-    ratings = {
-        "random": {"elo": 0.0, "ci95": [0.0, 0.0]},
-        "m@1": {"elo": 500.0, "ci95": [400.0, 700.0]},
-        "engine:nodes=100": {"elo": 1200.0, "ci95": [1000.0, 1500.0]},
-    }
+    pairs = [
+        elo.PairResult("m@1", "random", 400, 0, 0),
+        elo.PairResult("m@1", "engine:nodes=100", 0, 0, 400),
+        elo.PairResult("engine:nodes=100", "random", 400, 0, 0),
+    ]
     report = {
         "variant": "gardner",
-        "elo": {"ratings": ratings},
+        "elo": elo.fit_elo(pairs, "random", bootstrap=50),
         "models": [{"name": "m@1", "rungs": rows}],
     }
     path = tmp_path / "ladder.png"
