@@ -163,6 +163,14 @@ def _fit(
     return theta, information
 
 
+def _containing(estimate: float, low: float, high: float) -> tuple[float, float]:
+    """The interval [low, high] widened, if at all, to contain its estimate. Rounding can leave
+    an end a hair on the wrong side: a Wilson upper end of 0.9999999999999999 for 400 wins of
+    400, or bootstrap refits of identical resamples (a perfect score everywhere) all 1e-13 to
+    one side of the rating; plotted as error bars, either is negative."""
+    return min(float(low), estimate), max(float(high), estimate)
+
+
 def fit_elo(
     results: Iterable[PairResult],
     anchor: str,
@@ -259,7 +267,11 @@ def fit_elo(
         fisher = [float(ratings[i] - Z_95 * se[i]), float(ratings[i] + Z_95 * se[i])]
         out_ratings[p] = {
             "elo": float(ratings[i]),
-            "ci95": _around(float(ratings[i]), boot_ci[:, i]) if boot_ci is not None else fisher,
+            "ci95": (
+                list(_containing(float(ratings[i]), *boot_ci[:, i]))
+                if boot_ci is not None
+                else fisher
+            ),
             "ci95_fisher": fisher,
             "se": float(se[i]),
             "games": games_of[p],
@@ -294,25 +306,17 @@ def fit_elo(
 # Match statistics
 
 
-def _around(estimate: float, interval) -> list[float]:
-    """A bootstrap percentile interval, widened (if at all) to contain its estimate: when every
-    resample is the same data (a perfect score everywhere), the refits land within 1e-13 of the
-    estimate, on one side of it, and the interval missed its own point."""
-    return [min(float(interval[0]), estimate), max(float(interval[1]), estimate)]
-
-
 def wilson_interval(score: float, n: int, z: float = Z_95) -> tuple[float, float]:
     """Wilson score interval of a proportion `score` observed over `n` trials.
 
-    It always contains `score`: at 0 or 1 one end is exactly the score (rounding would leave
-    it a hair inside, e.g. 0.9999999999999999 for 400 wins out of 400).
+    It always contains `score` (`_containing`): at 0 or 1 one end is exactly the score.
     """
     if n <= 0:
         raise ValueError(f"need at least one game, got {n}")
     denominator = 1.0 + z * z / n
     centre = (score + z * z / (2 * n)) / denominator
     half_width = z / denominator * math.sqrt(score * (1 - score) / n + z * z / (4 * n * n))
-    return min(score, max(0.0, centre - half_width)), max(score, min(1.0, centre + half_width))
+    return _containing(score, max(0.0, centre - half_width), min(1.0, centre + half_width))
 
 
 def elo_difference(score: float) -> float | None:
