@@ -94,6 +94,10 @@ def checkpointing(every: int, max_to_keep: int) -> ml_collections.ConfigDict:
     section = ml_collections.ConfigDict()
     section.every = every
     section.max_to_keep = max_to_keep
+    # Also keep every checkpoint whose iteration is a multiple of this (0: only the last
+    # `max_to_keep`), e.g. for `python -m mmc_jax.evaluate tournament --run WORKDIR`: an Elo
+    # curve over training. Each kept one holds the replay too (`save_replay`).
+    section.keep_period = 0
     section.save_replay = True
     return section
 

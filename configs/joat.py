@@ -182,10 +182,7 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
     config.eval.opponents = ("random", "greedy")
     config.eval.variants = ";".join(HELD_OUT)  # "": the training variants, then the held-out
 
-    config.checkpoint = ml_collections.ConfigDict()
-    config.checkpoint.every = 5
-    config.checkpoint.max_to_keep = 3
-    config.checkpoint.save_replay = True
+    config.checkpoint = common.checkpointing(every=5, max_to_keep=3)
 
     # `python -m mmc_jax.adapt` on checkpoints of this run: AlphaZero on one variant.
     adapt = config.adapt = ml_collections.ConfigDict()

@@ -157,6 +157,7 @@ def adaptation_config(
     out.checkpoint = ml_collections.ConfigDict()
     out.checkpoint.every = 1  # every evaluated iteration must be restorable
     out.checkpoint.max_to_keep = max(int(checkpoint.get("max_to_keep", 2)), 2)
+    out.checkpoint.keep_period = 0
     out.checkpoint.save_replay = bool(checkpoint.get("save_replay", True))
     out.init_from = init_label
     return out

@@ -52,6 +52,22 @@ def check_positive(config: ml_collections.ConfigDict, names: str, allow_zero: bo
             raise ValueError(f"config.{name} must be {bound}, got {node!r}")
 
 
+def check_keep_period(config: ml_collections.ConfigDict) -> None:
+    """Raises ValueError unless `checkpoint.keep_period` (0: off) is a non-negative multiple
+    of `checkpoint.every`: a period that no saved iteration falls on would keep nothing."""
+    period = config.checkpoint.get("keep_period", 0)
+    every = config.checkpoint.every
+    if isinstance(period, bool) or not isinstance(period, int) or period < 0:
+        raise ValueError(
+            f"config.checkpoint.keep_period must be a non-negative integer, got {period!r}"
+        )
+    if period % every:
+        raise ValueError(
+            f"config.checkpoint.keep_period={period} is not a multiple of "
+            f"config.checkpoint.every={every}: no saved checkpoint would be kept by it"
+        )
+
+
 def prepare_config(config: ml_collections.ConfigDict) -> ml_collections.ConfigDict:
     """A validated, locked copy of a run config with `variants` derived from `variant`.
 
@@ -84,6 +100,7 @@ def prepare_config(config: ml_collections.ConfigDict) -> ml_collections.ConfigDi
         "network.num_blocks selfplay.temperature_plies selfplay.temperature eval.every",
         allow_zero=True,
     )
+    check_keep_period(config)
     if config.eval.every:
         check_positive(config, "eval.num_games eval.num_simulations")
         if config.eval.num_games % 2:

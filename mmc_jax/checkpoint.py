@@ -204,7 +204,10 @@ class Checkpointer:
 
     Args:
       workdir: run directory (created if needed): a local path or a `gs://` one.
-      max_to_keep: how many of the latest checkpoints to keep.
+      max_to_keep: how many of the latest checkpoints to keep (None: all).
+      keep_period: also keep, beyond `max_to_keep`, every checkpoint whose step is a multiple
+        of it (None or 0: none), e.g. for a tournament over training
+        (`python -m mmc_jax.evaluate tournament --run WORKDIR`).
       async_save: write in a background thread (`save` returns at once; `wait`/`close` block).
 
     Raises:
@@ -212,12 +215,20 @@ class Checkpointer:
     """
 
     def __init__(
-        self, workdir: str | os.PathLike, *, max_to_keep: int = 3, async_save: bool = True
+        self,
+        workdir: str | os.PathLike,
+        *,
+        max_to_keep: int | None = 3,
+        keep_period: int | None = None,
+        async_save: bool = True,
     ):
         storage.require_packages(workdir)
         self.directory = storage.join(storage.absolute(workdir), CHECKPOINT_SUBDIR)
         options = ocp.CheckpointManagerOptions(
-            max_to_keep=max_to_keep, create=True, enable_async_checkpointing=async_save
+            max_to_keep=max_to_keep,
+            keep_period=keep_period or None,
+            create=True,
+            enable_async_checkpointing=async_save,
         )
         self._manager = ocp.CheckpointManager(self.directory, options=options)
 

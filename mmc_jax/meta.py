@@ -234,6 +234,7 @@ def prepare_meta_config(config: ml_collections.ConfigDict) -> ml_collections.Con
         "meta.outer_lr meta.outer_lr_end",
         allow_zero=True,
     )
+    alphazero.check_keep_period(config)
     if config.meta.num_tasks > len(variants):
         raise ValueError(
             f"config.meta.num_tasks={config.meta.num_tasks} exceeds the {len(variants)} training "

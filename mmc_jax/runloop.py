@@ -369,7 +369,11 @@ def run(
     init_key, run_key, eval_key = jax.random.split(jax.random.key(int(config.seed)), 3)
     save_replay = bool(config.checkpoint.save_replay)
     num_iterations = int(config.num_iterations)
-    ckpt = checkpoint_lib.Checkpointer(workdir, max_to_keep=int(config.checkpoint.max_to_keep))
+    ckpt = checkpoint_lib.Checkpointer(
+        workdir,
+        max_to_keep=int(config.checkpoint.max_to_keep),
+        keep_period=int(config.checkpoint.get("keep_period", 0)),
+    )
     writer = None
     try:
         start, frames, games = 0, 0, 0

@@ -73,6 +73,17 @@ def test_round_trip_latest_step_and_max_to_keep(tmp_path):
     assert json.loads(sidecar.read_text())["step"] == 3  # plain JSON on disk
 
 
+def test_keep_period_keeps_every_multiple_beyond_max_to_keep(tmp_path):
+    config = run_config()
+    with checkpoint.Checkpointer(tmp_path, max_to_keep=2, keep_period=3) as ckpt:
+        for step in range(1, 11):
+            ckpt.save(step, train_state(config, float(step), step), config=config)
+        ckpt.wait()
+        assert ckpt.all_steps() == [3, 6, 9, 10]  # the last two, and the multiples of 3
+    template = train_state(config, 0.0, 0)
+    assert checkpoint.restore_checkpoint(tmp_path, template, step=3)["iteration"] == 3
+
+
 def test_one_shot_save_and_missing_step(tmp_path):
     config = run_config()
     checkpoint.save_checkpoint(tmp_path, 5, train_state(config, 5.0, 5), config=config)

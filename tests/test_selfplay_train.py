@@ -407,6 +407,15 @@ def test_config_presets_and_validation():
         alphazero.prepare_config(config)
     config.replay.backfill_outcomes = False
     alphazero.prepare_config(config)
+    config = load_config("cpu")
+    config.checkpoint.every, config.checkpoint.keep_period = 5, 25
+    alphazero.prepare_config(config)
+    config.checkpoint.keep_period = 12
+    with pytest.raises(ValueError, match="keep_period=12 is not a multiple of"):
+        alphazero.prepare_config(config)
+    config.checkpoint.keep_period = -5
+    with pytest.raises(ValueError, match="keep_period must be a non-negative integer"):
+        alphazero.prepare_config(config)
     with pytest.raises(ValueError, match="not divisible by the 8 devices"):
         sharding.check_batch_divisible(12, 8, "selfplay.batch_size")
 
