@@ -36,7 +36,15 @@ trap 'kill $LOADLOG 2>/dev/null || true' EXIT
 status=0
 timeout -s TERM -k 30 "${MINUTES}m" python -m mmc_jax.train --config configs/gardner.py:cpu \
   --config.variant="$VARIANT" --workdir "$WORKDIR" "$@" 2>&1 | tee "$WORKDIR/train.log" || status=$?
-echo "training stopped after ${MINUTES} minutes (exit status $status)"
+elapsed=$(( $(date +%s) - $(cat "$WORKDIR/started_at") ))
+if [ "$status" -eq 124 ]; then
+  echo "training stopped at the ${MINUTES}-minute limit ($((elapsed / 60)) min $((elapsed % 60)) s)"
+else
+  # It ended by itself: the config's num_iterations cap (400 in the preset) came first, or it
+  # failed. Either way it trained for less than the protocol's MINUTES; say so.
+  echo "training ended by itself after $((elapsed / 60)) min $((elapsed % 60)) s, before the" \
+    "${MINUTES}-minute limit (exit status $status; raise --config.num_iterations for a full run)"
+fi
 for opponent in random greedy; do
   python -m mmc_jax.evaluate --checkpoint "$WORKDIR" --variant "$VARIANT" --opponent "$opponent" \
     --games "$GAMES" --simulations 32 --json > "$WORKDIR/final_vs_$opponent.json"
