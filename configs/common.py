@@ -59,6 +59,9 @@ def selfplay() -> ml_collections.ConfigDict:
     section.omniscient = False
     # Games cut off by the end of a scan: the search's value as their result (else no target).
     section.value_bootstrap = False
+    # Value target = (1 - w) * the game's result + w * the search's value of the position
+    # (0: the result alone, as AlphaZero; mmc_jax.selfplay.compute_targets).
+    section.value_q_weight = 0.0
     return section
 
 

@@ -101,6 +101,7 @@ def prepare_config(config: ml_collections.ConfigDict) -> ml_collections.ConfigDi
         allow_zero=True,
     )
     check_keep_period(config)
+    check_value_q_weight(config)
     if config.eval.every:
         check_positive(config, "eval.num_games eval.num_simulations")
         if config.eval.num_games % 2:
@@ -219,6 +220,22 @@ def state_shardings(state: TrainState, mesh: Mesh) -> TrainState:
     )
 
 
+def value_q_weight(config: ml_collections.ConfigDict) -> float:
+    """`selfplay.value_q_weight` (0.0 in configs written before it existed): the weight of the
+    search's value against the game's result in the value target (`selfplay.compute_targets`)."""
+    return float(config.selfplay.get("value_q_weight", 0.0))
+
+
+def check_value_q_weight(config: ml_collections.ConfigDict) -> None:
+    """Raises ValueError unless `selfplay.value_q_weight` is a number in [0, 1]."""
+    weight = config.selfplay.get("value_q_weight", 0.0)
+    if isinstance(weight, bool) or not isinstance(weight, int | float) or not 0 <= weight <= 1:
+        raise ValueError(
+            f"config.selfplay.value_q_weight must be in [0, 1] (0: the game's result alone, "
+            f"1: the search's value alone), got {weight!r}"
+        )
+
+
 def backfill_outcomes(config: ml_collections.ConfigDict) -> bool:
     """Whether the replay ring keeps the samples of games cut off by the end of a scan pending
     and gives them their game's result when it ends in a later iteration
@@ -305,7 +322,9 @@ def add_to_replay(
     """
     if not backfill_outcomes(config):
         return learner.replay_add(replay, batch), {}
-    replay, resolved = learner.replay_resolve(replay, *selfplay.carried_results(trajectory))
+    replay, resolved = learner.replay_resolve(
+        replay, *selfplay.carried_results(trajectory), q_weight=value_q_weight(config)
+    )
     replay = learner.replay_add(replay, batch, selfplay.pending_movers(trajectory, batch))
     filled = jnp.arange(replay.capacity) < replay.size
     pending = jnp.sum(filled & (replay.pending_mover >= 0)) / jnp.maximum(replay.size, 1)
@@ -337,7 +356,9 @@ def iteration_step(
         network, state.params, rules_b, state.game_state, play_key, config, fair_fog(config), mesh
     )
     bootstrap = bool(config.selfplay.get("value_bootstrap", False))
-    batch = selfplay.compute_targets(trajectory, bootstrap=bootstrap)
+    batch = selfplay.compute_targets(
+        trajectory, bootstrap=bootstrap, q_weight=value_q_weight(config)
+    )
     if _mirror_enabled(config):
         per_game = jnp.asarray(
             [selfplay.is_file_symmetric(R.VARIANTS[i]) for i in range(len(R.VARIANTS))]

@@ -46,7 +46,8 @@ class Batch(NamedTuple):
     obs: `[N, 5, 5, C]` float32 observation from the side to move's view.
     legal_action_mask: `[N, A]` bool; the policy is a softmax over legal actions only.
     policy_target: `[N, A]` float32, the search's action weights (sum to 1 over legal actions).
-    value_target: `[N]` float32 in [-1, 1], final outcome from the side to move's view.
+    value_target: `[N]` float32 in [-1, 1], final outcome from the side to move's view (mixed
+      with the search's value under `selfplay.value_q_weight`: `selfplay.compute_targets`).
     value_mask: `[N]` bool; False for games cut off by the end of a self-play scan, whose
       outcome is unknown: those samples still train the policy but not the value.
     """
@@ -379,7 +380,7 @@ def replay_add(
 
 
 def replay_resolve(
-    buffer: PendingReplayBuffer, finished: jax.Array, outcome: jax.Array
+    buffer: PendingReplayBuffer, finished: jax.Array, outcome: jax.Array, q_weight: float = 0.0
 ) -> tuple[PendingReplayBuffer, jax.Array]:
     """Gives the pending samples of every game that has now finished its result.
 
@@ -393,10 +394,13 @@ def replay_resolve(
       buffer: a ring made with `pending=True`, its capacity a multiple of B.
       finished: `[B]` bool, the game that slot b was playing has ended.
       outcome: `[B, 2]` float32 [White, Black] result of that game.
+      q_weight: `selfplay.value_q_weight` w: a pending sample already holds w * its search
+        value (`selfplay.compute_targets`), to which (1 - w) * the result is added.
 
     Returns:
-      The ring with those samples' `value_target` (the result for their mover) and
-      `value_mask` set and their `pending_mover` cleared, and the int32 number resolved.
+      The ring with those samples' `value_target` (the result for their mover, mixed with the
+      search value when w > 0) and `value_mask` set and their `pending_mover` cleared, and the
+      int32 number resolved.
     """
     if not isinstance(buffer, PendingReplayBuffer):
         raise ValueError("replay_resolve needs a replay ring made with pending=True")
@@ -409,10 +413,11 @@ def replay_resolve(
     mover = buffer.pending_mover
     hit = (mover >= 0) & finished[game]
     result = jnp.take_along_axis(outcome[game], jnp.maximum(mover, 0)[:, None], axis=1)[:, 0]
+    result = result.astype(buffer.data.value_target.dtype)
+    if q_weight:  # a Python-level branch: w = 0 compiles the program it always did
+        result = (1.0 - q_weight) * result + buffer.data.value_target
     data = buffer.data._replace(
-        value_target=jnp.where(
-            hit, result.astype(buffer.data.value_target.dtype), buffer.data.value_target
-        ),
+        value_target=jnp.where(hit, result, buffer.data.value_target),
         value_mask=buffer.data.value_mask | hit,
     )
     resolved = buffer.replace(data=data, pending_mover=jnp.where(hit, -1, mover))

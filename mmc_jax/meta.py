@@ -235,6 +235,7 @@ def prepare_meta_config(config: ml_collections.ConfigDict) -> ml_collections.Con
         allow_zero=True,
     )
     alphazero.check_keep_period(config)
+    alphazero.check_value_q_weight(config)
     if config.meta.num_tasks > len(variants):
         raise ValueError(
             f"config.meta.num_tasks={config.meta.num_tasks} exceeds the {len(variants)} training "
@@ -667,7 +668,9 @@ def meta_step(
         lambda x: x.reshape(x.shape[0], num_tasks, games, *x.shape[2:]), trajectory
     )
     bootstrap = bool(config.selfplay.get("value_bootstrap", False))
-    targets = functools.partial(selfplay.compute_targets, bootstrap=bootstrap)
+    targets = functools.partial(
+        selfplay.compute_targets, bootstrap=bootstrap, q_weight=alphazero.value_q_weight(config)
+    )
     batches = jax.vmap(targets, in_axes=1)(per_task)  # Batch [n, T * G]
     stats = jax.vmap(selfplay.trajectory_stats, in_axes=1)(per_task)  # [n] each
     rings = jax.vmap(learner.replay_add)(jax.tree.map(lambda x: x[tasks], state.replay), batches)

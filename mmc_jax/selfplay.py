@@ -179,13 +179,19 @@ def selfplay(
     return jax.lax.scan(one_ply, state, keys)
 
 
-def compute_targets(trajectory: Trajectory, bootstrap: bool = False) -> learner.Batch:
+def compute_targets(
+    trajectory: Trajectory, bootstrap: bool = False, q_weight: float = 0.0
+) -> learner.Batch:
     """Training samples [T * B] (ply-major) from a `Trajectory` [T, B].
 
     value_target: final result (+1 win, 0 draw, -1 loss) of the sample's game for the side to
       move in the sample, from a backward scan that restarts at every game end. With
       `bootstrap`, a game cut off by the end of the scan takes the search's value of its last
-      recorded position (`root_value`, seen from that position's mover) as its result.
+      recorded position (`root_value`, seen from that position's mover) as its result. With
+      `q_weight` w > 0 (`selfplay.value_q_weight`) the target is (1 - w) * result + w * the
+      search's value of the sample's own position ("z and q averaged"); a sample without a
+      result yet holds w * its search value, which `learner.replay_resolve` adds to
+      (1 - w) * the result when the game ends.
     value_mask: the result is known (the game ended within the trajectory, or `bootstrap`) and
       the sample is valid; without `bootstrap`, False for games cut off by the end of the scan.
     policy_target: the search's action weights; zero for invalid samples (no legal move), so
@@ -217,6 +223,10 @@ def compute_targets(trajectory: Trajectory, bootstrap: bool = False) -> learner.
         reverse=True,
     )
     value_mask = known & trajectory.valid
+    value_target = jnp.where(value_mask, values, 0.0)
+    if q_weight:  # a Python-level branch: w = 0 compiles the program it always did
+        weighted_q = q_weight * jnp.where(trajectory.valid, trajectory.root_value, 0.0)
+        value_target = (1.0 - q_weight) * value_target + weighted_q.astype(jnp.float32)
     policy_target = jnp.where(trajectory.valid[..., None], trajectory.action_weights, 0.0)
 
     def flat(x):
@@ -226,7 +236,7 @@ def compute_targets(trajectory: Trajectory, bootstrap: bool = False) -> learner.
         obs=flat(trajectory.obs),
         legal_action_mask=flat(trajectory.legal_action_mask),
         policy_target=flat(policy_target),
-        value_target=flat(jnp.where(value_mask, values, 0.0)),
+        value_target=flat(value_target),
         value_mask=flat(value_mask),
     )
 

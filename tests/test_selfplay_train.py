@@ -416,6 +416,13 @@ def test_config_presets_and_validation():
     config.checkpoint.keep_period = -5
     with pytest.raises(ValueError, match="keep_period must be a non-negative integer"):
         alphazero.prepare_config(config)
+    config = load_config("smoke")
+    assert config.selfplay.value_q_weight == 0.0  # AlphaZero's target, the result alone
+    config.selfplay.value_q_weight = 0.5
+    alphazero.prepare_config(config)
+    config.selfplay.value_q_weight = 1.5
+    with pytest.raises(ValueError, match=r"value_q_weight must be in \[0, 1\].*got 1.5"):
+        alphazero.prepare_config(config)
     with pytest.raises(ValueError, match="not divisible by the 8 devices"):
         sharding.check_batch_divisible(12, 8, "selfplay.batch_size")
 
