@@ -17,9 +17,14 @@ inside the tree, a compact action space of 160 slots). `--vs-pgx` runs the same 
 network shape, over pgx `gardner_chess` in the same process (pgx carries its observation and
 mask in its state; the tree spans its 1225 actions), once with `mctx.gumbel_muzero_policy` (pgx
 as people use it: the ratio the targets name) and once with `mmc_jax.mcts` (so the rest of the
-ratio is the engine, not the loop). `--breakdown` times the whole scan and its parts alone
-(network, rules, the search's bookkeeping over 160 slots and over 1225 actions), all arms in one
-rotation, the fastest of `--repeats` rounds each; the glue is the whole less the parts.
+ratio is the engine, not the loop). The arms are timed round-robin, one scan of `--plies` plies
+each per round for `--repeats` rounds (default 5), each carrying its own games on; moves/s come
+from the median scan time, and `ratio` is the median of the rounds' ratios (`ratio_min`,
+`ratio_max`: their range), so a slow moment of a shared machine lands on one round of every
+arm. `--breakdown`
+times the whole scan and its parts alone (network, rules, the search's bookkeeping over 160
+slots and over 1225 actions), all arms in one rotation, the fastest of `--repeats` rounds each;
+the glue is the whole less the parts.
 `--memory-batch 1024` reports the compiler's peak-memory estimate of one searched ply at that
 batch. On several devices (`MMC_CPU_DEVICES=2`: one per core) every arm runs under
 `sharding.map_games`, each device searching its share of the games as training does, pgx's
@@ -86,6 +91,38 @@ def _time_scan(run, state, scan_length: int, batch: int, repeats: int):
     jax.block_until_ready(state)
     elapsed = time.perf_counter() - start
     return compile_s, repeats * scan_length * batch / elapsed
+
+
+def time_scans_interleaved(arms: dict, rounds: int, verbose: bool) -> dict:
+    """Each arm `name: (run, state)` (a jitted `run(state, key) -> state`) compiled and warmed
+    up, then timed one scan per arm per round, round-robin for `rounds` rounds, each arm
+    carrying its own games on: `{name: {"compile_s": s, "seconds": [per-round scan seconds]}}`.
+
+    Round-robin, so that a slow moment of a shared machine slows one round of every arm
+    rather than one arm's whole measurement (the ratio of two arms timed one after the other
+    moved by 1.28x between back-to-back runs).
+    """
+    compiled, states, out = {}, {}, {}
+    for name, (run, state) in arms.items():
+        start = time.perf_counter()
+        compiled[name] = run.lower(state, jax.random.key(0)).compile()
+        out[name] = {"compile_s": time.perf_counter() - start, "seconds": []}
+        states[name] = jax.block_until_ready(compiled[name](state, jax.random.key(0)))  # warm-up
+        if verbose and len(arms) > 1:
+            print(f"  {name}: compiled in {out[name]['compile_s']:.1f} s", flush=True)
+    for i in range(rounds):
+        for name in arms:
+            start = time.perf_counter()
+            states[name] = jax.block_until_ready(
+                compiled[name](states[name], jax.random.key(i + 1))
+            )
+            out[name]["seconds"].append(time.perf_counter() - start)
+    return out
+
+
+def round_ratios(timed: dict, peer: str) -> list[float]:
+    """The peer's scan seconds over mmc_jax's, round by round (above 1: mmc_jax is faster)."""
+    return [p / m for p, m in zip(timed[peer]["seconds"], timed["mmc_jax"]["seconds"], strict=True)]
 
 
 def mmc_env_runner(variants: list[str], batch: int, scan_length: int):
@@ -488,10 +525,48 @@ def bench_selfplay(args) -> dict:
     run, state, (network, params, rules) = mmc_selfplay_runner(
         batch, plies, sims, args.blocks, args.channels, mesh
     )
-    compile_s, moves = _time_scan(run, state, plies, batch, args.repeats)
-    result.update(moves_per_s=moves, compile_s=compile_s)
+    arms = {"mmc_jax": (run, state)}
+    if args.vs_pgx:
+        arms["pgx"] = pgx_selfplay_runner(batch, plies, sims, args.blocks, args.channels, mesh=mesh)
+        # pgx under our batch-first search loop: how much of the ratio is the loop.
+        arms["pgx_mcts"] = pgx_selfplay_runner(
+            batch, plies, sims, args.blocks, args.channels, "mcts", mesh
+        )
+    timed = time_scans_interleaved(arms, args.repeats, verbose=not args.json)
+    moves = {name: plies * batch / float(np.median(t["seconds"])) for name, t in timed.items()}
+    result.update(moves_per_s=moves["mmc_jax"], compile_s=timed["mmc_jax"]["compile_s"])
     if not args.json:
-        print(f"mmc_jax: {moves:,.1f} self-play moves/s (compile {compile_s:.1f} s)", flush=True)
+        print(
+            f"mmc_jax: {moves['mmc_jax']:,.1f} self-play moves/s "
+            f"(compile {timed['mmc_jax']['compile_s']:.1f} s)",
+            flush=True,
+        )
+    if args.vs_pgx:
+        ratios = {name: round_ratios(timed, name) for name in ("pgx", "pgx_mcts")}
+        result.update(
+            pgx_moves_per_s=moves["pgx"],
+            pgx_compile_s=timed["pgx"]["compile_s"],
+            ratio=float(np.median(ratios["pgx"])),
+            ratio_min=float(np.min(ratios["pgx"])),
+            ratio_max=float(np.max(ratios["pgx"])),
+            pgx_mcts_moves_per_s=moves["pgx_mcts"],
+            ratio_vs_pgx_mcts=float(np.median(ratios["pgx_mcts"])),
+            rounds=args.repeats,
+            seconds_per_scan_rounds={name: t["seconds"] for name, t in timed.items()},
+        )
+        if not args.json:
+            print(
+                f"pgx:     {moves['pgx']:,.1f} self-play moves/s "
+                f"(compile {timed['pgx']['compile_s']:.1f} s) | ratio {result['ratio']:.2f}x "
+                f"(median of {args.repeats} rounds; {result['ratio_min']:.2f}-"
+                f"{result['ratio_max']:.2f}x)",
+                flush=True,
+            )
+            print(
+                f"pgx with mmc_jax.mcts: {moves['pgx_mcts']:,.1f} self-play moves/s | "
+                f"ratio {result['ratio_vs_pgx_mcts']:.2f}x",
+                flush=True,
+            )
     if args.breakdown:
         parts = _time_parts(network, params, rules, batch, plies, sims, args.repeats, (run, state))
         total = parts["total"]
@@ -509,28 +584,6 @@ def bench_selfplay(args) -> dict:
             print(
                 f"where the time goes, seconds per scan of {plies} plies: "
                 + ", ".join(f"{k} {v:.3f}" for k, v in result["seconds_per_scan"].items()),
-                flush=True,
-            )
-    if args.vs_pgx:
-        run, state = pgx_selfplay_runner(batch, plies, sims, args.blocks, args.channels, mesh=mesh)
-        p_compile, p_moves = _time_scan(run, state, plies, batch, args.repeats)
-        result.update(pgx_moves_per_s=p_moves, pgx_compile_s=p_compile, ratio=moves / p_moves)
-        if not args.json:
-            print(
-                f"pgx:     {p_moves:,.1f} self-play moves/s (compile {p_compile:.1f} s) | "
-                f"ratio {moves / p_moves:.1f}x",
-                flush=True,
-            )
-        # pgx under our batch-first search loop: how much of the ratio is the loop.
-        run, state = pgx_selfplay_runner(
-            batch, plies, sims, args.blocks, args.channels, "mcts", mesh
-        )
-        _, q_moves = _time_scan(run, state, plies, batch, args.repeats)
-        result.update(pgx_mcts_moves_per_s=q_moves, ratio_vs_pgx_mcts=moves / q_moves)
-        if not args.json:
-            print(
-                f"pgx with mmc_jax.mcts: {q_moves:,.1f} self-play moves/s | "
-                f"ratio {moves / q_moves:.1f}x",
                 flush=True,
             )
     if args.memory_batch:
@@ -1231,7 +1284,12 @@ def main(argv=None):
     )
     sp.add_argument("--blocks", type=POSITIVE, default=2, help="residual blocks (default 2)")
     sp.add_argument("--channels", type=POSITIVE, default=32, help="network width (default 32)")
-    sp.add_argument("--repeats", type=POSITIVE, default=2, help="timed scans (default 2)")
+    sp.add_argument(
+        "--repeats",
+        type=POSITIVE,
+        default=5,
+        help="timed rounds, one scan of every arm each, round-robin (default 5)",
+    )
     sp.add_argument(
         "--breakdown",
         action="store_true",

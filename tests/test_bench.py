@@ -1,0 +1,56 @@
+"""`mmc_jax.bench`'s round-robin timer: every arm timed once per round, each carrying its own
+state on, and the per-round ratios paired by round (no timing is asserted, only the protocol)."""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import pytest
+
+from mmc_jax import bench
+
+
+def counting_arm(step: int):
+    """A jitted `run(state, key) -> state` that adds `step` to a counter: how many calls saw it."""
+    return jax.jit(lambda state, key: state + step), jnp.zeros((), jnp.int32)
+
+
+def test_each_arm_is_warmed_up_then_timed_once_per_round_carrying_its_state():
+    arms = {"mmc_jax": counting_arm(1), "pgx": counting_arm(10)}
+    timed = bench.time_scans_interleaved(arms, rounds=3, verbose=False)
+    assert set(timed) == {"mmc_jax", "pgx"}
+    for name in arms:
+        assert len(timed[name]["seconds"]) == 3
+        assert all(s > 0 for s in timed[name]["seconds"])
+        assert timed[name]["compile_s"] > 0
+
+
+def test_round_ratios_pair_the_rounds_in_order():
+    timed = {"mmc_jax": {"seconds": [1.0, 2.0, 4.0]}, "pgx": {"seconds": [6.0, 6.0, 6.0]}}
+    assert bench.round_ratios(timed, "pgx") == [6.0, 3.0, 1.5]
+    timed["pgx"]["seconds"].pop()
+    with pytest.raises(ValueError):  # unpaired rounds are a bug, never a silent shorter list
+        bench.round_ratios(timed, "pgx")
+
+
+def test_the_state_advances_every_call():
+    # The warm-up and every round continue the same games: count the calls through the state.
+    seen = []
+    run, state = counting_arm(1)
+
+    class Spy:
+        def lower(self, state, key):
+            compiled = run.lower(state, key).compile()
+
+            class Lowered:
+                def compile(self):
+                    def call(state, key):
+                        seen.append(int(state))
+                        return compiled(state, key)
+
+                    return call
+
+            return Lowered()
+
+    bench.time_scans_interleaved({"mmc_jax": (Spy(), state)}, rounds=4, verbose=False)
+    assert seen == [0, 1, 2, 3, 4]  # warm-up from the start, then each round from the last
