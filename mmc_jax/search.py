@@ -37,7 +37,6 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 import mctx
-import numpy as np
 
 from mmc_jax import mcts
 from mmc_jax import rules as R
@@ -62,8 +61,18 @@ def evaluate(network, params, rules: R.Rules, state: R.State, planes=None):
     return logits, value, mask
 
 
-# Prefix masks of a 25-bit board word: bit j of _LOW_BITS[j] and all below.
-_LOW_BITS = np.asarray([(2 << j) - 1 for j in range(T.NUM_SQUARES)], np.uint32)
+def _select_bit(word: jax.Array, rank: jax.Array) -> jax.Array:
+    """int32: the square of the `rank`-th (from 0) set bit of each 25-bit `word` (same shapes),
+    by binary search over prefix popcounts (5 steps); 24 where the word has no such bit."""
+    low = jnp.zeros_like(rank)
+    high = jnp.full_like(rank, T.NUM_SQUARES - 1)
+    for _ in range(T.NUM_SQUARES.bit_length()):
+        middle = (low + high) // 2
+        below = (jnp.uint32(2) << middle.astype(jnp.uint32)) - jnp.uint32(1)  # bits 0..middle
+        above = jax.lax.population_count(word & below).astype(jnp.int32) > rank
+        high = jnp.where(above, middle, high)
+        low = jnp.where(above, low, middle + 1)
+    return jnp.minimum(low, T.NUM_SQUARES - 1)
 
 
 def slot_actions(planes: jax.Array, slots: jax.Array) -> tuple[jax.Array, jax.Array]:
@@ -73,7 +82,7 @@ def slot_actions(planes: jax.Array, slots: jax.Array) -> tuple[jax.Array, jax.Ar
     plane 1, ...), which needs only the 49 plane words: popcounts give each plane's first slot,
     and a slot's square is found among the 25 bits of its plane's word. (A numbering in action
     order needs a prefix sum or a scatter over the 1225-wide mask; inside mctx's loop that costs
-    4-8x more on the CPU.)
+    4-8x more on the CPU.) For every slot at once, `all_slot_actions` is cheaper.
 
     Returns:
       (actions int32 [B, S], valid bool [B, S]): `valid` is False for slots at or beyond the
@@ -82,21 +91,36 @@ def slot_actions(planes: jax.Array, slots: jax.Array) -> tuple[jax.Array, jax.Ar
     counts = jax.lax.population_count(planes).astype(jnp.int32)  # [B, 49]
     ends = jnp.cumsum(counts, axis=-1)  # slot after the last one of each plane
     plane = jnp.sum(ends[:, None, :] <= slots[:, :, None], axis=-1)
+    return _plane_slot_actions(planes, counts, ends, plane, slots)
+
+
+def _plane_slot_actions(planes, counts, ends, plane, slots):
+    """`slot_actions`'s result from each slot's plane (the number of planes ending at or before
+    it; 49 beyond the last legal move)."""
     valid = slots < ends[:, -1:]
     plane = jnp.minimum(plane, T.NUM_PLANES - 1)
     rank = slots - jnp.take_along_axis(ends - counts, plane, axis=1)  # index within the plane
-    word = jnp.take_along_axis(planes, plane, axis=1)
-    below = jax.lax.population_count(word[..., None] & jnp.asarray(_LOW_BITS)).astype(jnp.int32)
-    square = jnp.minimum(jnp.sum(below <= rank[..., None], axis=-1), T.NUM_SQUARES - 1)
+    square = _select_bit(jnp.take_along_axis(planes, plane, axis=1), rank)
     return (T.NUM_PLANES * square + plane).astype(jnp.int32), valid
 
 
 def all_slot_actions(planes: jax.Array) -> tuple[jax.Array, jax.Array]:
-    """(actions int32 [B, MAX_LEGAL_MOVES], valid bool [B, MAX_LEGAL_MOVES]) of every slot."""
-    slots = jnp.broadcast_to(
-        jnp.arange(MAX_LEGAL_MOVES, dtype=jnp.int32), (planes.shape[0], MAX_LEGAL_MOVES)
-    )
-    return slot_actions(planes, slots)
+    """(actions int32 [B, MAX_LEGAL_MOVES], valid bool [B, MAX_LEGAL_MOVES]) of every slot:
+    `slot_actions` of slots 0..159, the same values.
+
+    Each slot's plane comes from a histogram of where the 49 planes end (a scatter-add of 49
+    counts per position) and its prefix sum over the slots, instead of comparing every slot with
+    every plane's end ([B, 160, 49]): with the 5-step bit search this costs half the time (once
+    per simulation, for the new node's priors).
+    """
+    batch = planes.shape[0]
+    counts = jax.lax.population_count(planes).astype(jnp.int32)  # [B, 49]
+    ends = jnp.cumsum(counts, axis=-1)
+    ended = jnp.zeros((batch, MAX_LEGAL_MOVES + 1), jnp.int32)
+    ended = ended.at[jnp.arange(batch)[:, None], jnp.minimum(ends, MAX_LEGAL_MOVES)].add(1)
+    plane = jnp.cumsum(ended, axis=-1)[:, :MAX_LEGAL_MOVES]  # planes ending at or before slot
+    slots = jnp.broadcast_to(jnp.arange(MAX_LEGAL_MOVES, dtype=jnp.int32), plane.shape)
+    return _plane_slot_actions(planes, counts, ends, plane, slots)
 
 
 def compact(values: jax.Array, actions: jax.Array, valid: jax.Array, fill=MASKED_LOGIT):

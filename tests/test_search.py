@@ -59,6 +59,9 @@ def test_slot_maps_hold_every_legal_move_once(engine, rollout):
         n = counts[i]
         assert valid[i].sum() == n and valid[i, :n].all()
         assert sorted(actions[i, :n]) == list(np.flatnonzero(masks[i]))
+        # Numbered plane by plane, squares in order within a plane (action = 49 * sq + plane).
+        order = (actions[i, :n] % 49) * 25 + actions[i, :n] // 49
+        assert (np.diff(order) > 0).all()
     slots = rng.integers(0, search.MAX_LEGAL_MOVES, size=(masks.shape[0], 3)).astype(np.int32)
     one, one_valid = jax.device_get(search.slot_actions(jnp.asarray(planes), jnp.asarray(slots)))
     np.testing.assert_array_equal(one_valid, np.take_along_axis(valid, slots, axis=1))
