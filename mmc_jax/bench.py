@@ -21,10 +21,9 @@ ratio is the engine, not the loop). The arms are timed round-robin, one scan of 
 each per round for `--repeats` rounds (default 5), each carrying its own games on; moves/s come
 from the median scan time, and `ratio` is the median of the rounds' ratios (`ratio_min`,
 `ratio_max`: their range), so a slow moment of a shared machine lands on one round of every
-arm. `--breakdown`
-times the whole scan and its parts alone (network, rules, the search's bookkeeping over 160
-slots and over 1225 actions), all arms in one rotation, the fastest of `--repeats` rounds each;
-the glue is the whole less the parts.
+arm. `--breakdown` times the whole scan and its parts alone (network, rules, the search's
+bookkeeping over 160 slots and over 1225 actions), all arms in one rotation, the fastest of
+`--repeats` rounds each; the glue is the whole less the parts.
 `--memory-batch 1024` reports the compiler's peak-memory estimate of one searched ply at that
 batch. On several devices (`MMC_CPU_DEVICES=2`: one per core) every arm runs under
 `sharding.map_games`, each device searching its share of the games as training does, pgx's

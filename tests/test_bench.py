@@ -3,8 +3,11 @@ state on, and the per-round ratios paired by round (no timing is asserted, only 
 
 from __future__ import annotations
 
+import json
+
 import jax
 import jax.numpy as jnp
+import numpy as np
 import pytest
 
 from mmc_jax import bench
@@ -54,3 +57,20 @@ def test_the_state_advances_every_call():
 
     bench.time_scans_interleaved({"mmc_jax": (Spy(), state)}, rounds=4, verbose=False)
     assert seen == [0, 1, 2, 3, 4]  # warm-up from the start, then each round from the last
+
+
+def test_selfplay_vs_pgx_reports_the_median_ratio_of_paired_rounds(capsys):
+    # End to end on a tiny search (2 games, 1 ply, 2 simulations, 1x8 net): every arm timed in
+    # every round, and the JSON's ratio is the median of the rounds' pgx / mmc_jax ratios.
+    bench.main(
+        "selfplay --vs-pgx --batch 2 --plies 1 --simulations 2 --blocks 1 --channels 8 "
+        "--repeats 3 --json".split()
+    )
+    result = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    rounds = result["seconds_per_scan_rounds"]
+    assert set(rounds) == {"mmc_jax", "pgx", "pgx_mcts"}
+    assert all(len(seconds) == 3 for seconds in rounds.values())
+    ratios = [p / m for p, m in zip(rounds["pgx"], rounds["mmc_jax"], strict=True)]
+    assert result["ratio"] == pytest.approx(float(np.median(ratios)))
+    assert result["ratio_min"] <= result["ratio"] <= result["ratio_max"]
+    assert result["moves_per_s"] == pytest.approx(2 / float(np.median(rounds["mmc_jax"])))
