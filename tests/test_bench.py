@@ -18,7 +18,7 @@ def counting_arm(step: int):
     return jax.jit(lambda state, key: state + step), jnp.zeros((), jnp.int32)
 
 
-def test_each_arm_is_warmed_up_then_timed_once_per_round_carrying_its_state():
+def test_every_arm_gets_its_compile_time_and_one_scan_time_per_round():
     arms = {"mmc_jax": counting_arm(1), "pgx": counting_arm(10)}
     timed = bench.time_scans_interleaved(arms, rounds=3, verbose=False)
     assert set(timed) == {"mmc_jax", "pgx"}
