@@ -9,6 +9,8 @@ alone, like a perft). `--vs-pgx` runs pgx `gardner_chess` under the same protoco
 process and prints the ratio. `--mixed` also runs, per batch size, a batch of that many distinct
 random combinations of the rule space (`mmc_jax.rules.sample_variants`, seed `--seed`) and
 prints its steps/s against the single-variant batch, measured in the same run, as a ratio.
+The arms of a batch size are timed round-robin like `selfplay`'s (below): steps/s from the
+median of `--repeats` scans, ratios the median of the rounds' ratios.
 
 `selfplay` measures self-play moves per second: B games (default 64) each searched with
 Gumbel MuZero (32 simulations, a 2-block x 32-channel net) and stepped, inside one jitted scan,
@@ -76,20 +78,6 @@ def _where_done(done, fresh, state):
         return jnp.where(done.reshape(done.shape + (1,) * (s.ndim - 1)), f, s)
 
     return jax.tree.map(pick, fresh, state)
-
-
-def _time_scan(run, state, scan_length: int, batch: int, repeats: int):
-    """(compile seconds, steps per second) of a jitted `run(state, key) -> state`."""
-    start = time.perf_counter()
-    compiled = run.lower(state, jax.random.key(0)).compile()
-    compile_s = time.perf_counter() - start
-    state = jax.block_until_ready(compiled(state, jax.random.key(0)))  # warm-up
-    start = time.perf_counter()
-    for i in range(repeats):
-        state = compiled(state, jax.random.key(i + 1))
-    jax.block_until_ready(state)
-    elapsed = time.perf_counter() - start
-    return compile_s, repeats * scan_length * batch / elapsed
 
 
 def time_scans_interleaved(arms: dict, rounds: int, verbose: bool) -> dict:
@@ -234,18 +222,40 @@ def bench_env(args) -> dict:
         result["pgx_version"] = pgx.__version__
         result["pgx_state_bytes"] = _tree_bytes(env.init(jax.random.key(0)))
     for batch in args.batch_sizes:
-        run, state = mmc_env_runner(variants, batch, args.scan_length)
-        compile_s, sps = _time_scan(run, state, args.scan_length, batch, args.repeats)
-        row = {"batch": batch, "steps_per_s": sps, "compile_s": compile_s}
+        arms = {"mmc_jax": mmc_env_runner(variants, batch, args.scan_length)}
         if args.vs_pgx:
-            run, state = pgx_env_runner(batch, args.scan_length)
-            p_compile, p_sps = _time_scan(run, state, args.scan_length, batch, args.repeats)
-            row.update(pgx_steps_per_s=p_sps, pgx_compile_s=p_compile, ratio=sps / p_sps)
+            arms["pgx"] = pgx_env_runner(batch, args.scan_length)
         if args.mixed:
             specs = R.sample_variants(args.seed, batch)
-            run, state = mmc_env_runner(specs, batch, args.scan_length)
-            m_compile, m_sps = _time_scan(run, state, args.scan_length, batch, args.repeats)
-            row.update(mixed_steps_per_s=m_sps, mixed_compile_s=m_compile, mixed_ratio=m_sps / sps)
+            arms["mixed"] = mmc_env_runner(specs, batch, args.scan_length)
+        timed = time_scans_interleaved(arms, args.repeats, verbose=False)
+        steps = {
+            name: args.scan_length * batch / float(np.median(t["seconds"]))
+            for name, t in timed.items()
+        }
+        row = {
+            "batch": batch,
+            "steps_per_s": steps["mmc_jax"],
+            "compile_s": timed["mmc_jax"]["compile_s"],
+        }
+        if args.vs_pgx:
+            ratios = round_ratios(timed, "pgx")
+            row.update(
+                pgx_steps_per_s=steps["pgx"],
+                pgx_compile_s=timed["pgx"]["compile_s"],
+                ratio=float(np.median(ratios)),
+                ratio_min=float(np.min(ratios)),
+                ratio_max=float(np.max(ratios)),
+            )
+        if args.mixed:
+            # mixed steps/s over single-variant steps/s, round by round.
+            mixed = [1.0 / r for r in round_ratios(timed, "mixed")]
+            row.update(
+                mixed_steps_per_s=steps["mixed"],
+                mixed_compile_s=timed["mixed"]["compile_s"],
+                mixed_ratio=float(np.median(mixed)),
+            )
+        row["seconds_per_scan_rounds"] = {name: t["seconds"] for name, t in timed.items()}
         result["rows"].append(row)
         if not args.json:
             _print_row(row)
@@ -1209,7 +1219,8 @@ def _print_row(row):
     if "pgx_steps_per_s" in row:
         line += (
             f" | pgx {row['pgx_steps_per_s']:>10,.0f} steps/s "
-            f"(compile {row['pgx_compile_s']:.1f} s) | ratio {row['ratio']:.1f}x"
+            f"(compile {row['pgx_compile_s']:.1f} s) | ratio {row['ratio']:.1f}x "
+            f"({row['ratio_min']:.1f}-{row['ratio_max']:.1f}x)"
         )
     if "mixed_steps_per_s" in row:
         line += (
@@ -1260,7 +1271,12 @@ def main(argv=None):
         help="variants in the batch (several = a mixed batch); default gardner",
     )
     env.add_argument("--scan-length", type=POSITIVE, default=32, help="plies per jitted scan")
-    env.add_argument("--repeats", type=POSITIVE, default=3, help="timed scans per batch size")
+    env.add_argument(
+        "--repeats",
+        type=POSITIVE,
+        default=5,
+        help="timed rounds per batch size, one scan of every arm each, round-robin (default 5)",
+    )
     env.add_argument(
         "--movegen-batch",
         type=NON_NEGATIVE,

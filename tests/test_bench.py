@@ -74,3 +74,25 @@ def test_selfplay_vs_pgx_reports_the_median_ratio_of_paired_rounds(capsys):
     assert result["ratio"] == pytest.approx(float(np.median(ratios)))
     assert result["ratio_min"] <= result["ratio"] <= result["ratio_max"]
     assert result["moves_per_s"] == pytest.approx(2 / float(np.median(rounds["mmc_jax"])))
+
+
+def test_env_vs_pgx_and_mixed_are_timed_round_robin_with_paired_ratios(capsys):
+    # `bench env` on the same timer: per batch size, the single-variant, pgx and mixed arms all
+    # timed in every round; the ratio is the median of the rounds' pgx / mmc_jax ratios and the
+    # mixed ratio the median of mmc_jax / mixed (mixed steps/s over single-variant steps/s).
+    bench.main(
+        "env --batch-sizes 2 --scan-length 3 --repeats 3 --movegen-batch 0 --vs-pgx --mixed "
+        "--json".split()
+    )
+    result = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    (row,) = result["rows"]
+    rounds = row["seconds_per_scan_rounds"]
+    assert set(rounds) == {"mmc_jax", "pgx", "mixed"}
+    assert all(len(seconds) == 3 for seconds in rounds.values())
+    single = rounds["mmc_jax"]
+    ratios = [p / m for p, m in zip(rounds["pgx"], single, strict=True)]
+    assert row["ratio"] == pytest.approx(float(np.median(ratios)))
+    assert row["ratio_min"] <= row["ratio"] <= row["ratio_max"]
+    mixed = [m / x for m, x in zip(single, rounds["mixed"], strict=True)]
+    assert row["mixed_ratio"] == pytest.approx(float(np.median(mixed)))
+    assert row["steps_per_s"] == pytest.approx(2 * 3 / float(np.median(single)))
