@@ -20,8 +20,8 @@ Presets (the part after the colon):
       With `replay.backfill_outcomes` (2026-11-24): 214 iterations, 0.994 against greedy and
       0.224 [0.186, 0.261] against Fairy-Stockfish at 100 nodes (0.104 without); trained
       for 60 minutes instead (seed 2, 559 iterations), 0.258 [0.218, 0.297]. With
-      `--config.selfplay.value_q_weight=0.5` (2026-11-25, one seed): 0.268 [0.227, 0.308]
-      against 0.199 [0.164, 0.234] for the default run the same afternoon.
+      `--config.selfplay.value_q_weight=0.5` (2026-11-25): 0.268 and 0.205 over seeds 0 and
+      1, against 0.199 and 0.205 for the default run beside each: no gain.
       On one H100: about 1 s per iteration.
   smoke            python -m mmc_jax.train --config configs/gardner.py:smoke --workdir /tmp/s
       The tests' run: a 1x8 net, 8 games x 4 plies x 4 simulations, 2 iterations. About two
