@@ -76,15 +76,31 @@ def test_selfplay_vs_pgx_reports_the_median_ratio_of_paired_rounds(capsys):
     assert result["moves_per_s"] == pytest.approx(2 / float(np.median(rounds["mmc_jax"])))
 
 
-def test_env_vs_pgx_and_mixed_are_timed_round_robin_with_paired_ratios(capsys):
+def test_env_vs_pgx_and_mixed_are_timed_round_robin_with_paired_ratios(capsys, monkeypatch):
     # `bench env` on the same timer: per batch size, the single-variant, pgx and mixed arms all
     # timed in every round; the ratio is the median of the rounds' pgx / mmc_jax ratios and the
     # mixed ratio the median of mmc_jax / mixed (mixed steps/s over single-variant steps/s).
+    # The engines are replaced by counting arms (compiling three real ones takes about a
+    # minute); what is checked is which runner each arm gets and how the rounds are paired.
+    built = []
+
+    def mmc_runner(variants, batch, scan_length):
+        built.append(("mmc", list(variants), batch, scan_length))
+        return counting_arm(1)
+
+    def pgx_runner(batch, scan_length):
+        built.append(("pgx", batch, scan_length))
+        return counting_arm(10)
+
+    monkeypatch.setattr(bench, "mmc_env_runner", mmc_runner)
+    monkeypatch.setattr(bench, "pgx_env_runner", pgx_runner)
     bench.main(
         "env --batch-sizes 2 --scan-length 3 --repeats 3 --movegen-batch 0 --vs-pgx --mixed "
         "--json".split()
     )
     result = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    mixed_specs = bench.R.sample_variants(0, 2)
+    assert built == [("mmc", ["gardner"], 2, 3), ("pgx", 2, 3), ("mmc", list(mixed_specs), 2, 3)]
     (row,) = result["rows"]
     rounds = row["seconds_per_scan_rounds"]
     assert set(rounds) == {"mmc_jax", "pgx", "mixed"}
