@@ -51,7 +51,16 @@ PLOT_FILE = "adaptation.png"
 # Network-vs-network matches start from this many uniformly random plies, paired across
 # colours: two deterministic searches would otherwise replay one game per colour.
 DEFAULT_OPENING_PLIES = 4
-_MATCH_FIELDS = ("num_games", "wins", "draws", "losses", "score", "score_ci95", "mean_plies")
+_MATCH_FIELDS = (
+    "num_games",
+    "wins",
+    "draws",
+    "losses",
+    "score",
+    "score_ci95",
+    "mean_plies",
+    "opening_decided",
+)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -152,6 +161,7 @@ def adaptation_config(
     out.eval.opponents = tuple(source.eval.get("opponents", ("random", "greedy")))
     out.eval.max_plies = int(source.eval.get("max_plies", 0) or 0)
     out.eval.opening_plies = int(source.eval.get("opening_plies", DEFAULT_OPENING_PLIES))
+    out.eval.opening = str(source.eval.get("opening", "random"))  # or "policy" (match.py)
     out.eval.num_worlds = int(source.selfplay.get("num_worlds", 4))  # fog: PIMC worlds
     checkpoint = source.get("checkpoint", {})
     out.checkpoint = ml_collections.ConfigDict()
@@ -167,7 +177,8 @@ def adaptation_config(
 # Evaluation
 
 
-def _summary(result: dict[str, Any]) -> dict[str, Any]:
+def match_summary(result: dict[str, Any]) -> dict[str, Any]:
+    """The fields of a `match.play_match` result that adaptation results keep."""
     return {k: result[k] for k in _MATCH_FIELDS if k in result}
 
 
@@ -191,11 +202,13 @@ def evaluate_point(
     the same random openings / tie-breaks (paired comparisons). Under fog the model plays from
     its observations (`pimc`, `settings.num_worlds` worlds) and only against random / greedy:
     a second network would need beliefs of its own. Matches between two networks
-    begin with `settings.opening_plies` random plies (the same in game i and game i + N/2).
+    begin with `settings.opening_plies` plies, uniformly random or sampled from each side's
+    search policy (`settings.opening` "policy"), the same in game i and game i + N/2.
     """
     games, sims = int(settings.num_games), int(settings.num_simulations)
     max_plies = int(settings.get("max_plies", 0) or 0) or None
     openings = int(settings.get("opening_plies", DEFAULT_OPENING_PLIES))
+    opening = str(settings.get("opening", "random"))
     # (name, key index, opponent keyword arguments)
     matches = [
         (opponent, i, {"opponent": opponent}) for i, opponent in enumerate(settings.opponents)
@@ -226,10 +239,11 @@ def evaluate_point(
             jax.random.fold_in(key, index),
             max_plies=max_plies,
             opening_plies=openings if networks or fog else 0,
+            opening=opening if networks else "random",
             num_worlds=int(settings.get("num_worlds", 4)),
             **opponent,
         )
-        out[name] = _summary(result)
+        out[name] = match_summary(result)
     engine_nodes = tuple(settings.get("engine_nodes", ()) or ())
     if engine_nodes and not fog and uci.supported_by_fairy_stockfish(variant):
         for i, nodes in enumerate(engine_nodes):
@@ -245,7 +259,7 @@ def evaluate_point(
                 max_plies=max_plies,
                 engine=settings.get("engine") or None,
             )
-            out[f"fsf@{nodes}"] = {**_summary(result), "aborted": result["aborted"]}
+            out[f"fsf@{nodes}"] = {**match_summary(result), "aborted": result["aborted"]}
     return out
 
 
@@ -428,6 +442,8 @@ def run_adaptation(
     settings_dict = {
         k: settings[k] for k in ("num_games", "num_simulations", "max_plies", "opening_plies")
     }
+    if settings.get("opening", "random") != "random":  # older results files lack the key
+        settings_dict["opening"] = settings.opening
     settings_dict["opponents"] = list(settings.opponents)
     if reference_raw:
         settings_dict["reference_raw"] = True

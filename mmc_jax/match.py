@@ -5,13 +5,14 @@ and Black in the second) as ONE jitted `lax.while_loop` over plies. All games st
 so at every ply the model is to move in exactly one half of the batch (the first at even plies,
 the second at odd ones): each side's policy runs on its own half only, never on the games where
 the other side is to move. Finished games idle until the last one ends (the rules' ply cap
-bounds the loop). With `opening_plies > 0` both sides first play that many uniformly random
-plies, the same ones in game `i` and game `i + N/2`: paired openings, each played once from
-either side. A start without any legal move (monochromatic: White is stalemated at once) is
-scored a draw at ply 0. Calls with the same players and number of games share one compiled
-arena (variant, key, parameters, ply cap and opening length are data); all random / greedy
-pairings share one. Games lost by an illegal move are counted per side (`illegal_moves`; 0 for
-built-in policies). Statistics (score, intervals, Elo) come from `mmc_jax.elo`.
+bounds the loop). With `opening_plies > 0` both sides first play that many plies, uniformly
+random or (`opening="policy"`) sampled from each mover's own search policy, the same ones in
+game `i` and game `i + N/2`: paired openings, each played once from either side. A start
+without any legal move (monochromatic: White is stalemated at once) is scored a draw at ply 0.
+Calls with the same players and number of games share one compiled arena (variant, key,
+parameters, ply cap and opening length are data); all random / greedy pairings share one.
+Games lost by an illegal move are counted per side (`illegal_moves`; 0 for built-in policies).
+Statistics (score, intervals, Elo) come from `mmc_jax.elo`.
 """
 
 from __future__ import annotations
@@ -55,6 +56,7 @@ class _Player:
     network: Any = None
     num_simulations: int = 0
     policy: Any = None
+    gumbel_scale: float = 0.0  # 1: sample from the search's policy (the "policy" openings)
 
     def act(self, params, key, rules, state, planes):
         if self.kind == "baseline":
@@ -66,7 +68,9 @@ class _Player:
                 R.random_legal_action(random_key, legal),
             )
         if self.kind == "network":
-            policy = make_model_policy(self.network, params, self.num_simulations)
+            policy = make_model_policy(
+                self.network, params, self.num_simulations, self.gumbel_scale
+            )
             return policy(key, rules, state, planes)
         return self.policy(key, rules, state)
 
@@ -130,7 +134,10 @@ def _is_legal(planes: jax.Array, actions: jax.Array) -> jax.Array:
     return in_range & ((plane >> (actions // T.NUM_PLANES).astype(jnp.uint32)) & 1 == 1)
 
 
-@functools.partial(jax.jit, static_argnames=("model", "opponent", "record_plies"))
+OPENINGS = ("random", "policy")
+
+
+@functools.partial(jax.jit, static_argnames=("model", "opponent", "record_plies", "opening"))
 def _arena(
     model_params,
     opponent_params,
@@ -142,8 +149,15 @@ def _arena(
     model,
     opponent,
     record_plies: int = 0,
+    opening: str = "random",
 ) -> ArenaOutput:
     """Plays a batch of games from the start; the model is White in the first half.
+
+    The first `opening_plies` plies are paired: game i and game i + N/2 play the same moves.
+    `opening` "random": uniformly random legal moves; "policy": each mover's own policy
+    sampled (a network's search with Gumbel noise, `gumbel_scale` 1, as in self-play; random
+    and greedy as they are), computed on the first half, where the model is White, and
+    replayed in the second, so every opening is played once from either side.
 
     With `record_plies` > 0 (at least the ply cap) every move is kept in a `GameLog`; the
     games and their random streams are the same as without.
@@ -169,7 +183,7 @@ def _arena(
     def half_of(tree, start):
         return jax.tree.map(lambda x: jax.lax.dynamic_slice_in_dim(x, start, half, axis=0), tree)
 
-    def policies(key, state, planes, ply):
+    def policies(key, state, planes, ply, model=model, opponent=opponent):
         # Every game has the same side to move at a given ply (one variant, one start, the
         # same number of plies so far), so each player searches only its own half.
         model_key, opponent_key = jax.random.split(key)
@@ -196,6 +210,17 @@ def _arena(
             jnp.concatenate([opponent_actions, model_actions]),
         )
 
+    sampling_model = dataclasses.replace(model, gumbel_scale=1.0)
+    sampling_opponent = dataclasses.replace(opponent, gumbel_scale=1.0)
+
+    def paired_policy(key, state, planes, ply):
+        # Both halves hold the same positions during the opening (same start, same moves), so
+        # the first half's sampled moves are legal in the second.
+        actions = policies(key, state, planes, ply, sampling_model, sampling_opponent)
+        return jnp.concatenate([actions[:half], actions[:half]])
+
+    opening_moves = paired_policy if opening == "policy" else paired_random
+
     def cond(carry: _Carry):
         return ~jnp.all(carry.state.terminated) & (carry.ply < loop_limit)
 
@@ -203,7 +228,7 @@ def _arena(
         state, planes = carry.state, carry.planes
         ply_key = jax.random.fold_in(key, carry.ply)
         actions = jax.lax.cond(
-            carry.ply < opening_plies, paired_random, policies, ply_key, state, planes, carry.ply
+            carry.ply < opening_plies, opening_moves, policies, ply_key, state, planes, carry.ply
         )
         illegal = ~state.terminated & ~_is_legal(planes, actions)
         model_moved = state.turn == model_colour
@@ -281,6 +306,7 @@ def play_match(
     opponent_simulations: int | None = None,
     max_plies: int | None = None,
     opening_plies: int = 0,
+    opening: str = "random",
     games_out: list | None = None,
     num_worlds: int = 4,
     omniscient: bool = False,
@@ -304,7 +330,11 @@ def play_match(
       key: PRNG key (random opponents, greedy ties, openings; the search is deterministic).
       opponent_simulations: the checkpoint opponent's simulations (default `num_simulations`).
       max_plies: ply cap after which a game is drawn (default: the rules' cap, 256).
-      opening_plies: uniformly random plies played by both sides first, paired across colours.
+      opening_plies: plies played by both sides first, paired across colours (game i and
+        game i + N/2 play the same moves).
+      opening: how the opening plies are chosen: "random" (uniformly) or "policy" (sampled
+        from the mover's own search policy, so an opening does not hand either side a lost
+        game; random and greedy players move as they always do).
       games_out: a list to which the games are appended as dicts (variant, white, black,
         start_fen, moves in UCI, result, termination, opening_plies) for `mmc_jax.pgn`. The
         arena records every match anyway (a `GameLog` of max(256, ply cap) plies), so this
@@ -314,7 +344,8 @@ def play_match(
       A JSON-able dict: `num_games`, `wins`, `draws`, `losses`, `score`, `score_ci95`,
       `ci_method`, `score_ci95_wilson`, `elo`, `elo_ci95`, `mean_plies`, per-colour dicts
       `white` / `black` (the model's colour) with games, wins, draws, losses, score,
-      mean_plies; `illegal_moves` {model, opponent} (games lost by an illegal move: always 0
+      mean_plies; `opening_decided` (the share of games over before the opening ended);
+      `illegal_moves` {model, opponent} (games lost by an illegal move: always 0
       for the built-in policies); plus the match settings.
     """
     variant = R.check_variant(variant)  # the canonical spelling, recorded in the results
@@ -322,6 +353,8 @@ def play_match(
         raise ValueError(f"num_games must be a positive even integer, got {num_games!r}")
     if num_games % 2:
         raise ValueError(f"num_games must be even (half the games per colour), got {num_games}")
+    if opening not in OPENINGS:
+        raise ValueError(f"opening must be one of {OPENINGS}, got {opening!r}")
     for name, value in (("num_simulations", num_simulations), ("opening_plies", opening_plies)):
         if isinstance(value, bool) or not isinstance(value, int) or value < 0:
             raise ValueError(f"{name} must be a non-negative integer, got {value!r}")
@@ -384,6 +417,7 @@ def play_match(
             jnp.int32(opening_plies),
             model=model,
             opponent=opponent_player,
+            opening=opening if opening_plies else "random",
             # Always recorded (a few MB at most), so that `games_out` needs no other compile.
             record_plies=max(R.variants.DEFAULT_MAX_PLIES, int(single.max_plies)),
         )
@@ -391,6 +425,8 @@ def play_match(
     if not np.all(output.finished):  # unreachable while the rules enforce their ply cap
         raise RuntimeError(f"{int((~output.finished).sum())} games did not finish")
     result = elo_lib.match_statistics(output.model_reward, output.plies)
+    decided = output.plies <= opening_plies if opening_plies else np.zeros(num_games, bool)
+    result["opening_decided"] = float(np.mean(decided))
     result["illegal_moves"] = {
         "model": int(output.model_illegal.sum()),
         "opponent": int(output.opponent_illegal.sum()),
@@ -406,6 +442,7 @@ def play_match(
         opponent_simulations=opponent_simulations if opponent_player.kind == "network" else None,
         max_plies=int(single.max_plies),
         opening_plies=opening_plies,
+        opening=opening,
     )
     return result
 

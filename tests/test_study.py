@@ -1,11 +1,16 @@
-"""The adaptation study's bookkeeping (experiments/adaptation/study.py): presets, the paired
-comparisons between arms and the frames-to-target table, on made-up results (no JAX work)."""
+"""The decisive adaptation study (experiments/adaptation/study.py): every config of every
+preset prepares, the statistics (scratch-equivalent frames, AUC, paired endpoints, minimum
+detectable effect) on made-up numbers, the report on made-up cells, and, with real JAX work at
+the smoke size, a resumed pretraining unit equal to an unbroken one whose pack archive
+round-trips into another artefact folder."""
 
 import importlib.util
+import json
 import math
 import sys
 from pathlib import Path
 
+import chex
 import pytest
 
 PATH = Path(__file__).resolve().parents[1] / "experiments" / "adaptation" / "study.py"
@@ -15,57 +20,176 @@ sys.modules["study"] = study  # dataclasses look their module up
 _spec.loader.exec_module(study)
 
 
-def _point(iteration, score, games=64, frames_per_iteration=256):
-    match = {"score": score, "num_games": games, "score_ci95": [score - 0.1, score + 0.1]}
-    return {"iteration": iteration, "frames": iteration * frames_per_iteration,
-            "matches": {"greedy": match}}  # fmt: skip
-
-
-def _results():
-    # joat: 0.5 -> 0.9 on both variants; joint: 0.5 -> 0.7 (a) and 0.6 (b); two seed pairs.
-    games = {}
-    for variant, joint_after in (("a", 0.7), ("b", 0.6)):
-        for seed in ("0", "1"):
-            for arm, after in (("joat", 0.9), ("joint", joint_after)):
-                points = [_point(0, 0.5), _point(1, after), _point(2, after)]
-                games.setdefault(variant, {}).setdefault(arm, {})[seed] = {"0": points}
-    return {"preset": "test", "fewshot": {}, "games": games}
-
-
-def test_paired_differences_pair_the_same_cells():
-    rows = study.game_rows(_results())
-    diffs = study.paired_differences(rows, "joat", "joint")
-    assert set(diffs) == {0, 1, 2}
-    mean, half, cells = diffs[1]
-    assert cells == 4 and mean == pytest.approx(0.25)
-    # differences 0.2, 0.2, 0.3, 0.3: sd 0.0577, half-width t(0.975, 3) sd / 2
-    assert half == pytest.approx(3.182446 * math.sqrt(1 / 300) / 2)
-    assert diffs[0][:2] == (0.0, 0.0)
-
-
-def test_frames_to_target_is_the_first_iteration_reaching_it():
-    reached = study.frames_to(study.game_rows(_results()), target=0.8)
-    assert reached[("a", "joat")] == 256 and reached[("b", "joat")] == 256
-    assert reached[("a", "joint")] is None
-
-
-def test_report_has_the_tables_and_reads_the_first_format(tmp_path):
-    text = study.report(tmp_path, _results())
-    assert "| joat - joint | +0.000 +- 0.000 (4) | +0.250" in text
-    assert "Adaptation frames to reach 0.8" in text
-    # The first quick run stored the greedy match's fields in the point itself.
-    old = {"preset": "quick", "fewshot": {}, "games": {"a": {"joat": {"0": {"0": [
-        {"iteration": 0, "frames": 0, "score": 0.4, "num_games": 64}]}}}}}  # fmt: skip
-    assert "| `a` | joat | 0.40 |" in study.report(tmp_path, old)
+@pytest.mark.parametrize("name", sorted(study.PRESETS))
+def test_every_config_of_every_preset_prepares(name):
+    preset = study.PRESETS[name]
+    names = study.prepare_all(preset)
+    procedures = len(study.candidate_procedures(preset))
+    expected = len(preset.variants) * (1 + procedures) + procedures * len(preset.seeds) * len(
+        preset.arms
+    )
+    assert len(names) == expected
 
 
 def test_presets_follow_the_protocol():
-    for name, preset in study.PRESETS.items():
-        assert preset.adapt_points[:2] == (0, 1), name
-        assert set(preset.game_arms) <= set(study.ALL_ARMS), name
-    cpu, gpu = study.PRESETS["cpu"], study.PRESETS["gpu"]
-    assert (
-        (len(cpu.seeds), len(cpu.adapt_seeds)) == (3, 2) == (len(gpu.seeds), len(gpu.adapt_seeds))
+    cpu = study.PRESETS["cpu"]
+    joat = study.joat_config(cpu, 0)
+    frames = cpu.pretrain_iterations * joat.meta.num_tasks * joat.meta.games_per_task
+    frames *= joat.selfplay.num_plies
+    assert frames >= 200_000  # at least 10x the last study's 20,480 frames per arm
+    assert cpu.seeds == (0, 1, 2) and set(cpu.variants) == set(study.VARIANTS)
+    assert cpu.long_iterations * joat.meta.num_tasks * joat.meta.games_per_task * 32 >= 1_000_000
+    gpu = study.PRESETS["gpu"]
+    assert study.joat_config(gpu, 0).network == joat.network  # the CPU can play its games
+    choice = {"optimizer": "sgd", "learning_rate": 0.1}
+    # Equal frames and sequential steps in every arm; eps constant; the procedure everywhere.
+    steps = set()
+    for arm in study.ARMS:
+        config = study.arm_config(cpu, arm, 0, choice)
+        steps.add(config.meta.inner_steps * config.meta.updates_per_iteration)
+        assert config.meta.num_tasks * config.meta.games_per_task == 64
+        assert config.meta.outer_lr_schedule == "constant"
+        assert (config.network.rule_planes == "descriptor") == arm.endswith("+desc")
+        if arm.startswith("joat"):
+            assert config.inner.optimizer == "sgd" and config.inner.learning_rate == 0.1
+            assert config.inner.momentum == 0.0 and config.adapt.learner.optimizer == "sgd"
+    assert steps == {8}
+    adapt = study.adaptation_joat_config(cpu, choice)
+    assert adapt.adapt.selfplay.batch_size == 16 and adapt.adapt.eval.opening == "policy"
+    with pytest.raises(ValueError, match="sensitivity"):
+        study.arm_config(cpu, "joat", 0, None)
+
+
+def test_scratch_equivalent_frames_on_a_synthetic_curve():
+    curve = [(0, 0.1), (4096, 0.3), (8192, 0.25), (16384, 0.5), (32768, 0.7)]
+    sef = study.scratch_equivalent_frames
+    assert sef(curve, 0.05) == (0.0, False)  # below the start: no frames needed
+    assert sef(curve, 0.1) == (0.0, False)
+    assert sef(curve, 0.2) == (pytest.approx(2048.0), False)  # halfway from 0.1 to 0.3
+    # The dip at 8192 is ignored (running maximum): 0.4 lies between 0.3 (8192) and 0.5.
+    frames, censored = sef(curve, 0.4)
+    assert not censored and frames == pytest.approx(8192 + 8192 * 0.5)
+    assert sef(curve, 0.7) == (32768.0, False)
+    assert sef(curve, 0.9) == (32768.0, True)  # beyond the curve: a lower bound
+
+
+def test_auc_and_minimum_detectable_effect():
+    assert study.auc([(0, 0.2), (1, 0.4), (2, 0.4), (4, 0.6)]) == pytest.approx(
+        (0.3 + 0.4 + 2 * 0.5) / 4
     )
-    assert cpu.adapt_points == gpu.adapt_points == (0, 1, 2, 5)
-    assert gpu.games >= 256 and gpu.references and gpu.engine_nodes
+    assert study.auc([(0, 0.3)]) == 0.3
+    diffs = [0.1, -0.1] * 9  # sd 0.1029 over 18 cells
+    mean, half = study.t_interval(diffs)
+    assert mean == pytest.approx(0.0) and half == pytest.approx(
+        2.110 * 0.10290 / math.sqrt(18), 1e-3
+    )
+    assert study.minimum_detectable(diffs) == pytest.approx(
+        (2.110 + 0.863) * 0.10290 / math.sqrt(18), 1e-2
+    )
+    assert study.minimum_detectable([0.1, 0.2]) is None
+
+
+def _cell(arm, seed, variant, scores, zero_shot):
+    points = [
+        {
+            "iteration": i,
+            "frames": 512 * i,
+            "matches": {
+                "reference": {"score": s, "num_games": 64, "opening_decided": 0.0},
+                "greedy": {"score": 0.9, "num_games": 64},
+            },
+        }
+        for i, s in zip((0, 1, 2, 4), scores, strict=True)
+    ]
+    return {"arm": arm, "seed": seed, "variant": variant, "points": points,
+            "zero_shot_final": {"score": zero_shot}, "procedure": {}, "mid": 2}  # fmt: skip
+
+
+def test_report_pairs_arms_over_variant_and_seed(tmp_path):
+    preset = study.dataclasses.replace(
+        study.PRESETS["smoke"], variants=("atomic", "rifle"), seeds=(0, 1)
+    )
+    s = study.Study("test", preset, tmp_path / "work", tmp_path / "art")
+    gains = {"scratch": 0.0, "joint": 0.1, "joat": 0.2, "joint+desc": 0.3, "joat+desc": 0.3}
+    for variant in preset.variants:
+        s.write(
+            {"variant": variant, "mid": 2, "final": 2, "calibration": {},
+             "points": [{"frames": 0, "score": 0.1}, {"frames": 4096, "score": 0.5},
+                        {"frames": 8192, "score": 0.9}]},
+            "curve", f"{study.slug(variant)}.json",
+        )  # fmt: skip
+        for seed in preset.seeds:
+            for arm, gain in gains.items():
+                noise = 0.01 * seed
+                scores = [0.1 + gain + noise, 0.3 + gain, 0.35 + gain, 0.4 + gain]
+                s.write(_cell(arm, seed, variant, scores, 0.2 + gain), "cells",
+                        f"{arm}_s{seed}_{study.slug(variant)}.json")  # fmt: skip
+    results = study.collect(s)
+    assert len(results["cells"]) == 20
+    joat_atomic = next(c for c in results["cells"] if c["arm"] == "joat" and c["seed"] == 0)
+    first = joat_atomic["points"][1]
+    # 0.5 against the mid reference after one iteration (512 frames): 4096 on the curve.
+    assert first["sef"] == pytest.approx(4096) and first["speedup"] == pytest.approx(8)
+    ends = dict(study.endpoints(results))
+    assert ends["P2 joat - joint, iteration 1"] == pytest.approx([0.1] * 4)
+    assert ends["P1 joat+desc - scratch, AUC"] == pytest.approx([0.3] * 4)
+    assert ends["P2 interaction (Reptile gain with - without descriptor), AUC"] == pytest.approx(
+        [-0.1] * 4
+    )
+    text = study.report(s, results)
+    assert "## Current result" in text and "P2 joat - joint, iteration 1: +0.100" in text
+    assert "Incomplete" not in text  # 2 variants x 2 seeds x 5 arms: every cell
+    study.plot(s, results)
+    assert (tmp_path / "art" / "games.png").stat().st_size > 0
+    assert json.loads((tmp_path / "art" / "results.json").read_text())["preset"] == "test"
+
+
+def test_command_line_errors_are_one_line(tmp_path, capsys):
+    for argv, message in (
+        (["--preset", "smoke", "--seeds", "7"], "not among the preset's"),
+        (["--preset", "smoke", "--variants", "nonsense=1"], "--variants"),
+        (["--preset", "smoke", "--variants", "dark"], "not among the preset's"),
+        (["--preset", "smoke", "--iterations", "0"], "at least 1"),
+    ):
+        with pytest.raises(SystemExit) as error:
+            study.main([*argv, "--workdir", str(tmp_path)])
+        assert error.value.code == 2
+        assert message in capsys.readouterr().err
+    assert study.main(["--preset", "smoke", "--workdir", str(tmp_path), "--status"]) == 0
+    assert "cells: 0/" in capsys.readouterr().out
+
+
+@pytest.mark.slow
+def test_a_resumed_pretraining_unit_equals_an_unbroken_one_and_its_pack_round_trips(tmp_path):
+    from mmc_jax import checkpoint
+
+    preset = study.PRESETS["smoke"]
+    log = study.Log(tmp_path)
+    unbroken = study.Study("smoke", preset, tmp_path / "a", tmp_path / "a_art")
+    info = study.pretrain(unbroken, "joint", 0, None, log)
+    assert info["iterations"] == preset.pretrain_iterations and info["frames"] > 0
+    # Broken: one iteration, then the same unit asked for all of them resumes its workdir.
+    short = study.dataclasses.replace(preset, pretrain_iterations=1)
+    broken = study.Study("smoke", short, tmp_path / "b", tmp_path / "b_art")
+    study.pretrain(broken, "joint", 0, None, log)
+    (broken.path("pretrain", "joint_s0.json")).unlink()  # the unit is not finished
+    resumed = study.Study("smoke", preset, tmp_path / "b", tmp_path / "b_art")
+    assert study.pretrain(resumed, "joint", 0, None, log)["iterations"] == 2
+    _, want, _ = checkpoint.load_model(unbroken.pretrained_model("joint", 0))
+    _, got, _ = checkpoint.load_model(resumed.pretrained_model("joint", 0))
+    chex.assert_trees_all_equal(want, got)
+    # A finished unit is read, not rerun (a run would call the log, here None).
+    assert study.pretrain(resumed, "joint", 0, None, None) == resumed.read(
+        "pretrain", "joint_s0.json"
+    )
+    # The pack: written after the unit, read into a fresh artefact folder.
+    pack = tmp_path / "pack.tgz"
+    study.write_pack(unbroken, pack)
+    fresh = study.Study("smoke", preset, tmp_path / "c", tmp_path / "c_art")
+    assert study.unpack(fresh, pack) == ["joint_s0"]
+    assert fresh.read("pretrain", "joint_s0.json") == unbroken.read("pretrain", "joint_s0.json")
+    _, unpacked, _ = checkpoint.load_model(fresh.pretrained_model("joint", 0))
+    chex.assert_trees_all_equal(want, unpacked)
+    other = study.Study("cpu", preset, tmp_path / "d", tmp_path / "d_art")
+    with pytest.raises(ValueError, match="preset 'smoke'"):
+        study.unpack(other, pack)

@@ -1,49 +1,68 @@
-"""The decisive adaptation study: does meta-training make adaptation fast?
+"""The decisive adaptation study: does pretraining over the rule space make a never-played
+variant fast to learn, and does Reptile (JOAT) add to joint training?
 
-    python experiments/adaptation/study.py --preset quick --workdir runs/study_quick   # CPU
-    python experiments/adaptation/study.py --preset gpu --workdir runs/study_gpu       # H100
+    python experiments/adaptation/study.py --preset cpu --budget-minutes 120    # one sitting
+    python experiments/adaptation/study.py --preset cpu --status                # what is left
+    python experiments/adaptation/study.py --preset gpu --only pretrain --pack out/pretrain.tgz
+    python experiments/adaptation/study.py --preset cpu --unpack out/pretrain.tgz
+    python experiments/adaptation/study.py --preset smoke --workdir /tmp/study_smoke   # plumbing
 
-Resumable: every stage writes `<workdir>/<stage>/done.json` and is skipped when it exists; a
-re-run continues where the last one stopped (`--budget-minutes` stops cleanly between stages).
+The same command every sitting: every unit of work (a reference run, a pretraining run, a
+calibration, an adaptation cell) writes its small result into the artefact folder
+(`experiments/adaptation/decisive_<preset>/`, committed as units finish: exported parameters of
+2x32 networks, about 250 KB each, and one JSON per unit), and a unit whose result is there is
+skipped. Heavy state (checkpoints with replay rings) stays in `--workdir` (runs/study_<preset>)
+and makes an interrupted training run resume bit-exactly on the same machine; on a fresh
+machine an unfinished unit starts again, a finished one is read from the artefacts.
 
-Arms, all pretrained for the same self-play frames (iterations x n tasks x G games x plies) and
-the same sequential gradient steps (k per iteration):
+The protocol (pre-registered in experiments/adaptation/README.md):
 
-  joat        Reptile over the rule space (configs/joat.py): per task k steps of the inner
-              procedure from phi with a fresh Adam (b1 = 0), phi += eps (mean theta - phi),
-              eps annealed linearly from 1 to 0.1
-  joint       the same tasks and data, k = 1: one joint step on the mean task gradient, k times
-              per iteration, a persistent Adam (multi-task training)
-  joat+desc, joint+desc   the same with the rules descriptor as input (rule_planes=descriptor)
-  strict      joat without any fog=on task: dark and `dark,capture=atomic` are unseen components
-  gardner     AlphaZero on gardner only, n x G games per iteration, k steps of the same size
-  scratch     no pretraining
+  yardstick   per held-out variant, AlphaZero from scratch with the best single-variant recipe
+              (configs/gardner.py:cpu, the preset's `reference_preset`), a checkpoint after
+              each of `reference_iterations` (4k, 8k, 16k, 33k, 66k frames on the CPU
+              preset): the scratch curve. The mid-strength reference is the weakest of them
+              against which a random network (with the same search) scores <= 0.25; every
+              curve point is scored against it. Scratch-equivalent frames (SEF) of a score:
+              the frames at which the curve (its running maximum, linear between points)
+              first reaches it; speed-up = SEF / adaptation frames.
+  arms        {rules hidden, rules descriptor} x {joint (k = 1), JOAT (Reptile)}, pretrained
+              over the rule-space tasks of configs/joat.py (the held-out variants never drawn)
+              with equal self-play frames and sequential gradient steps; plus scratch (a
+              random network adapted by the same procedure).
+                joint   k joint steps per iteration on the mean task gradient, persistent Adam
+                        (b1 0.9, lr 1e-3, weight decay 1e-4)
+                joat    per task k steps of the inner procedure from phi, phi += eps (mean theta
+                        - phi), eps constant 1 (neither arm anneals)
+  procedure   the inner procedure (JOAT's inner loop and every arm's adaptation, one
+              function: `learner.inner_procedure`) is chosen by the sensitivity stage before
+              JOAT is pretrained: plain SGD at each of `step_sizes` against the old fresh Adam
+              (b1 = 0), from the seed-0 joint starts, by held-out loss on each variant's
+              reference self-play after one and two procedures.
+  games       per (arm, seed, variant): `mmc_jax.adapt` for max(adapt_points) iterations of
+              `adapt_games` games each; at each point `games` colour-balanced games against
+              the mid reference (primary) and greedy (secondary), openings of
+              `opening_plies` plies sampled from each side's own search policy and paired
+              across colours; at iteration 0 also against the final reference (zero-shot).
+  long        the better rules-descriptor arm (zero-shot) pretrained to `long_iterations`,
+              a checkpoint every `long_every`, each played zero-shot: transfer against
+              pretraining frames.
 
-Evaluation on the held-out variants of configs/joat.py (dark, atomic, rifle, extinction and
-four composed points, never drawn as training tasks):
-
-  few-shot    the primary diagnostic: a fixed labelled dataset per variant (self-play of a
-              reference AlphaZero model trained on that variant from scratch: the search's
-              improved policies, game results or bootstrapped values), split into adaptation
-              draws and a held-out evaluation set; the policy and value loss on the evaluation
-              set after 0, 1, 2, 5 inner procedures (each on a new draw): exactly what Reptile
-              optimises, seconds to compute, no game noise.
-  games       `mmc_jax.adapt` (the same inner procedure per iteration, on its own self-play)
-              after 0 and 1 adaptation iterations against greedy, colour-balanced, the training
-              ply cap, fair play under fog (observation-only PIMC).
-
-Outputs: `<workdir>/results.json` (everything, with settings and frames), `results.md` (the
-tables) and `fewshot.png`.
+Outputs in the artefact folder: `results.json`, `results.md` (current-result block first, the
+pre-registered endpoints with paired t intervals and minimum detectable effects), `games.png`
+(score against adaptation frames per variant beside the scratch curve) and `transfer.png`.
 """
 
 from __future__ import annotations
 
 import argparse
 import dataclasses
-import functools
+import io
 import json
 import math
+import os
+import shutil
 import sys
+import tarfile
 import time
 from pathlib import Path
 
@@ -51,81 +70,97 @@ ROOT = Path(__file__).resolve().parents[2]
 if str(ROOT) not in sys.path:  # `from configs import joat`
     sys.path.insert(0, str(ROOT))
 
+ARMS = ("joint", "joat", "joint+desc", "joat+desc")
+GAME_ARMS = ("scratch",) + ARMS
+# The six fog-free held-out variants of configs/joat.py (fog goes to a later study).
+VARIANTS = (
+    "atomic",
+    "rifle",
+    "extinction",
+    "capture=rifle,goal=extinction",
+    "gardner,start=shuffle:17,colour=other",
+    "baby,capture=atomic,goal=king",
+)
+OLD_ADAM = "adam"  # the old inner procedure: Adam with b1 = 0, fresh per task, lr 1e-3
+
 
 @dataclasses.dataclass(frozen=True)
 class Preset:
-    joat_preset: str  # network size, tasks, games, plies, k
-    iterations: int  # pretraining outer iterations (every arm)
-    reference_iterations: int  # AlphaZero iterations of each held-out variant's reference
-    dataset_draws: int  # self-play draws of the reference per variant (5 adapt + the rest eval)
-    games: int  # games per match
-    simulations: int  # evaluation search
-    arms: tuple[str, ...]
-    game_arms: tuple[str, ...]
-    variants: int  # how many of the held-out variants (in configs/joat.py order)
-    seeds: tuple[int, ...] = (0,)  # pretraining seeds
-    adapt_seeds: tuple[int, ...] = (0,)
-    adapt_points: tuple[int, ...] = (0, 1)  # games after these adaptation iterations
-    # Opponents besides greedy (non-fog variants): the variant's reference with search and as
-    # its raw policy (two strengths), Fairy-Stockfish at these nodes where it plays the variant.
-    references: bool = False
-    engine_nodes: tuple[int, ...] = ()
+    """The study's sizes. `joat_preset` gives the network, tasks, games, plies, simulations
+    and k of pretraining (configs/joat.py); the rest is the protocol."""
+
+    joat_preset: str
+    pretrain_iterations: int  # outer iterations of every arm
+    reference_preset: str  # configs/gardner.py preset of the scratch curve
+    reference_iterations: tuple[int, ...]  # curve checkpoints (reference iterations)
+    seeds: tuple[int, ...] = (0, 1, 2)
+    variants: tuple[str, ...] = VARIANTS
+    arms: tuple[str, ...] = ARMS
+    num_tasks: int = 0  # 0: the joat preset's tasks per outer iteration
+    games_per_task: int = 0  # 0: the joat preset's G
+    adapt_points: tuple[int, ...] = (0, 1, 2, 4)
+    adapt_games: int = 16  # games per adaptation iteration
+    games: int = 64  # games per match
+    simulations: int = 16  # evaluation search, both sides
+    opening_plies: int = 4
+    step_sizes: tuple[float, ...] = (0.01, 0.03, 0.1, 0.3)  # SGD candidates
+    dataset_draws: int = 8  # reference self-play draws per variant (5 adapt + 3 held out)
+    calibration_max: float = 0.25  # the mid reference: random init scores at most this
+    long_iterations: int = 0  # 0: no long run
+    long_every: int = 0
 
 
-ALL_ARMS = ("scratch", "gardner", "joint", "joat", "joint+desc", "joat+desc", "strict")
-GAME_ARMS = ("scratch", "gardner", "joint", "joat")
 PRESETS = {
+    # The tests' and the dry run's sizes: every stage, nothing learnt.
     "smoke": Preset(
-        "smoke", 2, 1, 7, 4, 2, ALL_ARMS, ("scratch", "joat"), 2, adapt_points=(0, 1, 2)
+        joat_preset="smoke",
+        pretrain_iterations=2,
+        reference_preset="smoke",
+        reference_iterations=(1, 2),
+        seeds=(0,),
+        variants=("atomic", "gardner,start=shuffle:17,colour=other"),
+        adapt_points=(0, 1),
+        adapt_games=4,
+        games=4,
+        simulations=2,
+        step_sizes=(0.1,),
+        dataset_draws=3,
+        long_iterations=2,
+        long_every=1,
     ),
-    "quick": Preset(
-        "quick",
-        20,
-        6,
-        8,
-        64,
-        8,
-        ALL_ARMS,
-        ("scratch", "joint", "joat"),
-        8,
-        adapt_points=(0, 1, 2, 5),
-    ),
-    # The issue's protocol on a CPU in about 4 hours (an estimate from the quick preset's
-    # stage times, not a measured run): 3 pretraining seeds x 2 adaptation seeds, 128 games.
+    # The issue's protocol on a 2-core CPU, over several sittings: 100 outer iterations x 4
+    # tasks x 16 games x 32 plies = 204,800 frames and 800 sequential steps per arm.
     "cpu": Preset(
-        "quick",
-        20,
-        6,
-        8,
-        128,
-        8,
-        ("gardner", "joint", "joat"),
-        ("scratch", "joint", "joat"),
-        8,
-        seeds=(0, 1, 2),
-        adapt_seeds=(0, 1),
-        adapt_points=(0, 1, 2, 5),
+        joat_preset="cpu",
+        pretrain_iterations=100,
+        reference_preset="cpu",
+        reference_iterations=(1, 2, 4, 8, 16),
+        long_iterations=500,
+        long_every=50,
     ),
+    # Pretraining on one H100 (the games then run on the CPU: `--unpack`): the same network
+    # and k, 16 tasks x 64 games per outer iteration, 16x the frames of the cpu preset.
     "gpu": Preset(
-        "cpu",
-        30,
-        10,
-        8,
-        256,
-        16,
-        ALL_ARMS,
-        GAME_ARMS,
-        8,
-        seeds=(0, 1, 2),
-        adapt_seeds=(0, 1),
-        adapt_points=(0, 1, 2, 5),
-        references=True,
-        engine_nodes=(100,),
+        joat_preset="cpu",
+        pretrain_iterations=100,
+        reference_preset="cpu",
+        reference_iterations=(1, 2, 4, 8, 16),
+        num_tasks=16,
+        games_per_task=64,
+        long_iterations=500,
+        long_every=50,
     ),
 }
 
 
+# ---------------------------------------------------------------------------------------------
+# Bookkeeping
+
+
 class Log:
+    """Timestamped lines on stdout and in `<workdir>/study.log`; also a stream for the run
+    loop's progress lines (each training run prints its own ETA)."""
+
     def __init__(self, workdir: Path):
         self.path = workdir / "study.log"
         self.started = time.time()
@@ -136,7 +171,7 @@ class Log:
         with open(self.path, "a", encoding="utf-8") as f:
             f.write(stamp + line + "\n")
 
-    def write(self, text: str) -> None:  # a stream for the run loop's progress lines
+    def write(self, text: str) -> None:
         if text.strip():
             self(text.rstrip())
 
@@ -144,663 +179,1207 @@ class Log:
         pass
 
 
-def _done(stage: Path):
-    marker = stage / "done.json"
-    return json.loads(marker.read_text()) if marker.exists() else None
+def slug(variant: str) -> str:
+    return "".join(c if c.isalnum() else "_" for c in variant)
 
 
-def _finish(stage: Path, info: dict) -> dict:
-    stage.mkdir(parents=True, exist_ok=True)
-    (stage / "done.json").write_text(json.dumps(info, indent=1))
-    return info
+@dataclasses.dataclass(frozen=True)
+class Study:
+    """Where a study's files live: `artefacts` (small, committed) and `workdir` (heavy)."""
+
+    preset_name: str
+    preset: Preset
+    workdir: Path
+    artefacts: Path
+
+    def path(self, *parts: str) -> Path:
+        return self.artefacts.joinpath(*parts)
+
+    def read(self, *parts: str):
+        path = self.path(*parts)
+        return json.loads(path.read_text()) if path.exists() else None
+
+    def write(self, info: dict, *parts: str) -> dict:
+        path = self.path(*parts)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        temporary = path.with_suffix(".tmp")
+        temporary.write_text(json.dumps(info, indent=1))
+        os.replace(temporary, path)  # a unit is done exactly when its JSON exists
+        return info
+
+    def reference_model(self, variant: str, iteration: int) -> Path:
+        return self.path("models", "reference", slug(variant), f"it{iteration}")
+
+    def pretrained_model(self, arm: str, seed: int) -> Path:
+        return self.path("models", "pretrain", f"{arm}_s{seed}")
+
+
+def export(workdir: Path, step: int | None, out: Path, info: dict) -> None:
+    """The parameters of `workdir`'s checkpoint `step` as an exported model at `out`."""
+    from mmc_jax import checkpoint
+
+    _, params, config = checkpoint.load_model(workdir, step)
+    meta = checkpoint.load_metadata(workdir, step)
+    extra = meta.get("extra") or {}
+    if out.exists():
+        shutil.rmtree(out)
+    checkpoint.export_model(
+        out,
+        config,
+        params,
+        {"step": int(meta["step"]), "frames": extra.get("frames"), **info},
+    )
+
+
+def _frames_at(workdir: Path, step: int) -> int:
+    from mmc_jax import metrics
+
+    for record in metrics.read_metrics(workdir):
+        if record.get("step") == step:
+            return int(record["frames"])
+    raise RuntimeError(f"no metrics record of iteration {step} in {workdir}")
+
+
+# ---------------------------------------------------------------------------------------------
+# Configs
 
 
 def joat_config(preset: Preset, seed: int):
     from configs import joat
 
     config = joat.get_config(preset.joat_preset)
-    config.num_iterations = preset.iterations
     config.seed = seed
+    config.num_iterations = preset.pretrain_iterations
+    if preset.num_tasks:
+        config.meta.num_tasks = preset.num_tasks
+    if preset.games_per_task:
+        config.meta.games_per_task = preset.games_per_task
     config.eval.every = 0
-    config.checkpoint.save_replay = False
-    config.checkpoint.max_to_keep = 1
-    config.checkpoint.every = max(1, preset.iterations // 4)
+    config.checkpoint.every = max(1, preset.pretrain_iterations // 10)
+    config.checkpoint.max_to_keep = 2
     return config
 
 
-def arm_config(preset: Preset, arm: str, seed: int):
-    """The pretraining config of `arm` (equal frames and sequential steps)."""
+def procedure_section(base, choice: dict):
+    """`base` (an inner-learner section) set to the chosen procedure: {"optimizer": "sgd",
+    "learning_rate": eta} (plain SGD, no momentum, no weight decay) or {"optimizer": "adam"}
+    (the old one: Adam, b1 = 0, lr 1e-3, fresh per task)."""
+    section = base.copy_and_resolve_references()
+    with section.unlocked():
+        section.optimizer = choice["optimizer"]
+        section.weight_decay = 0.0
+        if choice["optimizer"] == "sgd":
+            section.momentum = 0.0
+            section.learning_rate = float(choice["learning_rate"])
+    return section
+
+
+def arm_config(preset: Preset, arm: str, seed: int, choice: dict | None):
+    """The pretraining config of `arm` (equal frames and sequential steps in every arm).
+    JOAT arms need the procedure `choice` (their inner loop)."""
     config = joat_config(preset, seed)
     k = int(config.meta.inner_steps)
     if arm.endswith("+desc"):
         config.network.rule_planes = "descriptor"
-    if arm.startswith("joat") or arm == "strict":
+    if arm.startswith("joat"):
+        if choice is None:
+            raise ValueError("a JOAT arm needs the chosen inner procedure (sensitivity stage)")
         config.meta.outer_lr = 1.0
-        config.meta.outer_lr_schedule = "linear"
-        config.meta.outer_lr_end = 0.1
-    if arm == "strict":
-        config.task_space.goal_fogs = tuple(
-            g for g in config.task_space.goal_fogs if "/on" not in g
-        )
-    if arm.startswith("joint"):
+        config.meta.outer_lr_schedule = "constant"
+        config.inner = procedure_section(config.inner, choice)
+        config.inner.steps = k
+        config.adapt.learner = procedure_section(config.adapt.learner, choice)
+    elif arm.startswith("joint"):
         config.meta.inner_steps = 1
         config.meta.fresh_inner_state = False
         config.meta.updates_per_iteration = k
         config.learner.batch_size = int(config.inner.batch_size)
-    if arm == "gardner":
-        from configs import gardner
-
-        single = gardner.get_config("smoke" if preset.joat_preset == "smoke" else "cpu")
-        single.network = config.network.copy_and_resolve_references()
-        single.seed = seed
-        single.num_iterations = preset.iterations
-        single.unlock()
-        single.selfplay = config.selfplay.copy_and_resolve_references()
-        single.selfplay.unlock()
-        single.selfplay.mirror_augment = False
-        single.selfplay.batch_size = int(config.meta.num_tasks) * int(config.meta.games_per_task)
-        single.learner = config.learner.copy_and_resolve_references()
-        single.learner.unlock()
-        single.learner.batch_size = int(config.inner.batch_size)
-        single.learner.steps_per_iteration = k
-        single.replay.iterations = 1
-        single.eval.every = 0
-        single.checkpoint = config.checkpoint.copy_and_resolve_references()
-        return single
+    else:
+        raise ValueError(f"unknown arm {arm!r}; one of {ARMS}")
     return config
 
 
-def pretrain(workdir: Path, preset: Preset, arm: str, seed: int, log) -> dict:
+def reference_config(preset: Preset, variant: str):
+    """AlphaZero from scratch on `variant` with the best single-variant recipe, every curve
+    iteration's checkpoint kept."""
+    from configs import gardner
+
+    config = gardner.get_config(preset.reference_preset)
+    config.variant = variant
+    config.seed = 0
+    config.num_iterations = max(preset.reference_iterations)
+    config.eval.every = 0
+    config.checkpoint.every = 1
+    config.checkpoint.keep_period = 1
+    return config
+
+
+def adaptation_joat_config(preset: Preset, choice: dict):
+    """configs/joat.py (the preset's) with the chosen procedure as `adapt`'s learner and the
+    study's evaluation settings; `adapt.adaptation_config` builds each cell's run from it."""
+    config = joat_config(preset, 0)
+    config.adapt.learner = procedure_section(config.adapt.learner, choice)
+    config.adapt.learner.steps = int(config.meta.inner_steps)
+    config.adapt.selfplay.batch_size = preset.adapt_games
+    config.adapt.eval.opponents = ("greedy",)
+    config.adapt.eval.max_plies = 0  # the rules' ply cap, as in training
+    config.adapt.eval.opening_plies = preset.opening_plies
+    with config.adapt.eval.unlocked():
+        config.adapt.eval.opening = "policy"
+    config.adapt.checkpoint.save_replay = False
+    return config
+
+
+def prepare_all(preset: Preset) -> list[str]:
+    """Builds and validates every config the preset runs (reference, each arm and seed, each
+    candidate procedure's adaptation); returns their names. The tests call it for every preset."""
+    from mmc_jax import adapt, alphazero, meta
+
+    names = []
+    for variant in preset.variants:
+        alphazero.ALGORITHM.prepare_config(reference_config(preset, variant))
+        names.append(f"reference {variant}")
+    for choice in candidate_procedures(preset):
+        for seed in preset.seeds:
+            for arm in preset.arms:
+                meta.ALGORITHM.prepare_config(arm_config(preset, arm, seed, choice))
+                names.append(f"{arm} s{seed} {choice}")
+        joat = adaptation_joat_config(preset, choice)
+        for variant in preset.variants:
+            network = joat.network.copy_and_resolve_references()
+            run = adapt.adaptation_config(variant, max(preset.adapt_points), network, config=joat)
+            alphazero.ALGORITHM.prepare_config(run)
+            names.append(f"adapt {variant} {choice}")
+    return names
+
+
+def candidate_procedures(preset: Preset) -> list[dict]:
+    return [{"optimizer": OLD_ADAM}] + [
+        {"optimizer": "sgd", "learning_rate": float(eta)} for eta in preset.step_sizes
+    ]
+
+
+# ---------------------------------------------------------------------------------------------
+# Stages
+
+
+def references(study: Study, variant: str, log) -> dict:
+    """The scratch curve's runs: AlphaZero from scratch on `variant`, each curve checkpoint
+    exported into the artefacts."""
     from mmc_jax import train
 
-    stage = workdir / "pretrain" / f"{arm}_s{seed}"
-    info = _done(stage)
-    if info:
-        return info
-    config = arm_config(preset, arm, seed)
-    log(f"pretrain {arm} seed {seed}: {preset.iterations} iterations")
+    done = study.read("reference", f"{slug(variant)}.json")
+    if done:
+        return done
+    preset = study.preset
+    if shared_references(study, variant):
+        log(f"reference {variant}: copied from the cpu preset's artefacts (the same recipe)")
+        return study.read("reference", f"{slug(variant)}.json")
+    workdir = study.workdir / "reference" / slug(variant)
+    log(f"reference {variant}: {max(preset.reference_iterations)} iterations from scratch")
     started = time.time()
-    result = train.train(config, stage, stream=log)
-    return _finish(
-        stage,
-        {
-            "path": str(stage),
-            "frames": int(result["frames"]),
-            "iterations": int(result["iteration"]),
-            "seconds": time.time() - started,
-        },
+    train.train(reference_config(preset, variant), workdir, stream=log)
+    frames = {}
+    for iteration in preset.reference_iterations:
+        frames[str(iteration)] = _frames_at(workdir, iteration)
+        export(
+            workdir,
+            iteration,
+            study.reference_model(variant, iteration),
+            {"description": f"{variant}: scratch reference, iteration {iteration}"},
+        )
+    return study.write(
+        {"variant": variant, "frames": frames, "seconds": time.time() - started},
+        "reference",
+        f"{slug(variant)}.json",
     )
 
 
-def held_out(preset: Preset, only=None) -> tuple[str, ...]:
-    """The preset's held-out variants (canonical), or those of them in `only`."""
-    from configs import joat
-    from mmc_jax import rules as R
-
-    chosen = tuple(R.canonical(v) for v in joat.HELD_OUT[: preset.variants])
-    return tuple(v for v in chosen if only is None or v in only)
-
-
-def _slug(variant: str) -> str:
-    return "".join(c if c.isalnum() else "_" for c in variant)
-
-
-def adapt_config(preset: Preset, variant: str, iterations: int, network, seed: int = 0):
-    from mmc_jax import adapt
-
-    joat = joat_config(preset, 0)
-    return adapt.adaptation_config(variant, iterations, network, config=joat, seed=seed)
+def shared_references(study: Study, variant: str) -> bool:
+    """Copies the cpu preset's finished reference of `variant` when this preset trains the same
+    one (the gpu preset: references are CPU work); whether it did."""
+    cpu = PRESETS["cpu"]
+    source = ROOT / "experiments" / "adaptation" / "decisive_cpu"
+    same = (cpu.reference_preset, cpu.reference_iterations) == (
+        study.preset.reference_preset,
+        study.preset.reference_iterations,
+    )
+    info = source / "reference" / f"{slug(variant)}.json"
+    if not same or study.artefacts.resolve() == source.resolve() or not info.exists():
+        return False
+    models = source / "models" / "reference" / slug(variant)
+    shutil.copytree(models, study.path("models", "reference", slug(variant)), dirs_exist_ok=True)
+    study.write(json.loads(info.read_text()), "reference", f"{slug(variant)}.json")
+    return True
 
 
-def reference(workdir: Path, preset: Preset, variant: str, log) -> dict:
-    """AlphaZero on `variant` from scratch with the adaptation's settings but the ordinary
-    learner (persistent Adam over a replay of 4 iterations): the source of the dataset."""
+def pretrain(study: Study, arm: str, seed: int, choice: dict | None, log, pack=None) -> dict:
+    """One pretraining run, exported into the artefacts (and added to `pack`)."""
     from mmc_jax import train
 
-    stage = workdir / "reference" / _slug(variant)
-    info = _done(stage)
-    if info:
-        return info
-    joat = joat_config(preset, 0)
-    config = adapt_config(preset, variant, preset.reference_iterations, joat.network)
-    config.learner = joat.learner.copy_and_resolve_references()
-    config.learner.unlock()
-    config.learner.batch_size = int(joat.inner.batch_size)
-    config.learner.steps_per_iteration = 4 * int(joat.inner.steps)
-    config.replay.iterations = 4
-    config.checkpoint.save_replay = False
-    log(f"reference {variant}: {preset.reference_iterations} iterations from scratch")
-    result = train.train(config, stage, stream=log)
-    return _finish(stage, {"path": str(stage), "frames": int(result["frames"])})
+    done = study.read("pretrain", f"{arm}_s{seed}.json")
+    if done:
+        return done
+    config = arm_config(study.preset, arm, seed, choice)
+    workdir = study.workdir / "pretrain" / f"{arm}_s{seed}"
+    log(f"pretrain {arm} seed {seed}: {config.num_iterations} outer iterations")
+    started = time.time()
+    result = train.train(config, workdir, stream=log)
+    step = int(result["iteration"])
+    optimizer = (
+        f"inner {choice}, eps {config.meta.outer_lr} constant, k {config.meta.inner_steps}"
+        if arm.startswith("joat")
+        else f"Adam b1 {config.learner.get('b1', 0.9)} lr {config.learner.learning_rate} "
+        f"wd {config.learner.weight_decay}, {config.meta.updates_per_iteration} steps/iteration"
+    )
+    info = {
+        "arm": arm,
+        "seed": seed,
+        "frames": _frames_at(workdir, step),
+        "iterations": step,
+        "sequential_steps": step
+        * int(config.meta.inner_steps)
+        * int(config.meta.updates_per_iteration),
+        "optimizer": optimizer,
+        "tasks_per_iteration": int(config.meta.num_tasks),
+        "games_per_task": int(config.meta.games_per_task),
+        "seconds": time.time() - started,
+    }
+    export(workdir, step, study.pretrained_model(arm, seed), {"description": f"{arm} s{seed}"})
+    study.write(info, "pretrain", f"{arm}_s{seed}.json")
+    if pack:
+        write_pack(study, pack)
+    return info
 
 
-@functools.lru_cache(maxsize=8)
-def _draw_fn(network, config, fog: bool):
-    """One jitted self-play draw + targets per network and config (variants are data)."""
+def _draw_fn(network, config):
     import jax
 
     from mmc_jax import alphazero, selfplay
 
     def draw(params, rules_b, games, key):
-        games, trajectory = alphazero.play_games(network, params, rules_b, games, key, config, fog)
+        games, trajectory = alphazero.play_games(
+            network, params, rules_b, games, key, config, False
+        )
         return games, selfplay.compute_targets(trajectory, bootstrap=True)
 
     return jax.jit(draw)
 
 
-@functools.lru_cache(maxsize=8)
-def _loss_fn(network, inner):
-    """Held-out policy and value loss, jitted once per network and inner config."""
-    import jax
-
-    from mmc_jax import learner
-
-    def losses(params, batch):
-        _, metrics = learner.loss_fn(params, network, batch, inner)
-        return metrics["policy_loss"], metrics["value_loss"]
-
-    return jax.jit(losses)
-
-
-def dataset(workdir: Path, preset: Preset, variant: str, log) -> Path:
-    """`dataset_draws` self-play draws of the reference (its search's targets), saved as npz."""
-    import jax
-    import ml_collections
-    import numpy as np
-
-    from mmc_jax import alphazero, checkpoint
-    from mmc_jax import rules as R
-
-    path = workdir / "dataset" / f"{_slug(variant)}.npz"
-    if path.exists():
-        return path
-    reference(workdir, preset, variant, log)
-    network, params, saved = checkpoint.load_model(workdir / "reference" / _slug(variant))
-    config = ml_collections.FrozenConfigDict(saved)
-    fog = alphazero.fair_fog(saved)
-    rules_b = R.batch(variant, int(config.selfplay.batch_size))
-    games = alphazero.init_games(rules_b, fog)
-    draw = _draw_fn(network, config, fog)
-    batches = []
-    for index in range(preset.dataset_draws):
-        games, batch = draw(params, rules_b, games, jax.random.key(10_000 + index))
-        batches.append(jax.device_get(batch))
-    path.parent.mkdir(parents=True, exist_ok=True)
-    np.savez_compressed(
-        path, **{f: np.stack([getattr(b, f) for b in batches]) for f in batches[0]._fields}
-    )
-    log(f"dataset {variant}: {preset.dataset_draws} draws of {batches[0].obs.shape[0]} positions")
-    return path
-
-
-@functools.lru_cache(maxsize=1)
-def _procedure():
-    import jax
-
-    from mmc_jax import learner
-
-    return jax.jit(learner.inner_procedure, static_argnums=(3, 4))
-
-
-def fewshot(workdir: Path, preset: Preset, arm: str, seed: int, variant: str) -> dict:
-    """Held-out loss after 0, 1, 2, 5 inner procedures from the arm's parameters."""
+def dataset(study: Study, variant: str):
+    """(adaptation draws, held-out batch): self-play of the variant's final reference, in
+    draws the size of an adaptation iteration (deterministic; recomputed, not stored)."""
     import jax
     import jax.numpy as jnp
     import ml_collections
-    import numpy as np
+
+    from mmc_jax import alphazero, checkpoint, learner
+    from mmc_jax import rules as R
+
+    preset = study.preset
+    final = study.reference_model(variant, max(preset.reference_iterations))
+    network, params, saved = checkpoint.load_model(final)
+    config = saved.copy_and_resolve_references()
+    with config.unlocked():
+        config.selfplay.batch_size = preset.adapt_games
+        config.selfplay.num_plies = int(joat_config(preset, 0).adapt.selfplay.num_plies)
+    config = ml_collections.FrozenConfigDict(config)
+    rules_b = R.batch(variant, preset.adapt_games)
+    games = alphazero.init_games(rules_b, False)
+    draw = _draw_fn(network, config)
+    draws = []
+    for index in range(preset.dataset_draws):
+        games, batch = draw(params, rules_b, games, jax.random.key(10_000 + index))
+        draws.append(jax.device_get(batch))
+    held = draws[5:] if len(draws) > 5 else draws[-1:]
+    held_out = learner.Batch(
+        *(jnp.concatenate([getattr(d, f) for d in held]) for f in learner.Batch._fields)
+    )
+    return draws[: max(1, min(5, len(draws) - 1))], held_out
+
+
+def sensitivity(study: Study, log) -> dict:
+    """The adaptation procedure, decided from the seed-0 joint starts: held-out loss (policy
+    + value, on the final reference's self-play) after one and two procedures of each
+    candidate, mean over variants and starts; the lowest wins."""
+    import jax
+    import ml_collections
 
     from mmc_jax import checkpoint, learner
-    from mmc_jax import network as network_lib
-    from mmc_jax import rules as R
 
-    data = np.load(dataset(workdir, preset, variant, print))
-    draws = [
-        learner.Batch(*(jnp.asarray(data[f][i]) for f in learner.Batch._fields))
-        for i in range(len(data["obs"]))
-    ]
-    adapt_draws, eval_draws = draws[:5], draws[5:]
-    evaluation = jax.tree.map(lambda *x: jnp.concatenate(x), *eval_draws)
+    done = study.read("sensitivity.json")
+    if done:
+        return done
+    preset = study.preset
+    seed = preset.seeds[0]
+    starts = [a for a in ("joint", "joint+desc") if a in preset.arms]
     joat = joat_config(preset, 0)
-    inner = ml_collections.FrozenConfigDict(joat.inner)
-    if arm == "scratch":
-        net_config = ml_collections.FrozenConfigDict(joat.network)
-        network = network_lib.make_network(net_config)
-        params = network_lib.init_params(network, jax.random.key(seed + 7), R.OBS_SHAPE)
-    else:
-        network, params, saved = checkpoint.load_model(workdir / "pretrain" / f"{arm}_s{seed}")
-        net_config = ml_collections.FrozenConfigDict(saved.network)
-    procedure = _procedure()
-    losses = _loss_fn(network, inner)
-    out = {}
-    for steps in range(6):
-        if steps in (0, 1, 2, 5):
-            policy, value = (float(x) for x in losses(params, evaluation))
-            out[str(steps)] = {"policy_loss": policy, "value_loss": value}
-        if steps < 5:
-            params, _ = procedure(
-                params, adapt_draws[steps], jax.random.key(steps), net_config, inner
-            )
-    return out
-
-
-def games(workdir: Path, preset: Preset, arm: str, seed: int, variant: str, log) -> dict:
-    """{adaptation seed: [{iteration, frames, matches: {opponent: summary}}]} of `arm`'s
-    pretraining seed `seed` adapted to `variant` (`mmc_jax.adapt`, resumable per stage)."""
-    from mmc_jax import adapt
-    from mmc_jax import rules as R
-
-    init = "scratch" if arm == "scratch" else str(workdir / "pretrain" / f"{arm}_s{seed}")
-    out = {}
-    for adapt_seed in preset.adapt_seeds:
-        stage = workdir / "games" / f"{arm}_s{seed}_a{adapt_seed}_{_slug(variant)}"
-        joat = joat_config(preset, seed)
-        joat.adapt.eval.opponents = ("greedy",)
-        joat.adapt.eval.max_plies = 0  # the training ply cap
-        references = preset.references and not R.parse(variant).fog == "on"
-        results = adapt.run_adaptation(
-            variant,
-            init,
-            stage,
-            iterations=max(preset.adapt_points),
-            eval_at=list(preset.adapt_points),
-            config=joat,
-            num_games=preset.games,
-            num_simulations=preset.simulations,
-            reference=str(workdir / "reference" / _slug(variant)) if references else None,
-            reference_raw=references,
-            engine_nodes=preset.engine_nodes,
-            head_to_head=False,
-            seed=adapt_seed,
-            init_seed=seed,  # scratch: one initialisation per "pretraining" seed
-            stream=None,
-        )
-        out[str(adapt_seed)] = [
-            {"iteration": p["iteration"], "frames": p["frames"], "matches": p["matches"]}
-            for p in results["points"]
-        ]
-        log(
-            f"games {arm} s{seed} a{adapt_seed} {variant}: "
-            + ", ".join(
-                f"{p['iteration']}: {p['matches']['greedy']['score']:.2f}"
-                for p in out[str(adapt_seed)]
-            )
-        )
-    return out
-
-
-def game_rows(results: dict) -> list[dict]:
-    """One row per (variant, arm, seed, adaptation seed, iteration, opponent) of the games."""
+    procedure = jax.jit(learner.inner_procedure, static_argnums=(3, 4))
     rows = []
-    for variant, arms in results.get("games", {}).items():
-        for arm, by_seed in arms.items():
-            for seed, by_adapt in by_seed.items():
-                for adapt_seed, points in by_adapt.items():
-                    for p in points:
-                        # The first quick run stored the greedy match's fields in the point.
-                        for opponent, m in p.get("matches", {"greedy": p}).items():
-                            rows.append(
-                                dict(
-                                    variant=variant,
-                                    arm=arm,
-                                    cell=(variant, seed, adapt_seed),
-                                    iteration=p["iteration"],
-                                    frames=p["frames"],
-                                    opponent=opponent,
-                                    score=m["score"],
-                                    games=m["num_games"],
-                                )
-                            )
-    return rows
+    for variant in preset.variants:
+        adapt_draws, held_out = dataset(study, variant)
+        for arm in starts:
+            network, params0, saved = checkpoint.load_model(study.pretrained_model(arm, seed))
+            net_config = ml_collections.FrozenConfigDict(saved.network)
+
+            def losses(params, inner, network=network, held_out=held_out):
+                _, metrics = learner.loss_fn(params, network, held_out, inner)
+                return float(metrics["policy_loss"]) + float(metrics["value_loss"])
+
+            for choice in candidate_procedures(preset):
+                inner = ml_collections.FrozenConfigDict(procedure_section(joat.inner, choice))
+                params, out = params0, {"0": losses(params0, inner)}
+                for j in range(2):
+                    draw = adapt_draws[j % len(adapt_draws)]
+                    params, _ = procedure(params, draw, jax.random.key(j), net_config, inner)
+                    out[str(j + 1)] = losses(params, inner)
+                rows.append({"variant": variant, "arm": arm, "procedure": choice, "loss": out})
+        log(
+            f"sensitivity {variant}: "
+            + ", ".join(
+                f"{r['arm']} {_procedure_name(r['procedure'])} {r['loss']['1']:.3f}"
+                for r in rows
+                if r["variant"] == variant
+            )
+        )
+    scores = {}
+    for r in rows:
+        name = _procedure_name(r["procedure"])
+        scores.setdefault(name, []).append((r["loss"]["1"] + r["loss"]["2"]) / 2)
+    means = {name: sum(v) / len(v) for name, v in scores.items()}
+    best = min(means, key=means.get)
+    choice = next(c for c in candidate_procedures(preset) if _procedure_name(c) == best)
+    log(f"sensitivity: {best} chosen (" + ", ".join(f"{n} {m:.4f}" for n, m in means.items()) + ")")
+    return study.write(
+        {
+            "criterion": "mean held-out loss (policy + value) after 1 and 2 procedures",
+            "means": means,
+            "choice": choice,
+            "rows": rows,
+        },
+        "sensitivity.json",
+    )
 
 
-def _mean_ci(values: list[float]) -> tuple[float, float]:
-    """Mean and the half-width of Student's t 95% interval over independent cells (0: one)."""
+def _procedure_name(choice: dict) -> str:
+    if choice["optimizer"] == "sgd":
+        return f"sgd {choice['learning_rate']:g}"
+    return "adam b1=0 (fresh)"
+
+
+def _match(network, params, variant, preset, key, opponent_model, opponent_simulations=None):
+    from mmc_jax import adapt, match
+
+    opponent_network, opponent_params = opponent_model
+    result = match.play_match(
+        network,
+        params,
+        variant,
+        "checkpoint",
+        preset.games,
+        preset.simulations,
+        key,
+        opponent_network=opponent_network,
+        opponent_params=opponent_params,
+        opponent_simulations=opponent_simulations,
+        opening_plies=preset.opening_plies,
+        opening="policy",
+    )
+    return adapt.match_summary(result)
+
+
+def _random_init(preset: Preset, init_seed: int):
+    """The scratch arm's start: (network, params) of configs/joat.py's network, rules hidden,
+    initialised as `adapt --init_from scratch` does with `init_seed`."""
+    from mmc_jax import adapt
+    from mmc_jax import network as network_lib
+
+    config = joat_config(preset, 0)
+    network_config, params, _, _ = adapt.load_start("scratch", config, init_seed)
+    return network_lib.make_network(network_config), params
+
+
+def curve(study: Study, variant: str, log) -> dict:
+    """Calibration (the mid reference) and the scratch curve's scores against it."""
+    import jax
+
+    from mmc_jax import checkpoint
+
+    done = study.read("curve", f"{slug(variant)}.json")
+    if done:
+        return done
+    preset = study.preset
+    frames = study.read("reference", f"{slug(variant)}.json")["frames"]
+    models = {
+        it: checkpoint.load_model(study.reference_model(variant, it))[:2]
+        for it in preset.reference_iterations
+    }
+    key = jax.random.key(7_000)
+    network0, params0 = _random_init(preset, preset.seeds[0])
+    calibration = {}
+    mid = preset.reference_iterations[-1]
+    for it in preset.reference_iterations:
+        score = _match(network0, params0, variant, preset, key, models[it])
+        calibration[str(it)] = score
+        log(f"calibrate {variant}: random init vs reference it{it}: {score['score']:.3f}")
+        if score["score"] <= preset.calibration_max:
+            mid = it
+            break
+    points = [{"frames": 0, "source": "random init", "scores": []}]
+    for init_seed in preset.seeds:
+        network, params = _random_init(preset, init_seed)
+        points[0]["scores"].append(_match(network, params, variant, preset, key, models[mid]))
+    for it in preset.reference_iterations:
+        network, params = models[it]
+        result = _match(network, params, variant, preset, key, models[mid])
+        points.append({"frames": frames[str(it)], "source": f"it{it}", "scores": [result]})
+    for p in points:
+        p["score"] = sum(s["score"] for s in p["scores"]) / len(p["scores"])
+    log(
+        f"curve {variant} (mid = it{mid}): "
+        + ", ".join(f"{p['frames']}: {p['score']:.2f}" for p in points)
+    )
+    return study.write(
+        {
+            "variant": variant,
+            "mid": mid,
+            "final": max(preset.reference_iterations),
+            "calibration": calibration,
+            "points": points,
+        },
+        "curve",
+        f"{slug(variant)}.json",
+    )
+
+
+def cell(study: Study, arm: str, seed: int, variant: str, choice: dict, log) -> dict:
+    """One adaptation cell: `arm`'s seed-`seed` start adapted to `variant` and evaluated."""
+    import jax
+
+    from mmc_jax import adapt, checkpoint
+    from mmc_jax import network as network_lib
+
+    name = f"{arm}_s{seed}_{slug(variant)}"
+    done = study.read("cells", f"{name}.json")
+    if done:
+        return done
+    preset = study.preset
+    curve_info = curve(study, variant, log)
+    mid = study.reference_model(variant, curve_info["mid"])
+    final = study.reference_model(variant, curve_info["final"])
+    init = "scratch" if arm == "scratch" else str(study.pretrained_model(arm, seed))
+    started = time.time()
+    joat = adaptation_joat_config(preset, choice)
+    results = adapt.run_adaptation(
+        variant,
+        init,
+        study.workdir / "games" / name,
+        iterations=max(preset.adapt_points),
+        eval_at=list(preset.adapt_points),
+        config=joat,
+        num_games=preset.games,
+        num_simulations=preset.simulations,
+        reference=str(mid),
+        head_to_head=False,
+        seed=seed,  # the same evaluation keys in every arm: paired over (variant, seed)
+        init_seed=seed,
+        stream=None,
+    )
+    network_config, params0, _, _ = adapt.load_start(init, joat, seed)
+    zero_shot = _match(
+        network_lib.make_network(network_config),
+        params0,
+        variant,
+        preset,
+        jax.random.fold_in(jax.random.key(seed + 1_000_003), 300),
+        checkpoint.load_model(final)[:2],
+    )
+    points = [
+        {"iteration": p["iteration"], "frames": p["frames"], "matches": p["matches"]}
+        for p in results["points"]
+    ]
+    log(
+        f"cell {name}: vs mid "
+        + ", ".join(f"{p['iteration']}: {p['matches']['reference']['score']:.2f}" for p in points)
+        + f"; zero-shot vs final {zero_shot['score']:.2f}"
+    )
+    return study.write(
+        {
+            "arm": arm,
+            "seed": seed,
+            "variant": variant,
+            "procedure": choice,
+            "mid": curve_info["mid"],
+            "points": points,
+            "zero_shot_final": zero_shot,
+            "seconds": time.time() - started,
+        },
+        "cells",
+        f"{name}.json",
+    )
+
+
+def long_run(study: Study, choice: dict, log) -> dict | None:
+    """The better descriptor arm (zero-shot against the final references, seed-0 cells) to
+    `long_iterations`, each kept checkpoint played zero-shot on every variant."""
+    import jax
+
+    from mmc_jax import checkpoint, train
+
+    preset = study.preset
+    if not preset.long_iterations:
+        return None
+    done = study.read("long.json")
+    if done and done.get("complete"):
+        return done
+    candidates = [a for a in ("joint+desc", "joat+desc") if a in preset.arms]
+    means = {}
+    for arm in candidates:
+        cells = [
+            study.read("cells", f"{arm}_s{preset.seeds[0]}_{slug(v)}.json") for v in preset.variants
+        ]
+        if any(c is None for c in cells):
+            return None  # decided once the seed-0 cells of both arms are played
+        means[arm] = sum(c["zero_shot_final"]["score"] for c in cells) / len(cells)
+    arm = max(means, key=means.get)
+    config = arm_config(preset, arm, preset.seeds[0], choice)
+    config.num_iterations = preset.long_iterations
+    config.checkpoint.every = preset.long_every
+    config.checkpoint.keep_period = preset.long_every
+    workdir = study.workdir / "long" / arm
+    log(f"long run: {arm} to {preset.long_iterations} outer iterations (zero-shot means {means})")
+    train.train(config, workdir, stream=log)
+    info = {"arm": arm, "zero_shot_means": means, "points": [], "complete": False}
+    for step in range(preset.long_every, preset.long_iterations + 1, preset.long_every):
+        out = study.path("models", "long", f"it{step}")
+        if not (out / "model.json").exists():
+            export(workdir, step, out, {"description": f"{arm} long run, iteration {step}"})
+        network, params = checkpoint.load_model(out)[:2]
+        scores = {}
+        for variant in preset.variants:
+            final = study.reference_model(variant, max(preset.reference_iterations))
+            scores[variant] = _match(
+                network,
+                params,
+                variant,
+                preset,
+                jax.random.key(9_000),
+                checkpoint.load_model(final)[:2],
+            )
+        info["points"].append(
+            {"iteration": step, "frames": _frames_at(workdir, step), "zero_shot_final": scores}
+        )
+        mean = sum(s["score"] for s in scores.values()) / len(scores)
+        log(f"long run it{step}: zero-shot mean {mean:.3f}")
+    info["complete"] = True
+    return study.write(info, "long.json")
+
+
+# ---------------------------------------------------------------------------------------------
+# The archive of finished pretraining runs (an accelerator's output, played on a CPU)
+
+
+def write_pack(study: Study, pack: Path) -> None:
+    """Every finished pretraining run (its exported model and JSON) into the tar.gz `pack`,
+    rewritten whole after each run, so a time limit keeps what finished."""
+    pack = Path(pack)
+    pack.parent.mkdir(parents=True, exist_ok=True)
+    temporary = pack.with_name(pack.name + ".tmp")
+    with tarfile.open(temporary, "w:gz") as archive:
+        for info in sorted(study.path("pretrain").glob("*.json")):
+            name = info.stem
+            archive.add(info, arcname=f"pretrain/{info.name}")
+            archive.add(study.pretrained_model(*_arm_seed(name)), arcname=f"models/pretrain/{name}")
+        manifest = json.dumps({"preset": study.preset_name}).encode()
+        entry = tarfile.TarInfo("pack.json")
+        entry.size = len(manifest)
+        archive.addfile(entry, io.BytesIO(manifest))
+    os.replace(temporary, pack)
+
+
+def _arm_seed(name: str) -> tuple[str, int]:
+    arm, _, seed = name.rpartition("_s")
+    return arm, int(seed)
+
+
+def unpack(study: Study, pack: Path) -> list[str]:
+    """Extracts a pack into the artefacts; returns the runs it added."""
+    added = []
+    with tarfile.open(pack, "r:gz") as archive:
+        members = archive.getmembers()
+        manifest = json.loads(archive.extractfile("pack.json").read())
+        if manifest.get("preset") != study.preset_name:
+            raise ValueError(
+                f"{pack} holds preset {manifest.get('preset')!r} runs, not {study.preset_name!r}"
+            )
+        for member in members:
+            if member.name == "pack.json":
+                continue
+            if member.name.startswith("/") or ".." in Path(member.name).parts:
+                raise ValueError(f"{pack}: unsafe path {member.name!r}")
+            if member.name.startswith("pretrain/") and not study.path(member.name).exists():
+                added.append(Path(member.name).stem)
+        archive.extractall(
+            study.artefacts, members=[m for m in members if m.name != "pack.json"], filter="data"
+        )
+    return added
+
+
+# ---------------------------------------------------------------------------------------------
+# Statistics
+
+
+def t_interval(values: list[float]) -> tuple[float, float]:
+    """Mean and the half-width of Student's t 95% interval (0 for a single value)."""
     from scipy import stats
 
     n = len(values)
     mean = sum(values) / n
     if n < 2:
         return mean, 0.0
-    var = sum((v - mean) ** 2 for v in values) / (n - 1)
-    return mean, float(stats.t.ppf(0.975, n - 1)) * math.sqrt(var / n)
+    sd = math.sqrt(sum((v - mean) ** 2 for v in values) / (n - 1))
+    return mean, float(stats.t.ppf(0.975, n - 1)) * sd / math.sqrt(n)
 
 
-def paired_differences(rows: list[dict], a: str, b: str, opponent: str = "greedy") -> dict:
-    """{iteration: (mean of a - b, 95% half-width, cells)} over the (variant, seed, adaptation
-    seed) cells both arms played (the same evaluation keys: paired games)."""
-    scores: dict = {}
-    for r in rows:
-        if r["opponent"] == opponent and r["arm"] in (a, b):
-            scores.setdefault((r["iteration"], r["cell"]), {})[r["arm"]] = r["score"]
-    by_iteration: dict = {}
-    for (iteration, _), pair in scores.items():
-        if len(pair) == 2:
-            by_iteration.setdefault(iteration, []).append(pair[a] - pair[b])
-    return {i: (*_mean_ci(d), len(d)) for i, d in sorted(by_iteration.items())}
+def minimum_detectable(values: list[float]) -> float | None:
+    """The smallest true mean difference a paired t test over these cells detects with 80%
+    power at a two-sided 5% level: (t_0.975 + t_0.8) x sd / sqrt(n), sd from the cells."""
+    from scipy import stats
+
+    n = len(values)
+    if n < 3:
+        return None
+    mean = sum(values) / n
+    sd = math.sqrt(sum((v - mean) ** 2 for v in values) / (n - 1))
+    return float(stats.t.ppf(0.975, n - 1) + stats.t.ppf(0.8, n - 1)) * sd / math.sqrt(n)
 
 
-def frames_to(rows: list[dict], target: float = 0.8) -> dict:
-    """{(variant, arm): adaptation frames of the first evaluated iteration whose score against
-    greedy (mean over seeds) reaches `target`, or None}."""
-    means: dict = {}
-    for r in rows:
-        if r["opponent"] == "greedy":
-            key = (r["variant"], r["arm"], r["iteration"])
-            means.setdefault(key, ([], r["frames"]))[0].append(r["score"])
-    out: dict = {}
-    for (variant, arm, _iteration), (scores, frames) in sorted(means.items()):
-        reached = sum(scores) / len(scores) >= target
-        if (variant, arm) not in out:
-            out[(variant, arm)] = None
-        if reached and out[(variant, arm)] is None:
-            out[(variant, arm)] = frames
+def scratch_equivalent_frames(points: list[tuple[int, float]], score: float) -> tuple[float, bool]:
+    """(frames, censored): the frames at which the scratch curve `points` [(frames, score)]
+    first reaches `score`, the curve taken as its running maximum and linear between points;
+    0 for a score at or below the curve's start, and (the last frames, True) for a score the
+    curve never reaches."""
+    points = sorted(points)
+    best = []
+    top = -math.inf
+    for frames, s in points:
+        top = max(top, s)
+        best.append((frames, top))
+    if score <= best[0][1]:
+        return float(best[0][0]), False
+    for (f0, s0), (f1, s1) in zip(best, best[1:], strict=False):
+        if s1 >= score > s0:
+            return f0 + (f1 - f0) * (score - s0) / (s1 - s0), False
+    return float(best[-1][0]), True
+
+
+def auc(points: list[tuple[int, float]]) -> float:
+    """Mean score over the adaptation iterations [(iteration, score)], trapezoidal."""
+    points = sorted(points)
+    if len(points) == 1:
+        return points[0][1]
+    area = sum(
+        (i1 - i0) * (s0 + s1) / 2 for (i0, s0), (i1, s1) in zip(points, points[1:], strict=False)
+    )
+    return area / (points[-1][0] - points[0][0])
+
+
+# ---------------------------------------------------------------------------------------------
+# Report
+
+
+def collect(study: Study) -> dict:
+    """Everything finished so far, as one JSON-able dict."""
+    preset = study.preset
+    cells = {}
+    for path in sorted(study.path("cells").glob("*.json")) if study.path("cells").is_dir() else []:
+        c = json.loads(path.read_text())
+        cells[(c["arm"], c["seed"], c["variant"])] = c
+    curves = {v: study.read("curve", f"{slug(v)}.json") for v in preset.variants}
+    out = {
+        "preset": study.preset_name,
+        "settings": dataclasses.asdict(preset),
+        "references": {v: study.read("reference", f"{slug(v)}.json") for v in preset.variants},
+        "pretrain": {
+            f"{a}_s{s}": study.read("pretrain", f"{a}_s{s}.json")
+            for a in preset.arms
+            for s in preset.seeds
+        },
+        "sensitivity": study.read("sensitivity.json"),
+        "curves": curves,
+        "cells": [],
+        "long": study.read("long.json"),
+    }
+    for (arm, seed, variant), c in cells.items():
+        row = {"arm": arm, "seed": seed, "variant": variant, "points": []}
+        curve_points = None
+        if curves.get(variant):
+            curve_points = [(p["frames"], p["score"]) for p in curves[variant]["points"]]
+        for p in c["points"]:
+            score = p["matches"]["reference"]["score"]
+            entry = {
+                "iteration": p["iteration"],
+                "frames": p["frames"],
+                "score": score,
+                "greedy": p["matches"].get("greedy", {}).get("score"),
+                "opening_decided": p["matches"]["reference"].get("opening_decided"),
+            }
+            if curve_points:
+                sef, censored = scratch_equivalent_frames(curve_points, score)
+                entry.update(sef=sef, sef_censored=censored)
+                if p["frames"]:
+                    entry["speedup"] = sef / p["frames"]
+            row["points"].append(entry)
+        row["auc"] = auc([(p["iteration"], p["score"]) for p in row["points"]])
+        row["zero_shot_final"] = c["zero_shot_final"]["score"]
+        out["cells"].append(row)
     return out
 
 
-def games_report(results: dict) -> list[str]:
-    rows = game_rows(results)
-    if not rows:
-        return []
-    iterations = sorted({r["iteration"] for r in rows})
-    arms = list(dict.fromkeys(r["arm"] for r in rows))
-    variants = list(dict.fromkeys(r["variant"] for r in rows))
-    pairs_per_cell = {}
-    for r in rows:
-        pairs_per_cell.setdefault((r["variant"], r["arm"]), set()).add(r["cell"])
-    counts = sorted({len(c) for c in pairs_per_cell.values()})
-    n_seeds = str(counts[0]) if len(counts) == 1 else f"{counts[0]}-{counts[-1]}"
-    head = "| " + " | ".join(f"it {i}" for i in iterations) + " |"
-    rule = "|" + "---:|" * len(iterations)
-    lines = [
-        "",
-        f"## Score against greedy after adaptation iterations ({n_seeds} (pretraining, "
-        "adaptation) seed pair(s) per cell; mean, and +- the t 95% half-width over them)",
-        "",
-        "| variant | arm " + head,
-        "|---|---" + rule,
-    ]
+def paired(results: dict, a: str, b: str, metric, b_metric=None) -> list[float]:
+    """a - b over the (variant, seed) cells both arms have; `metric(row)` a number or None."""
+    b_metric = b_metric or metric
+    by = {(r["arm"], r["seed"], r["variant"]): r for r in results["cells"]}
+    diffs = []
+    for (arm, seed, variant), row in by.items():
+        other = by.get((b, seed, variant))
+        if arm != a or other is None:
+            continue
+        x, y = metric(row), b_metric(other)
+        if x is not None and y is not None:
+            diffs.append(x - y)
+    return diffs
 
-    def cell_text(values):
-        mean, half = _mean_ci(values)
-        return f"{mean:.2f}" + (f" +- {half:.2f}" if half else "")
 
-    for variant in variants:
-        for arm in arms:
-            texts = []
-            for i in iterations:
-                values = [
-                    r["score"]
-                    for r in rows
-                    if r["opponent"] == "greedy"
-                    and r["variant"] == variant
-                    and r["arm"] == arm
-                    and r["iteration"] == i
-                ]
-                texts.append(cell_text(values) if values else "-")
-            lines.append(f"| `{variant}` | {arm} | " + " | ".join(texts) + " |")
-    opponents = list(dict.fromkeys(r["opponent"] for r in rows))
-    for opponent in opponents:
-        lines += [
-            "",
-            f"### Mean over the variants against {opponent} (+- 95% over variant x seed cells)",
-            "",
-            "| arm " + head,
-            "|---" + rule,
-        ]
-        for arm in arms:
-            texts = []
-            for i in iterations:
-                values = [
-                    r["score"]
-                    for r in rows
-                    if r["opponent"] == opponent and r["arm"] == arm and r["iteration"] == i
-                ]
-                texts.append(cell_text(values) + f" ({len(values)})" if values else "-")
-            lines.append(f"| {arm} | " + " | ".join(texts) + " |")
-    pairs = [
-        (a, b)
-        for a, b in (
-            ("joat", "joint"),
-            ("joat", "scratch"),
-            ("joint", "scratch"),
-            ("joat", "gardner"),
-            ("joat+desc", "joint+desc"),
+def at(iteration: int, field: str = "score"):
+    def metric(row):
+        for p in row["points"]:
+            if p["iteration"] == iteration:
+                return p.get(field)
+        return None
+
+    return metric
+
+
+def _difference_text(diffs: list[float]) -> str:
+    if not diffs:
+        return "-"
+    mean, half = t_interval(diffs)
+    mde = minimum_detectable(diffs)
+    return f"{mean:+.3f} [{mean - half:+.3f}, {mean + half:+.3f}] (n={len(diffs)}" + (
+        f", MDE {mde:.3f})" if mde is not None else ")"
+    )
+
+
+def endpoints(results: dict) -> list[tuple[str, list[float]]]:
+    """The pre-registered endpoints: (name, paired differences)."""
+    rows = []
+    for arm in ARMS:
+        rows.append((f"P1 {arm} - scratch, iteration 0", paired(results, arm, "scratch", at(0))))
+        rows.append(
+            (f"P1 {arm} - scratch, AUC", paired(results, arm, "scratch", lambda r: r["auc"]))
         )
-        if a in arms and b in arms
-    ]
-    if pairs:
-        lines += [
-            "",
-            "### Paired differences against greedy (a - b over the same variant x seed cells, "
-            "mean +- 95%, cells)",
-            "",
-            "| a - b " + head,
-            "|---" + rule,
-        ]
-        for a, b in pairs:
-            diffs = paired_differences(rows, a, b)
-            texts = [
-                f"{diffs[i][0]:+.3f} +- {diffs[i][1]:.3f} ({diffs[i][2]})" if i in diffs else "-"
-                for i in iterations
-            ]
-            lines.append(f"| {a} - {b} | " + " | ".join(texts) + " |")
-    reached = frames_to(rows)
+    for suffix in ("", "+desc"):
+        rows.append(
+            (
+                f"P2 joat{suffix} - joint{suffix}, iteration 1",
+                paired(results, f"joat{suffix}", f"joint{suffix}", at(1)),
+            )
+        )
+        rows.append(
+            (
+                f"P2 joat{suffix} - joint{suffix}, AUC",
+                paired(results, f"joat{suffix}", f"joint{suffix}", lambda r: r["auc"]),
+            )
+        )
+    by = {(r["arm"], r["seed"], r["variant"]): r for r in results["cells"]}
+    interaction = []
+    for (arm, seed, variant), row in by.items():
+        if arm != "joat+desc":
+            continue
+        others = [by.get((a, seed, variant)) for a in ("joint+desc", "joat", "joint")]
+        if all(others):
+            interaction.append(
+                (row["auc"] - others[0]["auc"]) - (others[1]["auc"] - others[2]["auc"])
+            )
+    rows.append(("P2 interaction (Reptile gain with - without descriptor), AUC", interaction))
+    for iteration in (1, 2):
+        rows.append(
+            (
+                f"P3 joint+desc at 0 - joat at {iteration}",
+                paired(results, "joint+desc", "joat", at(0), at(iteration)),
+            )
+        )
+    return rows
+
+
+def report(study: Study, results: dict) -> str:
+    preset = study.preset
+    cells = results["cells"]
+    variants = [v for v in preset.variants if any(c["variant"] == v for c in cells)]
+    arms = [a for a in GAME_ARMS if any(c["arm"] == a for c in cells)]
+    iterations = sorted({p["iteration"] for c in cells for p in c["points"]})
+    finished_pretrain = sum(1 for v in results["pretrain"].values() if v)
+    expected_cells = len(preset.variants) * len(preset.seeds) * (len(preset.arms) + 1)
+    lines = [f"# The decisive adaptation study ({study.preset_name} preset)", ""]
+    lines += ["## Current result", ""]
+    lines.append(
+        f"- Progress: {sum(1 for v in results['references'].values() if v)}/{len(preset.variants)}"
+        f" references, {finished_pretrain}/{len(preset.arms) * len(preset.seeds)} pretraining"
+        f" runs, {len(cells)}/{expected_cells} adaptation cells"
+        + (", the long run done" if (results.get("long") or {}).get("complete") else "")
+        + "."
+    )
+    if results.get("sensitivity"):
+        s = results["sensitivity"]
+        lines.append(
+            f"- Adaptation procedure (and JOAT's inner loop): {_procedure_name(s['choice'])}, "
+            "chosen by held-out loss: "
+            + ", ".join(f"{n} {m:.3f}" for n, m in s["means"].items())
+            + "."
+        )
+    for name, diffs in endpoints(results):
+        if diffs:
+            lines.append(f"- {name}: {_difference_text(diffs)}")
+    if len(cells) < expected_cells:
+        lines.append(
+            "- **Incomplete**: the numbers above cover the cells played so far; "
+            "no endpoint is a finding before all seeds are in."
+        )
+    lines.append("")
+    lines += ["## Score against the mid reference (mean +- t 95% over seeds)", ""]
+    head = " | ".join(f"it {i}" for i in iterations)
     lines += [
-        "",
-        "### Adaptation frames to reach 0.8 against greedy (mean over seeds; - : not within "
-        f"{max(iterations)} iterations)",
-        "",
-        "| variant | " + " | ".join(arms) + " |",
-        "|---|" + "---:|" * len(arms),
+        f"| variant | arm | {head} | zero-shot vs final | SEF at it 1 |",
+        "|---|---|" + "---:|" * (len(iterations) + 2),
     ]
     for variant in variants:
-        texts = []
         for arm in arms:
-            frames = reached.get((variant, arm))
-            texts.append("-" if frames is None else str(frames))
-        lines.append(f"| `{variant}` | " + " | ".join(texts) + " |")
-    return lines
-
-
-def report(workdir: Path, results: dict) -> str:
-    lines = [f"# Adaptation study ({results['preset']})", ""]
-    lines.append("## Few-shot loss on held-out data (policy / value), after j inner procedures")
-    lines.append("")
-    lines.append("| variant | arm | j=0 | j=1 | j=2 | j=5 |")
-    lines.append("|---|---|---:|---:|---:|---:|")
-    for variant, arms in results["fewshot"].items():
-        for arm, by_seed in arms.items():
-            cells = []
-            for j in ("0", "1", "2", "5"):
-                pol = [s[j]["policy_loss"] for s in by_seed.values()]
-                val = [s[j]["value_loss"] for s in by_seed.values()]
-                cells.append(f"{sum(pol) / len(pol):.3f} / {sum(val) / len(val):.3f}")
-            lines.append(f"| `{variant}` | {arm} | " + " | ".join(cells) + " |")
-    lines += games_report(results)
+            rows = [c for c in cells if c["variant"] == variant and c["arm"] == arm]
+            if not rows:
+                continue
+            texts = []
+            for i in iterations:
+                values = [at(i)(r) for r in rows if at(i)(r) is not None]
+                if values:
+                    m, h = t_interval(values)
+                    texts.append(f"{m:.2f}" + (f" +- {h:.2f}" if h else ""))
+                else:
+                    texts.append("-")
+            zs = t_interval([r["zero_shot_final"] for r in rows])
+            sef = [at(1, "sef")(r) for r in rows if at(1, "sef")(r) is not None]
+            censored = any(at(1, "sef_censored")(r) for r in rows)
+            sef_text = f"{sum(sef) / len(sef):,.0f}" + ("+" if censored else "") if sef else "-"
+            lines.append(
+                f"| `{variant}` | {arm} | " + " | ".join(texts) + f" | {zs[0]:.2f} | {sef_text} |"
+            )
+    if results["curves"]:
+        lines += ["", "## The scratch curves (score against the mid reference)", ""]
+        for variant, c in results["curves"].items():
+            if c:
+                lines.append(
+                    f"- `{variant}` (mid = it{c['mid']}): "
+                    + ", ".join(f"{p['frames']:,} frames {p['score']:.2f}" for p in c["points"])
+                )
+    decided = [
+        p["opening_decided"]
+        for c in cells
+        for p in c["points"]
+        if p.get("opening_decided") is not None
+    ]
+    if decided:
+        lines += [
+            "",
+            f"Games over before the opening ended: {100 * sum(decided) / len(decided):.1f}% "
+            f"of the matches' games (mean over {len(decided)} matches).",
+        ]
+    if results.get("pretrain"):
+        lines += [
+            "",
+            "## Pretraining runs",
+            "",
+            "| run | frames | sequential steps | optimizer | minutes |",
+            "|---|---:|---:|---|---:|",
+        ]
+        for name, info in results["pretrain"].items():
+            if info:
+                lines.append(
+                    f"| {name} | {info['frames']:,} | {info['sequential_steps']} "
+                    f"| {info['optimizer']} | {info['seconds'] / 60:.1f} |"
+                )
     text = "\n".join(lines) + "\n"
-    (workdir / "results.md").write_text(text)
+    study.path("results.md").write_text(text)
+    study.path("results.json").write_text(json.dumps(results, indent=1))
     return text
 
 
-def _panels(path: Path, variants: list[str], draw, xlabel: str, ylabel: str) -> None:
-    """One panel per variant (4 to a row), `draw(axes, variant)` its lines, saved at `path`."""
+def plot(study: Study, results: dict) -> None:
+    """`games.png` (score against the mid reference over adaptation frames, per variant, the
+    scratch curve beside the arms) and `transfer.png` (the long run, zero-shot)."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
-    if not variants:
-        return
-    columns = min(4, len(variants))
-    rows = math.ceil(len(variants) / columns)
-    figure = Figure(figsize=(4 * columns, 3.2 * rows), dpi=90)
-    FigureCanvasAgg(figure)
-    for index, variant in enumerate(variants):
-        axes = figure.add_subplot(rows, columns, index + 1)
-        draw(axes, variant)
-        axes.set_title(variant, fontsize=8)
-        axes.set_xlabel(xlabel)
-        axes.set_ylabel(ylabel)
+    cells = results["cells"]
+    variants = [
+        v
+        for v in study.preset.variants
+        if results["curves"].get(v) or any(c["variant"] == v for c in cells)
+    ]
+    if variants:
+        columns = min(3, len(variants))
+        rows = math.ceil(len(variants) / columns)
+        figure = Figure(figsize=(4.5 * columns, 3.4 * rows), dpi=90)
+        FigureCanvasAgg(figure)
+        for index, variant in enumerate(variants):
+            axes = figure.add_subplot(rows, columns, index + 1)
+            c = results["curves"].get(variant)
+            if c:
+                xs = [max(p["frames"], 1) for p in c["points"]]
+                axes.plot(
+                    xs, [p["score"] for p in c["points"]], "k--", marker="s", label="scratch recipe"
+                )
+            for arm in GAME_ARMS:
+                arm_rows = [r for r in cells if r["variant"] == variant and r["arm"] == arm]
+                if not arm_rows:
+                    continue
+                by_frames: dict = {}
+                for r in arm_rows:
+                    for p in r["points"]:
+                        by_frames.setdefault(max(p["frames"], 1), []).append(p["score"])
+                xs = sorted(by_frames)
+                axes.plot(
+                    xs, [sum(by_frames[x]) / len(by_frames[x]) for x in xs], marker="o", label=arm
+                )
+            axes.set_xscale("log")
+            axes.set_ylim(-0.02, 1.02)
+            axes.set_title(variant, fontsize=8)
+            axes.set_xlabel("frames of training on the variant (1 = none)")
+            axes.set_ylabel("score vs mid reference")
+            axes.grid(alpha=0.3)
+            if index == 0:
+                axes.legend(fontsize=6)
+        figure.tight_layout()
+        figure.savefig(study.path("games.png"))
+    long = results.get("long")
+    if long and long.get("points"):
+        figure = Figure(figsize=(5, 3.4), dpi=90)
+        FigureCanvasAgg(figure)
+        axes = figure.add_subplot(1, 1, 1)
+        for variant in study.preset.variants:
+            xs = [p["frames"] for p in long["points"]]
+            axes.plot(
+                xs,
+                [p["zero_shot_final"][variant]["score"] for p in long["points"]],
+                marker=".",
+                label=variant,
+            )
+        axes.axhline(0.5, color="grey", linewidth=0.6, linestyle="--")
+        axes.set_xlabel(f"pretraining frames ({long['arm']})")
+        axes.set_ylabel("zero-shot score vs final reference")
+        axes.legend(fontsize=6)
         axes.grid(alpha=0.3)
-        if index == 0:
-            axes.legend(fontsize=6)
-    figure.tight_layout()
-    figure.savefig(path)
+        figure.tight_layout()
+        figure.savefig(study.path("transfer.png"))
 
 
-def plot(workdir: Path, results: dict) -> None:
-    """`fewshot.png` (held-out loss over inner procedures) and `games.png`."""
-
-    def fewshot_lines(axes, variant):
-        for arm, by_seed in results["fewshot"][variant].items():
-            xs = [0, 1, 2, 5]
-            ys = [
-                sum(s[str(j)]["policy_loss"] + s[str(j)]["value_loss"] for s in by_seed.values())
-                / len(by_seed)
-                for j in xs
-            ]
-            axes.plot(xs, ys, marker="o", label=arm)
-
-    _panels(
-        workdir / "fewshot.png",
-        list(results["fewshot"]),
-        fewshot_lines,
-        "inner procedures",
-        "held-out loss (policy + value)",
-    )
-    plot_games(workdir, results)
+# ---------------------------------------------------------------------------------------------
+# The plan
 
 
-def plot_games(workdir: Path, results: dict) -> None:
-    """`games.png`: score against greedy over adaptation frames, one panel per variant, a line
-    per arm (mean over seed pairs)."""
-    rows = [r for r in game_rows(results) if r["opponent"] == "greedy"]
+def run(
+    study: Study,
+    log,
+    *,
+    only: str = "all",
+    budget_minutes: float = 0.0,
+    pack=None,
+    seeds=None,
+    variants=None,
+) -> bool:
+    """Runs the stages in order until done or out of time; True when everything is done."""
+    preset = study.preset
+    started = time.time()
+    seeds = seeds or preset.seeds
+    variants = variants or preset.variants
 
-    def score_lines(axes, variant):
-        for arm in dict.fromkeys(r["arm"] for r in rows):
-            points: dict = {}
-            for r in rows:
-                if r["variant"] == variant and r["arm"] == arm:
-                    points.setdefault(r["frames"], []).append(r["score"])
-            xs = sorted(points)
-            axes.plot(xs, [sum(points[x]) / len(points[x]) for x in xs], marker="o", label=arm)
-        axes.axhline(0.8, color="grey", linewidth=0.6, linestyle="--")
-        axes.set_ylim(-0.02, 1.02)
+    def out_of_time() -> bool:
+        return bool(budget_minutes) and time.time() - started > 60 * budget_minutes
 
-    variants = list(dict.fromkeys(r["variant"] for r in rows))
-    _panels(workdir / "games.png", variants, score_lines, "adaptation frames", "score vs greedy")
+    def want(stage: str) -> bool:
+        return only == "all" or only == stage
+
+    complete = True
+    if want("references") or want("all"):
+        for v in variants:
+            if out_of_time():
+                return False
+            references(study, v, log)
+    if want("pretrain"):
+        # The joint arms do not depend on the procedure: the seed-0 ones first (the
+        # sensitivity run adapts them), and all of them in a pretraining-only run.
+        for seed in seeds if only == "pretrain" else seeds[:1]:
+            for arm in [a for a in preset.arms if a.startswith("joint")]:
+                if out_of_time():
+                    return False
+                pretrain(study, arm, seed, None, log, pack)
+    if only == "pretrain" and study.read("sensitivity.json") is None:
+        # A pretraining-only run (an accelerator's) cannot decide the procedure: it needs the
+        # references. The JOAT arms wait for `--only sensitivity` on the CPU and a second call.
+        log("the JOAT arms wait for the sensitivity stage (it needs the references)")
+        return False
+    if want("sensitivity") or want("all"):
+        if out_of_time():
+            return False
+        sensitivity(study, log)
+    choice = (study.read("sensitivity.json") or {}).get("choice")
+    for seed in seeds:
+        if want("pretrain") or want("all"):
+            for arm in preset.arms:
+                if out_of_time():
+                    return False
+                pretrain(study, arm, seed, choice, log, pack)
+        if want("games") or want("all"):
+            for v in variants:
+                if out_of_time():
+                    return False
+                curve(study, v, log)
+                for arm in GAME_ARMS:
+                    if arm != "scratch" and study.read("pretrain", f"{arm}_s{seed}.json") is None:
+                        complete = False
+                        continue
+                    if out_of_time():
+                        return False
+                    cell(study, arm, seed, v, choice, log)
+    if want("long") or want("all"):
+        if out_of_time():
+            return False
+        complete = long_run(study, choice, log) is not None and complete
+    return complete
+
+
+def status(study: Study) -> str:
+    preset = study.preset
+    lines = []
+    for v in preset.variants:
+        lines.append(
+            f"reference {v}: {'done' if study.read('reference', f'{slug(v)}.json') else '-'}"
+        )
+        lines.append(f"curve {v}: {'done' if study.read('curve', f'{slug(v)}.json') else '-'}")
+    for s in preset.seeds:
+        for a in preset.arms:
+            lines.append(
+                f"pretrain {a} s{s}: {'done' if study.read('pretrain', f'{a}_s{s}.json') else '-'}"
+            )
+    lines.append(f"sensitivity: {'done' if study.read('sensitivity.json') else '-'}")
+    total = len(preset.variants) * len(preset.seeds) * len(GAME_ARMS)
+    have = len(list(study.path("cells").glob("*.json"))) if study.path("cells").is_dir() else 0
+    lines.append(f"cells: {have}/{total}")
+    long = study.read("long.json")
+    lines.append(f"long run: {'done' if long and long.get('complete') else '-'}")
+    return "\n".join(lines)
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--preset", choices=sorted(PRESETS), default="quick")
-    parser.add_argument("--workdir", default=None)
-    parser.add_argument("--budget-minutes", type=float, default=0.0, help="stop between stages")
-    parser.add_argument(
-        "--variants", nargs="*", default=None, help="a subset of the held-out variants (specs)"
+    parser = argparse.ArgumentParser(
+        prog="python experiments/adaptation/study.py",
+        description="The decisive adaptation study (resumable; the same command every sitting).",
     )
+    parser.add_argument("--preset", choices=sorted(PRESETS), default="cpu")
+    parser.add_argument("--workdir", default=None, help="heavy state (default runs/study_PRESET)")
+    parser.add_argument(
+        "--artefacts",
+        default=None,
+        help="small results, committed (default experiments/adaptation/decisive_PRESET; "
+        "the smoke preset: WORKDIR/artefacts)",
+    )
+    parser.add_argument("--budget-minutes", type=float, default=0.0, help="stop between units")
     parser.add_argument(
         "--only",
-        choices=("all", "pretrain", "fewshot", "games"),
+        choices=("all", "references", "pretrain", "sensitivity", "games", "long", "report"),
         default="all",
-        help="run only these stages (the others are read from the workdir when done)",
     )
-    parser.add_argument("--seeds", type=int, nargs="+", help="pretraining seeds (the preset's)")
-    parser.add_argument("--adapt-seeds", type=int, nargs="+", help="adaptation seeds")
-    parser.add_argument(
-        "--references",
-        action="store_true",
-        help="also play each variant's reference, with search and as its raw policy",
-    )
-    parser.add_argument(
-        "--engine-nodes", type=int, nargs="+", help="also play Fairy-Stockfish at these nodes"
-    )
+    parser.add_argument("--seeds", type=int, nargs="+", help="a subset of the preset's seeds")
+    parser.add_argument("--variants", nargs="+", help="a subset of the preset's variants")
+    parser.add_argument("--iterations", type=int, help="pretraining iterations (a dry run: 1)")
+    parser.add_argument("--pack", default=None, help="archive every finished pretraining run here")
+    parser.add_argument("--unpack", default=None, help="add a pack's runs to the artefacts, exit")
+    parser.add_argument("--status", action="store_true", help="say what is done, exit")
+    parser.add_argument("--prepare", action="store_true", help="validate every config, exit")
     args = parser.parse_args(argv)
-    from mmc_jax import startup
-
-    startup.start()  # a resumed study loads what it compiled before
     preset = PRESETS[args.preset]
-    overrides = {
-        "seeds": tuple(args.seeds) if args.seeds else None,
-        "adapt_seeds": tuple(args.adapt_seeds) if args.adapt_seeds else None,
-        "references": True if args.references else None,
-        "engine_nodes": tuple(args.engine_nodes) if args.engine_nodes else None,
-    }
-    if any(n <= 0 for n in args.engine_nodes or ()):
-        parser.error("--engine-nodes must be positive")
-    preset = dataclasses.replace(preset, **{k: v for k, v in overrides.items() if v is not None})
-    only_variants = None
+    if args.iterations is not None:
+        if args.iterations < 1:
+            parser.error("--iterations must be at least 1")
+        preset = dataclasses.replace(preset, pretrain_iterations=args.iterations)
+    if args.budget_minutes < 0:
+        parser.error("--budget-minutes must be >= 0")
+    workdir = Path(args.workdir or f"runs/study_{args.preset}")
+    if args.artefacts:
+        artefacts = Path(args.artefacts)
+    elif args.preset == "smoke":
+        artefacts = workdir / "artefacts"
+    else:
+        artefacts = ROOT / "experiments" / "adaptation" / f"decisive_{args.preset}"
+    seeds = tuple(args.seeds) if args.seeds else None
+    if seeds and not set(seeds) <= set(preset.seeds):
+        parser.error(f"--seeds {list(seeds)} not among the preset's {list(preset.seeds)}")
+    variants = None
     if args.variants:
         from mmc_jax import rules as R
 
         try:
-            only_variants = {R.canonical(v) for v in args.variants}
+            variants = tuple(R.canonical(v) for v in args.variants)
         except ValueError as error:
             parser.error(f"--variants: {error}")
-        unknown = only_variants - set(held_out(preset))
+        known = {R.canonical(v): v for v in preset.variants}
+        unknown = [v for v in variants if v not in known]
         if unknown:
-            parser.error(f"--variants {sorted(unknown)} not among the held-out {held_out(preset)}")
-    workdir = Path(args.workdir or f"runs/study_{args.preset}")
+            parser.error(f"--variants {unknown} not among the preset's {list(preset.variants)}")
+        variants = tuple(known[v] for v in variants)
+    study = Study(args.preset, preset, workdir, artefacts)
+    if args.status:
+        print(status(study))
+        return 0
+    from mmc_jax import startup
+
+    startup.start()  # persistent compile cache: a relaunched sitting loads its programs
+    if args.prepare:
+        names = prepare_all(preset)
+        print(f"{len(names)} configs prepared")
+        return 0
     workdir.mkdir(parents=True, exist_ok=True)
+    artefacts.mkdir(parents=True, exist_ok=True)
     log = Log(workdir)
-    started = time.time()
-
-    def out_of_time() -> bool:
-        return bool(args.budget_minutes) and time.time() - started > 60 * args.budget_minutes
-
-    results_path = workdir / "results.json"
-    results = json.loads(results_path.read_text()) if results_path.exists() else {}
-    results.update(preset=args.preset, settings=dataclasses.asdict(preset))
-    results.setdefault("pretrain", {})
-    results.setdefault("fewshot", {})
-    results.setdefault("games", {})
-
-    def save():
-        results_path.write_text(json.dumps(results, indent=1))
-        report(workdir, results)
-        plot(workdir, results)
-
-    stages = {"pretrain", "fewshot", "games"} if args.only == "all" else {args.only}
-    for seed in preset.seeds:
-        for arm in preset.arms:
-            if (
-                arm != "scratch"
-                and not out_of_time()
-                and ("pretrain" in stages or _done(workdir / "pretrain" / f"{arm}_s{seed}"))
-            ):
-                results["pretrain"][f"{arm}_s{seed}"] = pretrain(workdir, preset, arm, seed, log)
-                save()
-    for variant in held_out(preset, only_variants):
-        if out_of_time() or "fewshot" not in stages:
-            break
-        dataset(workdir, preset, variant, log)
-        for arm in preset.arms:
-            for seed in preset.seeds:
-                if arm != "scratch" and f"{arm}_s{seed}" not in results["pretrain"]:
-                    continue
-                cell = results["fewshot"].setdefault(variant, {}).setdefault(arm, {})
-                if str(seed) not in cell:
-                    cell[str(seed)] = fewshot(workdir, preset, arm, seed, variant)
-        save()
-    for variant in held_out(preset, only_variants):
-        for arm in preset.game_arms:
-            for seed in preset.seeds:
-                if out_of_time() or "games" not in stages:
-                    break
-                if arm != "scratch" and f"{arm}_s{seed}" not in results["pretrain"]:
-                    continue
-                cell = results["games"].setdefault(variant, {}).setdefault(arm, {})
-                # Adaptation seeds run before (e.g. with --adapt-seeds 0 first) are kept; the
-                # missing ones are added (a finished adaptation only reloads its results).
-                if not {str(a) for a in preset.adapt_seeds} <= set(cell.get(str(seed), {})):
-                    cell[str(seed)] = {
-                        **cell.get(str(seed), {}),
-                        **games(workdir, preset, arm, seed, variant, log),
-                    }
-                    save()
-    save()
-    print(report(workdir, results))
+    if args.unpack:
+        try:
+            added = unpack(study, Path(args.unpack))
+        except (OSError, ValueError, KeyError, tarfile.TarError) as error:
+            print(f"error: --unpack {args.unpack}: {error}", file=sys.stderr)
+            return 2
+        log(f"unpacked {len(added)} runs: {', '.join(added) or 'none new'}")
+        return 0
+    complete = True
+    if args.only != "report":
+        try:
+            complete = run(
+                study,
+                log,
+                only=args.only,
+                budget_minutes=args.budget_minutes,
+                pack=Path(args.pack) if args.pack else None,
+                seeds=seeds,
+                variants=variants,
+            )
+        except KeyboardInterrupt:
+            log("interrupted: finished units are kept; rerun the same command to continue")
+            return 130
+    results = collect(study)
+    text = report(study, results)
+    plot(study, results)
+    print(text)
     log(
-        f"done in {(time.time() - started) / 60:.1f} min"
-        + (" (budget reached)" if out_of_time() else "")
+        ("done" if complete else "stopped (rerun to continue)")
+        + f"; results: {study.path('results.md')}"
     )
     return 0
 

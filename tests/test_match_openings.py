@@ -1,0 +1,87 @@
+"""Openings of matches between two networks (`match.play_match(opening=...)`): sampled from
+each side's own search policy, paired across colours, deterministic given the key, and the
+share of games they decide reported."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from mmc_jax import match, network
+from mmc_jax import rules as R
+
+TINY = dict(
+    num_blocks=1,
+    channels=8,
+    policy_channels=4,
+    value_channels=2,
+    value_hidden=8,
+    policy_head="conv",
+    layer_norm=False,
+    dtype="float32",
+    rule_planes="none",
+)
+
+
+def _random_params(net, seed):
+    # Random values of the right shapes: `init_params` would compile for seconds.
+    shapes = jax.eval_shape(lambda k: network.init_params(net, k, R.OBS_SHAPE), jax.random.key(0))
+    rng = np.random.default_rng(seed)
+    return jax.tree.map(lambda s: jnp.asarray(0.3 * rng.standard_normal(s.shape), s.dtype), shapes)
+
+
+@pytest.fixture(scope="module")
+def players():
+    import ml_collections
+
+    net = network.make_network(ml_collections.ConfigDict(TINY))
+    return net, _random_params(net, 0), _random_params(net, 1)
+
+
+def _play(players, key, opening="policy", plies=4, games=8):
+    net, model, opponent = players
+    records = []
+    result = match.play_match(
+        net,
+        model,
+        "gardner",
+        "checkpoint",
+        games,
+        2,
+        key,
+        opponent_network=net,
+        opponent_params=opponent,
+        max_plies=24,
+        opening_plies=plies,
+        opening=opening,
+        games_out=records,
+    )
+    return result, [r["moves"] for r in records]
+
+
+def test_policy_openings_are_paired_across_colours_and_deterministic(players):
+    result, moves = _play(players, jax.random.key(3))
+    half = len(moves) // 2
+    for i in range(half):
+        length = min(4, len(moves[i]), len(moves[i + half]))
+        assert moves[i][:length] == moves[i + half][:length]  # one opening, either colour
+    assert len({tuple(m[:4]) for m in moves[:half]}) > 1  # sampled, not one line
+    assert result["illegal_moves"] == {"model": 0, "opponent": 0}
+    assert result["opening"] == "policy" and 0.0 <= result["opening_decided"] <= 1.0
+    again, moves_again = _play(players, jax.random.key(3))
+    assert moves_again == moves and again["score"] == result["score"]
+    _, other = _play(players, jax.random.key(4))
+    assert other != moves
+
+
+def test_opening_decided_counts_games_over_inside_the_opening(players):
+    # A 24-ply cap and 24 opening plies: every game ends inside the opening.
+    result, _ = _play(players, jax.random.key(0), opening="random", plies=24)
+    assert result["opening_decided"] == 1.0
+    result, _ = _play(players, jax.random.key(0), opening="random", plies=2)
+    assert result["opening_decided"] == 0.0  # no game of gardner ends in two plies
+
+
+def test_an_unknown_opening_is_refused(players):
+    with pytest.raises(ValueError, match="opening must be one of"):
+        _play(players, jax.random.key(0), opening="book")
