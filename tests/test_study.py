@@ -150,6 +150,7 @@ def test_command_line_errors_are_one_line(tmp_path, capsys):
         (["--preset", "smoke", "--variants", "nonsense=1"], "--variants"),
         (["--preset", "smoke", "--variants", "dark"], "not among the preset's"),
         (["--preset", "smoke", "--iterations", "0"], "at least 1"),
+        (["--preset", "smoke", "--artefacts", __file__], "is a file, not a folder"),
     ):
         with pytest.raises(SystemExit) as error:
             study.main([*argv, "--workdir", str(tmp_path)])

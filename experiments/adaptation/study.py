@@ -511,6 +511,11 @@ def sensitivity(study: Study, log) -> dict:
     if done:
         return done
     preset = study.preset
+    decided = ROOT / "experiments" / "adaptation" / "decisive_cpu" / "sensitivity.json"
+    if study.preset_name != "cpu" and decided.exists():
+        # One procedure for the whole study: a larger preset adapts as the cpu preset decided.
+        log(f"sensitivity: the cpu preset's choice ({decided})")
+        return study.write({**json.loads(decided.read_text()), "from": "cpu"}, "sensitivity.json")
     seed = preset.seeds[0]
     starts = [a for a in ("joint", "joint+desc") if a in preset.arms]
     joat = joat_config(preset, 0)
@@ -1314,6 +1319,9 @@ def main(argv=None) -> int:
     if args.budget_minutes < 0:
         parser.error("--budget-minutes must be >= 0")
     workdir = Path(args.workdir or f"runs/study_{args.preset}")
+    for flag, path in (("--workdir", workdir), ("--artefacts", args.artefacts)):
+        if path is not None and Path(path).exists() and not Path(path).is_dir():
+            parser.error(f"{flag} {path} is a file, not a folder")
     if args.artefacts:
         artefacts = Path(args.artefacts)
     elif args.preset == "smoke":
