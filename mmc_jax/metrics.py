@@ -23,6 +23,7 @@ Every record also gets `step` (the value passed to `write`) and `time` (Unix sec
 
 from __future__ import annotations
 
+import functools
 import io
 import json
 import math
@@ -150,6 +151,22 @@ class _BucketLog:
         self.flush()
 
 
+@functools.cache
+def tensorboard_writer_class():
+    """tensorboardX's `SummaryWriter`, or None (said once on stderr) when it is not installed:
+    the run goes on with `metrics.jsonl` and the plots."""
+    try:
+        from tensorboardX import SummaryWriter
+    except ImportError:
+        print(
+            "note: tensorboardX is not installed, so no TensorBoard events are written "
+            "(metrics.jsonl and the plots are); pip install tensorboardX to get them",
+            file=sys.stderr,
+        )
+        return None
+    return SummaryWriter
+
+
 class MetricsWriter:
     """Appends metrics to `metrics.jsonl`, TensorBoard and stdout.
 
@@ -202,11 +219,10 @@ class MetricsWriter:
             self._log = _BucketLog(self.path, text, bucket_flush_seconds)
         else:
             self._log = _LocalLog(self.path)
-        if tensorboard:
-            from tensorboardX import SummaryWriter
-
+        summary_writer = tensorboard_writer_class() if tensorboard else None
+        if summary_writer is not None:
             purge_step = None if resume_step is None else int(resume_step) + 1
-            self._tb_writer = SummaryWriter(
+            self._tb_writer = summary_writer(
                 storage.join(self.workdir, TENSORBOARD_SUBDIR), purge_step=purge_step
             )
 
