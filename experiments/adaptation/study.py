@@ -1052,12 +1052,14 @@ def report(study: Study, results: dict) -> str:
             "no endpoint is a finding before all seeds are in."
         )
     lines.append("")
-    lines += ["## Score against the mid reference (mean +- t 95% over seeds)", ""]
     head = " | ".join(f"it {i}" for i in iterations)
-    lines += [
-        f"| variant | arm | {head} | zero-shot vs final | SEF at it 1 |",
-        "|---|---|" + "---:|" * (len(iterations) + 2),
-    ]
+    if cells:
+        lines += [
+            "## Score against the mid reference (mean +- t 95% over seeds)",
+            "",
+            f"| variant | arm | {head} | zero-shot vs final | SEF at it 1 (speed-up) |",
+            "|---|---|" + "---:|" * (len(iterations) + 2),
+        ]
     for variant in variants:
         for arm in arms:
             rows = [c for c in cells if c["variant"] == variant and c["arm"] == arm]
@@ -1073,12 +1075,16 @@ def report(study: Study, results: dict) -> str:
                     texts.append("-")
             zs = t_interval([r["zero_shot_final"] for r in rows])
             sef = [at(1, "sef")(r) for r in rows if at(1, "sef")(r) is not None]
+            speedup = [at(1, "speedup")(r) for r in rows if at(1, "speedup")(r) is not None]
             censored = any(at(1, "sef_censored")(r) for r in rows)
-            sef_text = f"{sum(sef) / len(sef):,.0f}" + ("+" if censored else "") if sef else "-"
+            sef_text = "-"
+            if sef:
+                sef_text = f"{sum(sef) / len(sef):,.0f}" + ("+" if censored else "")
+                sef_text += f" ({sum(speedup) / len(speedup):.0f}x)" if speedup else ""
             lines.append(
                 f"| `{variant}` | {arm} | " + " | ".join(texts) + f" | {zs[0]:.2f} | {sef_text} |"
             )
-    if results["curves"]:
+    if any(results["curves"].values()):
         lines += ["", "## The scratch curves (score against the mid reference)", ""]
         for variant, c in results["curves"].items():
             if c:
