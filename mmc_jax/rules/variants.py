@@ -378,20 +378,23 @@ def _make(name: str, max_plies: int) -> Rules:
         allowed = np.ones(T.NUM_VECTORS, bool)
     check_based = v.goal == "checkmate"
     atomic = v.capture == "atomic"
-    return Rules(
-        variant_id=jnp.int32(VARIANTS.index(name) if name in NAMED else -1),
-        start_pieces=jnp.asarray(position.pieces, jnp.uint32),
-        start_own=jnp.uint32(position.own),
-        check_based=jnp.bool_(check_based),
-        capture_mode=jnp.int32(CAPTURES.index(v.capture)),
-        goal=jnp.int32(GOALS.index(v.goal)),
-        extinction=jnp.bool_(v.goal == "extinction"),
-        fog=jnp.bool_(v.fog == "on"),
-        colour=jnp.int32(COLOURS.index(v.colour)),
-        kk_draw=jnp.bool_(check_based or atomic),
-        vector_allowed=jnp.asarray(allowed),
-        max_plies=jnp.int32(max_plies),
-    )
+    # Concrete arrays even when the first call comes from inside a trace (e.g. `eval_shape`
+    # over `batch`): the cache must never hold a tracer, which would leak into later calls.
+    with jax.ensure_compile_time_eval():
+        return Rules(
+            variant_id=jnp.int32(VARIANTS.index(name) if name in NAMED else -1),
+            start_pieces=jnp.asarray(position.pieces, jnp.uint32),
+            start_own=jnp.uint32(position.own),
+            check_based=jnp.bool_(check_based),
+            capture_mode=jnp.int32(CAPTURES.index(v.capture)),
+            goal=jnp.int32(GOALS.index(v.goal)),
+            extinction=jnp.bool_(v.goal == "extinction"),
+            fog=jnp.bool_(v.fog == "on"),
+            colour=jnp.int32(COLOURS.index(v.colour)),
+            kk_draw=jnp.bool_(check_based or atomic),
+            vector_allowed=jnp.asarray(allowed),
+            max_plies=jnp.int32(max_plies),
+        )
 
 
 class _StartFens(dict):
