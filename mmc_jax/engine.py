@@ -35,8 +35,12 @@ Protocol (what a GUI sends, what the engine answers):
   go nodes N           one search of N simulations
   go movetime MS | wtime/btime/winc/binc/movestogo   searches of Simulations, 2 x Simulations,
                        ... (up to MaxSimulations) while the next one is expected to fit in the
-                       time; `bestmove` comes at the deadline at the latest
-  go infinite          the same without a deadline, until `stop` (then `bestmove`)
+                       time; `bestmove` comes at the deadline at the latest. Every search size
+                       is its own compiled program (tens of seconds to compile on a small CPU,
+                       then cached on disk), counted in the expected time: a timed search grows
+                       only through sizes compiled before, so for strength under a clock raise
+                       Simulations (or let `go infinite` compile the larger sizes once)
+  go infinite          the same without a deadline (compiling each size), until `stop`
   go [depth D]         one search of Simulations (a depth is not a limit of this search; it is
                        named in an `info string`)
   go perft D           the legal-move counts per move (as Fairy-Stockfish prints them)
