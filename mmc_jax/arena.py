@@ -32,7 +32,7 @@ import dataclasses
 import functools
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import jax
@@ -65,7 +65,8 @@ class PolicySpec:
 @dataclasses.dataclass(frozen=True, eq=False)
 class Player:
     """A named player: `kind` random / greedy / model (a network with `params` and a search
-    budget) / engine (a UCI engine with `limits`, served by the arena's engine pool)."""
+    budget) / engine (a UCI engine with `limits`, served by the arena's engine pool, or by
+    the pool of its name when `play_games` is given one pool per engine player)."""
 
     name: str
     kind: str
@@ -109,6 +110,8 @@ def model_player(
 
 
 def engine_player(limits: uci.Limits, name: str | None = None) -> Player:
+    """A UCI engine searching with `limits` (any UCI engine: Fairy-Stockfish, a model served
+    by `python -m mmc_jax.engine`, ...; its process comes from the arena's engine pools)."""
     return Player(name or f"engine:{limits.label()}", "engine", limits=limits)
 
 
@@ -303,6 +306,29 @@ def parse_move(variant: str, text: str, turn: int, pieces, own, planes: np.ndarr
     )
 
 
+def _engine_pools(players, games, engine_pool) -> dict[str, uci.EnginePool]:
+    """{engine player's name: its pool}, checked: every engine player of a game has a pool
+    that plays the game's variant."""
+    pools = {}
+    for spec in games:
+        for side in (spec.white, spec.black):
+            player = players[side]
+            if player.kind != "engine":
+                continue
+            if engine_pool is None:
+                raise ValueError("engine players need an engine_pool")
+            pool = engine_pool.get(player.name) if isinstance(engine_pool, Mapping) else engine_pool
+            if pool is None:
+                raise ValueError(f"engine player {player.name!r} has no engine pool")
+            if pool.variant != spec.variant:
+                raise ValueError(
+                    f"engine games in {spec.variant} but the engine pool of {player.name!r} "
+                    f"plays {pool.variant}"
+                )
+            pools[player.name] = pool
+    return pools
+
+
 def _buckets(size: int, bucket_min: int) -> list[int]:
     sizes = [size]
     while sizes[-1] // 4 >= bucket_min:
@@ -321,7 +347,7 @@ def play_games(
     seed: int = 0,
     opening_plies: int = 0,
     max_plies: int | None = None,
-    engine_pool: uci.EnginePool | None = None,
+    engine_pool: uci.EnginePool | Mapping[str, uci.EnginePool] | None = None,
     bucket_min: int = 64,
     progress: Callable[[str], None] | None = None,
     progress_every: float = 15.0,
@@ -335,7 +361,9 @@ def play_games(
       seed: of the opening suite and of the JAX players' randomness.
       opening_plies: random plies of the opening suite played first by both sides.
       max_plies: the rules' ply cap (default 256), a draw by rule.
-      engine_pool: serves the engine players (required if there are any).
+      engine_pool: serves the engine players (required if there are any): one pool for all of
+        them, or a mapping from each engine player's name to its pool (two different UCI
+        engines in one batch, e.g. a served model against Fairy-Stockfish).
       bucket_min: smallest reduced buffer of a model player (see the module docstring).
       progress: called with a status line every `progress_every` seconds (e.g. print).
       record_positions: keep every position's `position_key` in `GameRecord.positions`
@@ -348,19 +376,7 @@ def play_games(
         for side in (spec.white, spec.black):
             if not 0 <= side < len(players):
                 raise ValueError(f"game {spec} names player {side}; there are {len(players)}")
-    engine_variants = {
-        g.variant
-        for g in games
-        if players[g.white].kind == "engine" or players[g.black].kind == "engine"
-    }
-    if engine_variants:
-        if engine_pool is None:
-            raise ValueError("engine players need an engine_pool")
-        if engine_variants != {engine_pool.variant}:
-            raise ValueError(
-                f"engine games in {sorted(engine_variants)} but the engine pool plays "
-                f"{engine_pool.variant}"
-            )
+    pools = _engine_pools(players, games, engine_pool)
     num_games = len(games)
     variants = [g.variant for g in games]
     white = np.array([g.white for g in games])
@@ -414,12 +430,10 @@ def play_games(
         forced = openings >= 0 if ply < opening_plies else np.zeros(num_games, bool)
         to_play = [g for g in active if not forced[g]]
         engine_games = [g for g in to_play if kinds[movers[g]] == "engine"]
-        if engine_games:
-            requests = [
-                uci.MoveRequest(start_fens[g], tuple(moves[g]), players[movers[g]].limits)
-                for g in engine_games
-            ]
-            by_engine = dict(zip(engine_games, engine_pool.submit(requests), strict=True))
+        for g in engine_games:
+            player = players[movers[g]]
+            request = uci.MoveRequest(start_fens[g], tuple(moves[g]), player.limits)
+            by_engine[g] = pools[player.name].submit([request])[0]
         key = jax.random.fold_in(base_key, ply)
         to_play_set = np.zeros(num_games, bool)
         to_play_set[to_play] = True

@@ -22,6 +22,16 @@ with zero logits and zero value, so the search sees only the game's terminal rew
 shallow mate-and-king-capture finder). The network is rebuilt from the config saved with the
 checkpoint (`mmc_jax.checkpoint.load_model`).
 
+Either side may be any UCI engine, `uci:COMMAND`: a model served by `python -m mmc_jax.engine`
+(fair under fog), Fairy-Stockfish, or any other; it searches `go nodes <--simulations>` (the
+opponent: `--opponent-simulations`). Such a match runs in the stepwise `mmc_jax.arena` (each
+engine in its own process; every engine move is checked against the rules), e.g. the shipped
+Gardner model through UCI against Fairy-Stockfish at 100 nodes:
+
+    python -m mmc_jax.evaluate --variant gardner --games 20 \\
+        --checkpoint "uci:python -m mmc_jax.engine --model gardner-cpu" --simulations 64 \\
+        --opponent "uci:$(python -m mmc_jax.uci build)" --opponent-simulations 100
+
 Subcommands: `python -m mmc_jax.evaluate ladder ...` rates a checkpoint in Elo against random,
 greedy and Fairy-Stockfish at increasing node limits, `... tournament ...` every checkpoint of
 a run (`mmc_jax.ladder`; those games run in the stepwise `mmc_jax.arena`).
@@ -36,8 +46,10 @@ import sys
 from typing import Any
 
 import jax
+import numpy as np
 
 from mmc_jax import cli, startup, storage
+from mmc_jax import rules as R
 from mmc_jax.match import NETWORK_OPENING_PLIES, play_match
 from mmc_jax.policies import NAMED_OPPONENTS
 
@@ -55,16 +67,22 @@ def _parser() -> argparse.ArgumentParser:
         "--checkpoint",
         default="none",
         help="run workdir (or <workdir>/checkpoints/<step>); 'none' (default): uniform-prior "
-        "search, i.e. zero logits and zero value, guided only by terminal rewards",
+        "search, i.e. zero logits and zero value, guided only by terminal rewards; "
+        "'uci:COMMAND': a UCI engine (e.g. 'uci:python -m mmc_jax.engine --model gardner-cpu')",
     )
     parser.add_argument("--step", type=cli.integer_arg("--step", 0), default=None)
     parser.add_argument("--variant", type=cli.variant_arg, required=True, help=cli.VARIANT_HELP)
     parser.add_argument(
-        "--opponent", default="random", help="random, greedy, or another run's workdir"
+        "--opponent",
+        default="random",
+        help="random, greedy, another run's workdir, or 'uci:COMMAND' (a UCI engine)",
     )
     parser.add_argument("--games", type=cli.games_arg, default=400, help="positive, even")
     parser.add_argument(
-        "--simulations", type=cli.integer_arg("--simulations", 0), default=32, help="0: raw policy"
+        "--simulations",
+        type=cli.integer_arg("--simulations", 0),
+        default=32,
+        help="0: raw policy; a UCI engine's `go nodes`",
     )
     parser.add_argument(
         "--opponent-simulations",
@@ -120,6 +138,67 @@ def _format(result: dict[str, Any], model_name: str) -> str:
 SUBCOMMANDS = ("ladder", "tournament")
 
 
+def _uci_match(args, sides) -> tuple[dict[str, Any], list]:
+    """The match when a side is a UCI engine: `arena.play_games` with one engine pool per
+    engine side. `sides` are (name, kind, payload) for the model and the opponent: kind
+    "engine" (payload: (command, nodes)), "model" (network, params, simulations), "random",
+    "greedy". Returns (`elo.match_statistics` of the model's games, the game records)."""
+    from mmc_jax import arena, uci
+    from mmc_jax import elo as elo_lib
+
+    players, pools = [], {}
+    try:
+        for name, kind, payload in sides:
+            if kind == "engine":
+                command, nodes = payload
+                players.append(arena.engine_player(uci.Limits(nodes=max(nodes, 1)), name))
+                pools[name] = uci.EnginePool(
+                    args.variant,
+                    command,
+                    processes=1,
+                    move_timeout=uci.SLOW_ENGINE_MOVE_TIMEOUT,
+                    **uci.SLOW_ENGINE_TIMEOUTS,
+                )
+            elif kind == "model":
+                players.append(arena.model_player(name, *payload))
+            else:
+                players.append(arena.Player(name, kind))
+        records = arena.play_games(
+            players,
+            arena.colour_balanced(0, 1, args.games, args.variant),
+            seed=args.seed,
+            opening_plies=args.opening_plies,
+            max_plies=args.max_plies,
+            engine_pool=pools,
+            progress=arena.print_progress,
+        )
+    finally:
+        for pool in pools.values():
+            pool.close()
+    points = {"1-0": 1, "0-1": -1, "1/2-1/2": 0}
+    rewards, plies = [], []
+    for record in records:
+        if record.scored:
+            sign = 1 if record.white == players[0].name else -1
+            rewards.append(sign * points[record.result])
+            plies.append(len(record.moves))
+    if not rewards:
+        errors = "; ".join(sorted({r.error for r in records if r.error})[:3])
+        raise uci.EngineError(f"every game was aborted: {errors}")
+    result = elo_lib.match_statistics(np.array(rewards), np.array(plies))
+    aborted = [r.error for r in records if not r.scored]
+    result.update(
+        variant=args.variant,
+        num_simulations=args.simulations,
+        opponent_simulations=args.opponent_simulations,
+        max_plies=args.max_plies or int(R.get(args.variant).max_plies),
+        opening_plies=args.opening_plies,
+        aborted=len(aborted),
+        errors=aborted[:10],
+    )
+    return result, records
+
+
 def _play(args, network, params, opponent, opponent_network, opponent_params, games):
     return play_match(
         network,
@@ -154,6 +233,13 @@ def main(argv: list[str] | None = None) -> int:
     if args.pgn:
         cli.check_output_file(parser, "--pgn", args.pgn)
 
+    try:
+        model_engine = uci_engine_command(args.checkpoint)
+        opponent_engine = uci_engine_command(args.opponent)
+    except ValueError as error:
+        parser.error(str(error))
+    if model_engine or opponent_engine:
+        return _uci_main(parser, args, model_engine, opponent_engine)
     if args.checkpoint.lower() == "none":
         network, params, model_name = None, None, "uniform-prior search"
     else:
@@ -206,6 +292,68 @@ def main(argv: list[str] | None = None) -> int:
     else:
         print(_format(result, model_name))
     return 0
+
+
+def uci_engine_command(spec: str) -> list[str] | None:
+    """`uci.engine_command` (imported only when a side is a UCI engine)."""
+    if not spec.startswith("uci:"):
+        return None
+    from mmc_jax import uci
+
+    return uci.engine_command(spec)
+
+
+def _uci_main(parser, args, model_engine, opponent_engine) -> int:
+    """`main` when a side is a UCI engine (see the module docstring)."""
+    from mmc_jax import pgn, uci
+
+    if args.pgn:
+        cli.check_output_file(parser, "--pgn", args.pgn)
+    if args.opponent_simulations is None:
+        args.opponent_simulations = args.simulations
+    fog = R.parse(args.variant).fog == "on"
+
+    def side(spec, engine, simulations, flag, step):
+        if engine:
+            return " ".join(engine), "engine", (engine, simulations)
+        if spec in NAMED_OPPONENTS and flag == "--opponent":
+            return spec, spec, None
+        if fog:
+            parser.error(
+                f"{flag} {spec}: under fog ({args.variant}) a network plays fairly against a "
+                "UCI engine only when it is served as one: "
+                f"{flag} 'uci:python -m mmc_jax.engine --model {spec}'"
+            )
+        if spec.lower() == "none":
+            return "uniform-prior search", "model", (None, None, simulations)
+        network, params, _ = cli.load_or_fail(parser, spec, step, flag)
+        return spec, "model", (network, params, simulations)
+
+    model = side(args.checkpoint, model_engine, args.simulations, "--checkpoint", args.step)
+    opponent = side(args.opponent, opponent_engine, args.opponent_simulations, "--opponent", None)
+    if model[0] == opponent[0]:
+        model = (f"{model[0]} (model)", *model[1:])
+    if args.opening_plies is None:
+        deterministic = opponent[1] in ("engine", "model")
+        args.opening_plies = NETWORK_OPENING_PLIES if deterministic else 0
+    try:
+        result, records = _uci_match(args, [model, opponent])
+    except uci.EngineError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 1
+    except ValueError as error:
+        parser.error(str(error))
+    result.update(model=model[0], opponent=opponent[0], seed=args.seed)
+    if args.pgn:
+        pgn.write_pgn(records, args.pgn, event="mmc_jax evaluate")
+        result["pgn"] = args.pgn
+    if args.json:
+        print(json.dumps(result))
+    else:
+        print(_format(result, model[0]))
+        if result["aborted"]:
+            print(f"{result['aborted']} game(s) aborted (not scored): {result['errors'][0]}")
+    return 1 if result["aborted"] else 0
 
 
 if __name__ == "__main__":

@@ -50,12 +50,15 @@ ANCHOR = "random"
 
 @dataclasses.dataclass
 class Model:
-    """A model to rate: display name, network (None: uniform prior), params, checkpoint step."""
+    """A model to rate: display name, network (None: uniform prior), params, checkpoint step;
+    or, with `engine`, any UCI engine's command (e.g. a model served by `python -m
+    mmc_jax.engine`), searching `go nodes <simulations>` per move."""
 
     name: str
     network: Any
     params: Any
     step: int | None = None
+    engine: Sequence[str] | None = None
 
 
 @dataclasses.dataclass
@@ -72,7 +75,7 @@ class LadderSettings:
     opening_plies: int = 4
     max_plies: int | None = None
     seed: int = 0
-    engine: str | None = None
+    engine: str | Sequence[str] | None = None  # a path, or a command (from `uci:COMMAND`)
     engine_processes: int = 2
     engine_timeout: float = uci.DEFAULT_MOVE_TIMEOUT
     prior_draws: float = 1.0
@@ -179,7 +182,10 @@ def run(
     if len(set(names)) != len(names) or set(names) & {r.name for r in rungs}:
         raise ValueError(f"model names must be distinct from each other and the rungs: {names}")
     players = [
-        arena.model_player(m.name, m.network, m.params, settings.simulations) for m in models
+        arena.engine_player(uci.Limits(nodes=max(settings.simulations, 1)), m.name)
+        if m.engine
+        else arena.model_player(m.name, m.network, m.params, settings.simulations)
+        for m in models
     ] + rungs
     first_rung = len(models)
     games: list[arena.GameSpec] = []
@@ -190,18 +196,32 @@ def run(
         for j in range(first_rung, len(players) - 1):
             games += arena.colour_balanced(j, j + 1, settings.chain_games, settings.variant)
 
-    pool = None
+    pools: dict[str, uci.EnginePool] = {}
     engine_id = None
     started = time.monotonic()
     try:
-        if any(p.kind == "engine" for p in players):
+        if any(p.kind == "engine" for p in rungs):
+            slow = not isinstance(settings.engine, (str, type(None)))  # given as uci:COMMAND
             pool = uci.EnginePool(
                 settings.variant,
-                settings.engine,
+                settings.engine if not slow else list(settings.engine),
                 processes=settings.engine_processes,
-                move_timeout=settings.engine_timeout,
+                move_timeout=max(settings.engine_timeout, uci.SLOW_ENGINE_MOVE_TIMEOUT)
+                if slow
+                else settings.engine_timeout,
+                **(uci.SLOW_ENGINE_TIMEOUTS if slow else {}),
             )
+            pools.update({p.name: pool for p in rungs if p.kind == "engine"})
             engine_id = {"name": pool.id_name, "command": pool.command}
+        for m in models:
+            if m.engine:
+                pools[m.name] = uci.EnginePool(
+                    settings.variant,
+                    list(m.engine),
+                    processes=settings.engine_processes,
+                    move_timeout=max(settings.engine_timeout, uci.SLOW_ENGINE_MOVE_TIMEOUT),
+                    **uci.SLOW_ENGINE_TIMEOUTS,
+                )
         if progress:
             progress(
                 f"ladder: {len(games)} games of {settings.variant} "
@@ -214,11 +234,11 @@ def run(
             seed=settings.seed,
             opening_plies=settings.opening_plies,
             max_plies=settings.max_plies,
-            engine_pool=pool,
+            engine_pool=pools,
             progress=progress,
         )
     finally:
-        if pool is not None:
+        for pool in {id(p): p for p in pools.values()}.values():
             pool.close()
     play_seconds = time.monotonic() - started
 
@@ -466,7 +486,8 @@ def _add_common(parser: argparse.ArgumentParser, games_default: int) -> None:
         default=None,
         help=f"UCI engine binary (default {uci.default_engine()}; build one with `python -m "
         "mmc_jax.uci build`: pyffish 0.0.90's Fairy-Stockfish plays gardner, baby, mallet, "
-        "atomic, dark, extinction)",
+        "atomic, dark, extinction), or 'uci:COMMAND' for a command with arguments (e.g. "
+        "'uci:python -m mmc_jax.engine --model gardner-cpu', rungs of a served model)",
     )
     parser.add_argument(
         "--engine-processes",
@@ -519,7 +540,7 @@ def _settings(args) -> LadderSettings:
         opening_plies=args.opening_plies,
         max_plies=args.max_plies,
         seed=args.seed,
-        engine=args.engine,
+        engine=(uci.engine_command(args.engine) or args.engine) if args.engine else None,
         engine_processes=args.engine_processes,
         engine_timeout=args.engine_timeout,
         prior_draws=args.prior_draws,
@@ -538,7 +559,9 @@ def ladder_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--checkpoint",
         default="none",
-        help="run workdir (or <workdir>/checkpoints/<step>); 'none': the uniform-prior search",
+        help="run workdir (or <workdir>/checkpoints/<step>); 'none': the uniform-prior search; "
+        "'uci:COMMAND': any UCI engine, searching `go nodes <--simulations>` (e.g. "
+        "'uci:python -m mmc_jax.engine --model gardner-cpu')",
     )
     parser.add_argument("--step", type=cli.integer_arg("--step", 0), default=None)
     _add_common(parser, games_default=200)
@@ -628,7 +651,14 @@ def ladder_main(argv: Sequence[str]) -> int:
         settings = _settings(args)
     except ValueError as error:
         parser.error(str(error))
-    if args.checkpoint.lower() == "none":
+    try:
+        command = uci.engine_command(args.checkpoint)
+    except ValueError as error:
+        parser.error(f"--checkpoint: {error}")
+    if command:
+        models = [Model(" ".join(command), None, None, engine=command)]
+        default_out = f"ladder-{args.variant}"
+    elif args.checkpoint.lower() == "none":
         models = [Model("uniform-prior", None, None)]
         default_out = f"ladder-{args.variant}"
     else:

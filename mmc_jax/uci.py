@@ -7,11 +7,13 @@
 Set-up: `uci`, then `setoption name VariantPath value <mmc_jax/data/fairy-variants.ini>` (the
 sections of the variants Fairy-Stockfish can express), `uci` again (an engine lists the variants
 of a loaded file only in its second option list), `setoption name UCI_Variant value <name>`
-(`mmc_jax.rules.FAIRY_STOCKFISH_NAMES`), and `isready`. Before it is used the engine must pass a
-probe: its legal moves (`go perft 1`) in a few fixed positions of the variant must equal the
-project's rules (promotions, captures, late positions; the expected moves are stored below and
-checked against pyffish and the rules by the tests). A variant the engine does not list, or
-lists but plays by other rules, raises `EngineUnsupported` with what the engine said.
+(`mmc_jax.rules.FAIRY_STOCKFISH_NAMES`; for a variant without one, the project's canonical
+spelling, which a model served by `python -m mmc_jax.engine` lists), and `isready`. Before it
+is used the engine must pass a probe: its legal moves (`go perft 1`) in a few fixed positions
+of the variant must equal the project's rules (promotions, captures, late positions; the
+expected moves are stored below and checked against pyffish and the rules by the tests). A
+variant the engine does not list, or lists but plays by other rules, raises
+`EngineUnsupported` with what the engine said.
 
 Strength: `Limits(nodes=..., depth=..., movetime_ms=..., skill=...)`. Every search starts from
 `ucinewgame` (cleared hash and histories), so with a node or depth limit and one thread a move
@@ -36,6 +38,9 @@ when the sources carry no version), so the ladders' "221126" is this build.
 `default_engine()` looks in this order: `$MMC_ENGINE`, that build, a `fairy-stockfish` on the
 PATH, Debian's /usr/games/fairy-stockfish.
 
+`python -m mmc_jax.uci serve --model NAME ...` runs a trained model AS a UCI engine: it is
+`python -m mmc_jax.engine --model NAME ...` (that module's docstring has the protocol).
+
 `python -m mmc_jax.uci [--engine PATH]` prints which of the project's variants the engine can
 play. Debian 12's `fairy-stockfish` 11.1 plays gardner, baby, mallet and dark; it has no atomic
 template, and its extinction variant does not promote on the fifth rank (the variants file's
@@ -53,11 +58,13 @@ import concurrent.futures
 import contextlib
 import dataclasses
 import fcntl
+import functools
 import glob
 import importlib.metadata
 import json
 import os
 import queue
+import shlex
 import shutil
 import subprocess
 import sys
@@ -173,6 +180,17 @@ PROBES: dict[str, tuple[tuple[str, str], ...]] = {
         ),
     ),
 }
+
+
+@functools.cache
+def start_moves(variant: str) -> str:
+    """The legal moves of the variant's start position (stored for Fairy-Stockfish's variants;
+    for the others computed once per process by the rules, which compiles a move generator)."""
+    if variant in START_MOVES:
+        return START_MOVES[variant]
+    from mmc_jax import rules
+
+    return " ".join(rules.legal_moves(variant, START_FENS[variant]))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -304,6 +322,30 @@ def _command(engine: str | Sequence[str] | None) -> list[str]:
     if not os.access(resolved, os.X_OK):
         raise EngineNotFound(f"engine {resolved!r} is not executable")
     return [resolved, *command[1:]]
+
+
+ENGINE_PREFIX = "uci:"
+# Timeouts for an engine named on a command line with `uci:`: it may be a model served by
+# `python -m mmc_jax.engine`, which loads its network before `uciok` and compiles its move
+# generator and search on the first probe and the first `go` (tens of seconds each on a small
+# CPU, then cached on disk).
+SLOW_ENGINE_TIMEOUTS = {"uci_timeout": 60.0, "handshake_timeout": 600.0}
+SLOW_ENGINE_MOVE_TIMEOUT = 600.0
+
+
+def engine_command(spec: str) -> list[str] | None:
+    """The command of a player given as `uci:COMMAND` (split as a shell would, e.g.
+    `uci:python -m mmc_jax.engine --model gardner-cpu` or `uci:/usr/games/fairy-stockfish`);
+    None for anything else. ValueError for an empty or unbalanced command."""
+    if not spec.startswith(ENGINE_PREFIX):
+        return None
+    try:
+        command = shlex.split(spec[len(ENGINE_PREFIX) :])
+    except ValueError as error:
+        raise ValueError(f"cannot split the engine command {spec!r}: {error}") from None
+    if not command:
+        raise ValueError(f"{spec!r} names no engine command after {ENGINE_PREFIX!r}")
+    return command
 
 
 def supported_by_fairy_stockfish(variant: str) -> bool:
@@ -569,7 +611,8 @@ class UciEngine:
     """One UCI engine process set up for one variant (see the module docstring).
 
     Args:
-      variant: a project variant name with a Fairy-Stockfish equivalent.
+      variant: a project variant (spec): its Fairy-Stockfish name is asked for where it has
+        one, else its canonical spelling (which `python -m mmc_jax.engine` lists).
       engine: path of the binary, or a command list (e.g. [python, script]); default
         `default_engine()`.
       variant_path: the variants file (default: the shipped one); None-like "" skips it.
@@ -593,15 +636,11 @@ class UciEngine:
         uci_timeout: float = DEFAULT_UCI_TIMEOUT,
         probe: bool = True,
     ):
-        check_variant(variant)
-        if variant not in FAIRY_STOCKFISH_NAMES:
-            raise EngineUnsupported(
-                f"variant {variant!r} cannot be written as a Fairy-Stockfish variant (capture "
-                "or colour rules it has no option for), so no UCI engine can play it; engine "
-                f"games are possible for: {', '.join(FAIRY_STOCKFISH_NAMES)}"
-            )
+        variant = check_variant(variant)
         self.variant = variant
-        self.uci_variant = FAIRY_STOCKFISH_NAMES[variant]
+        # Fairy-Stockfish's name where it has one; else the project's spelling, which only an
+        # engine that lists it plays (`python -m mmc_jax.engine`, every variant).
+        self.uci_variant = FAIRY_STOCKFISH_NAMES.get(variant, variant)
         self.command = _command(engine)
         self.variant_path = variants_file() if variant_path is None else variant_path
         self.handshake_timeout = handshake_timeout
@@ -780,6 +819,8 @@ class UciEngine:
                 f"engine {self.name} ({self.id_name}) has no UCI_Variant option: it cannot play "
                 f"{self.variant}; use Fairy-Stockfish (--engine PATH)"
             )
+        if self.uci_variant not in self.variants and self.variant in self.variants:
+            self.uci_variant = self.variant  # an engine that lists the project's names
         if self.uci_variant not in self.variants:
             said = [
                 line
@@ -790,7 +831,13 @@ class UciEngine:
                 f"engine {self.name} ({self.id_name}) cannot play {self.variant}: its UCI_Variant "
                 f"has no {self.uci_variant!r} after loading {self.variant_path}"
                 + (f" (the engine said: {' '.join(said)})" if said else "")
-                + "; a newer Fairy-Stockfish build may (--engine PATH)"
+                + (
+                    "; a newer Fairy-Stockfish build may (--engine PATH)"
+                    if self.variant in FAIRY_STOCKFISH_NAMES
+                    else f"; {self.variant!r} cannot be written as a Fairy-Stockfish variant "
+                    "(capture or colour rules it has no option for): a model served by "
+                    "`python -m mmc_jax.engine` plays it (--engine)"
+                )
             )
         for name, value in (("Threads", threads), ("Hash", hash_mb)):
             if name in self.options:
@@ -831,7 +878,7 @@ class UciEngine:
     def probe(self) -> None:
         """Raise EngineUnsupported unless the engine's legal moves equal the rules' in every
         probe position of the variant (and in the start position)."""
-        positions = [(START_FENS[self.variant], START_MOVES[self.variant])]
+        positions = [(START_FENS[self.variant], start_moves(self.variant))]
         for fen, expected in [*positions, *PROBES.get(self.variant, ())]:
             got = self.perft_moves(fen)
             expected_moves = sorted(expected.split())
@@ -1027,10 +1074,17 @@ def build_main(argv: list[str]) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     """`python -m mmc_jax.uci [check] ...`: which variants can the engine play?
-    `python -m mmc_jax.uci build`: build Fairy-Stockfish into the cache."""
+    `python -m mmc_jax.uci build`: build Fairy-Stockfish into the cache.
+    `python -m mmc_jax.uci serve --model NAME`: a model as a UCI engine (`mmc_jax.engine`)."""
     argv = sys.argv[1:] if argv is None else list(argv)
     if argv[:1] == ["build"]:
         return build_main(argv[1:])
+    if argv[:1] == ["serve"]:
+        # The model engine is a command of its own (it sits above the search and the
+        # checkpoints, which this module does not import): run it in this process's place.
+        command = [sys.executable, "-m", "mmc_jax.engine", *argv[1:]]
+        sys.stdout.flush()
+        os.execv(sys.executable, command)
     if argv[:1] == ["check"]:
         argv = argv[1:]
     parser = argparse.ArgumentParser(
@@ -1038,7 +1092,8 @@ def main(argv: list[str] | None = None) -> int:
         description="Check which of the project's variants a UCI engine (Fairy-Stockfish) can "
         "play: it must list the variant after loading the shipped variants file and generate "
         "exactly the rules' legal moves in a few probe positions. "
-        "`python -m mmc_jax.uci build --help`: build the engine from pyffish's sources.",
+        "`python -m mmc_jax.uci build --help`: build the engine from pyffish's sources. "
+        "`python -m mmc_jax.uci serve --model NAME`: a trained model as a UCI engine.",
     )
     parser.add_argument(
         "--engine", default=None, help=f"engine binary (default: {default_engine()})"

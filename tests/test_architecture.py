@@ -19,7 +19,7 @@ LAYERS = (
     {"search", "learner", "checkpoint", "belief"},
     {"selfplay", "policies", "pimc"},
     {"match", "arena", "runloop"},
-    {"alphazero", "pgn", "ladder", "cli"},
+    {"alphazero", "pgn", "ladder", "cli", "engine"},
     {"meta"},
     {
         "train",
@@ -30,6 +30,7 @@ LAYERS = (
         "bench",
         "analyse",
         "export",
+        "serve",
         "launch",
         "__main__",
         "__init__",

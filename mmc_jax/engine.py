@@ -1,0 +1,1163 @@
+"""A trained model as a UCI engine: play it in any chess GUI, match runner or ladder.
+
+    python -m mmc_jax.engine --model gardner-cpu        # or: python -m mmc_jax.uci serve ...
+    python -m mmc_jax.engine --model runs/atomic [--step N] [--simulations 256]
+
+speaks UCI on stdin/stdout. `--model` is a shipped model's name (`gardner-cpu`, `joat-cpu`), an
+exported model folder, a run's workdir or one of its checkpoints (`checkpoint.load_model`), or
+`none` (the uniform-prior search: zero logits, zero value). A model that cannot be loaded ends
+the program at once with one line `error: ...` on stderr and exit status 1.
+
+Protocol (what a GUI sends, what the engine answers):
+
+  uci                  `id name mmc_jax <model>`, the options below, `uciok`
+  isready              `readyok`: at once during a search; otherwise once the commands
+                       before it are done (the start-up warm-up compile, a replay), as UCI
+                       asks, so a GUI that waits for it finds the first search compiled
+  setoption name N value V     options (names are case-insensitive):
+      UCI_Variant      every variant the project plays: Fairy-Stockfish's names where it has
+                       them (gardner, babychess, mallett, atomic-gardner, dark-gardner,
+                       extinction-gardner-qrbn), the project's names (baby, mallet, rifle, atomic,
+                       dark, extinction, monochromatic, bichromatic), and any composed spelling
+                       of the rule space (`capture=atomic,goal=king,fog=on`; docs/rules.md)
+      Simulations      network evaluations per move for `go` without a node limit (256); under
+                       fog they are split over the sampled worlds (Simulations // Worlds each)
+      MaxSimulations   the most a `go movetime` / `go infinite` search grows to (8192)
+      Worlds           fog only: worlds sampled from the mover's belief per search (8)
+      Temperature      0 (default): play the search's move; T > 0: sample the move from the
+                       visit shares raised to 1/T (seeded by Seed and the ply: reproducible)
+      Seed             world sampling under fog and Temperature sampling (0)
+      UCI_ShowWDL      add `wdl W D L` to the score (true)
+  ucinewgame           forget the cached game
+  position startpos|fen F [moves M ...]   a malformed FEN or an illegal move: the line is
+                       ignored (the previous position stays) with an `info string` naming the
+                       problem and the legal moves
+  go nodes N           one search of N simulations
+  go movetime MS | wtime/btime/winc/binc/movestogo   searches of Simulations, 2 x Simulations,
+                       ... (up to MaxSimulations) while the next one is expected to fit in the
+                       time; `bestmove` comes at the deadline at the latest. Every search size
+                       is its own compiled program (tens of seconds to compile on a small CPU,
+                       then cached on disk), counted in the expected time: a timed search grows
+                       only through sizes compiled before, so for strength under a clock raise
+                       Simulations (or let `go infinite` compile the larger sizes once)
+  go infinite          the same without a deadline (compiling each size), until `stop`
+  go [depth D]         one search of Simulations (a depth is not a limit of this search; it is
+                       named in an `info string`)
+  go perft D           the legal-move counts per move (as Fairy-Stockfish prints them)
+  stop                 `bestmove` at once: the best completed search so far
+  quit                 ends the program, also during a search
+Anything else is answered with `info string ignored ...` naming the line and the reason, and
+nothing changes. `bestmove` is always a legal move (`bestmove (none)` only when the game is over
+in the position); if `stop` or the deadline comes before the first search has finished (the
+first search after start-up compiles it: tens of seconds on a small CPU, then cached on disk by
+`mmc_jax.cache`), it is the first legal move in alphabetical order, and an `info string` says so.
+A warm-up search of the start position (Simulations) is compiled at start-up and whenever the
+variant changes. Each `go` searches in a thread of its own: after `stop` the engine goes on with
+the next commands at once, while an abandoned search that was still compiling finishes in the
+background (its result is dropped).
+
+Each finished search prints `info depth D nodes N nps X time T score cp C wdl W D L pv ...` and
+`info string visits <move> <share> ...` (its top moves). The score is the search's root value v
+(in [-1, 1], the side to move's expected result) as Lc0 writes it, cp = 90 tan(1.5637541897 v);
+the network has no draw head, so `wdl` is the split of the expected score (1 + v) / 2 with the
+most draws: W = 1000 max(v, 0), L = 1000 max(-v, 0), D = 1000 - W - L. The principal variation
+follows the chosen move and then the most visited child down the tree; `depth` is its length.
+
+Fog (`dark` and every `fog=on` variant) is fair: the GUI sends the true game (start and moves),
+the engine replays it as a referee would, and the side to move's belief is updated only from its
+own observations at its own plies (`pimc.observe_and_update`, as in `pimc.fog_match`); the search
+is `pimc.fair_search` over worlds sampled from that belief, and every number printed (moves,
+shares, value) is computed from the observation history alone. So two games whose observation
+histories are equal (for example two FENs that differ only on squares the mover cannot see) give
+the same output (tests/test_uci_serve.py checks it). A game from the variant's start position
+starts from an exact belief (the start is public); a game from another FEN starts from the
+opponent's material only (`belief.initial_belief(exact=False)`), as `mmc_jax.analyse` does. Under
+fog the principal variation is the chosen move alone (the K worlds' trees differ).
+
+Library use (the web page `mmc_jax.serve` and the tests use these):
+
+    engine = ModelEngine(network, params, name="gardner-cpu")
+    position = engine.position("gardner", moves=["a2a3", "e4e3"])   # GamePosition
+    result = engine.search(position, simulations=64)                  # SearchResult
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import functools
+import math
+import os
+import queue
+import sys
+import threading
+import time
+from collections.abc import Callable, Sequence
+from typing import Any, NamedTuple, TextIO
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from mmc_jax import pimc, policies, search, startup
+from mmc_jax import rules as R
+from mmc_jax.rules import notation
+from mmc_jax.rules import tables as T
+
+DEFAULT_SIMULATIONS = 256
+DEFAULT_MAX_SIMULATIONS = 8192
+DEFAULT_WORLDS = 8
+DEFAULT_CANDIDATES = 32
+MAX_SIMULATIONS_OPTION = 65536
+PV_LENGTH = 16  # longest principal variation read from the tree
+TOP_MOVES = 5  # moves in the `info string visits` line
+LC0_CP_SCALE, LC0_CP_STRETCH = 90.0, 1.5637541897
+
+
+def uci_variant_names() -> dict[str, str]:
+    """{name a GUI may send: the project's canonical variant}: Fairy-Stockfish's names of the
+    variants it plays, then the project's names of all the named variants."""
+    names = {fsf: variant for variant, fsf in R.FAIRY_STOCKFISH_NAMES.items()}
+    for variant in R.VARIANTS:
+        names.setdefault(variant, variant)
+    return names
+
+
+def parse_uci_variant(name: str) -> str:
+    """The canonical variant of a UCI_Variant value: a Fairy-Stockfish name of
+    `uci_variant_names()` or any spelling of the rule space. ValueError naming the problem."""
+    text = name.strip()
+    names = uci_variant_names()
+    if text.lower() in names:
+        return names[text.lower()]
+    return R.check_variant(text)
+
+
+def score_cp(value: float) -> int:
+    """Centipawns of a value in [-1, 1] (side to move), as Lc0 writes them: 90 tan(1.5638 v)."""
+    clipped = min(max(float(value), -0.999), 0.999)
+    return int(round(LC0_CP_SCALE * math.tan(LC0_CP_STRETCH * clipped)))
+
+
+def wdl(value: float) -> tuple[int, int, int]:
+    """(W, D, L) per mille of a value in [-1, 1]: the split of the expected score (1 + v) / 2
+    with the most draws (the network has no draw head)."""
+    clipped = min(max(float(value), -1.0), 1.0)
+    win, loss = round(1000 * max(clipped, 0.0)), round(1000 * max(-clipped, 0.0))
+    return win, 1000 - win - loss, loss
+
+
+def fog_view(fen: str, legal_moves: Sequence[str]) -> str:
+    """The FEN the side to move sees under fog: its own pieces and the target squares of its
+    legal moves; every other square is `*` (the format of `rules.fog_fen`). Computed from the
+    true FEN by the referee (the engine, the web server); what it returns holds nothing hidden."""
+    board, side = fen.split()[:2]
+    white = side == "w"
+    visible = {move[2:4] for move in legal_moves}
+    rows = []
+    for i, text in enumerate(board.split("/")):
+        cells: list[str] = []
+        for ch in text:
+            cells += ["."] * int(ch) if ch.isdigit() else [ch]
+        row, empty = "", 0
+        for file, ch in enumerate(cells):
+            own = ch != "." and ch.isupper() == white
+            shown = ch if own or f"{notation.FILES[file]}{5 - i}" in visible else "*"
+            if shown == ".":
+                empty += 1
+                continue
+            row += (str(empty) if empty else "") + shown
+            empty = 0
+        rows.append(row + (str(empty) if empty else ""))
+    return "/".join(rows) + " " + " ".join(fen.split()[1:])
+
+
+# ---------------------------------------------------------------------------------------------
+# Compiled pieces (batch of one game; rules are data, so one program serves every variant)
+
+
+def _select(condition, a, b):
+    return jax.tree.map(lambda x, y: jnp.where(condition, x, y), a, b)
+
+
+@functools.partial(jax.jit, static_argnames=("fog",))
+def _advance(rules, state, games, white_reward, action, *, fog):
+    """One ply of the game (none when `action` [1] < 0): (state, beliefs, White's reward so
+    far, legal planes [1, 49] of the position reached). Under fog the mover's belief is updated
+    from its observation first, exactly as `pimc.fog_match` does at every ply."""
+    play = action[0] >= 0
+    safe = jnp.maximum(action, 0)
+    planes = R.legal_planes(rules, state)
+    if fog:
+        observation, belief = pimc.observe_and_update(rules, games, planes)
+        moved, next_planes = pimc.play(rules, games, observation, belief, safe, planes)
+        games = _select(play, moved, games)
+        state = games.state
+    else:
+        stepped, next_planes = R.step_with_planes(rules, state, safe, planes)
+        state = _select(play, stepped, state)
+    white_reward = white_reward + jnp.where(play, state.rewards[:, 0], 0.0)
+    return state, games, white_reward, jnp.where(play, next_planes, planes)
+
+
+@functools.partial(jax.jit, static_argnames=("exact",))
+def _start_beliefs(state, *, exact):
+    return pimc.start_games(state, exact=exact)
+
+
+class _SearchArrays(NamedTuple):
+    action: jax.Array  # int32 [] the search's move
+    weights: jax.Array  # float32 [1225] visit shares (fog: mean improved policy)
+    value: jax.Array  # float32 [] root value, side to move
+    pv_actions: jax.Array  # int32 [L]
+    pv_valid: jax.Array  # bool [L]
+    pv_pieces: jax.Array  # uint32 [L, 6] boards the PV moves are played in (mover's view)
+    pv_own: jax.Array  # uint32 [L]
+    pv_turn: jax.Array  # int32 [L]
+    consistent: jax.Array  # int32 [] fog: consistent candidate worlds (-1 without fog)
+
+
+def _principal_variation(output, planes):
+    """The chosen move, then the most visited child down the tree (at most PV_LENGTH moves)."""
+    tree = output.search_tree
+    states, node_planes = tree.embeddings
+    slot_actions, valid = search.all_slot_actions(planes)
+    chosen = jnp.argmax(valid[0] & (slot_actions[0] == output.action[0]))
+    node, slot, alive = jnp.int32(0), chosen.astype(jnp.int32), valid[0, 0]
+    actions, oks, pieces, owns, turns = [], [], [], [], []
+    for _ in range(PV_LENGTH):
+        here = jax.tree.map(lambda x, node=node: x[0, node], states)
+        alive = alive & ~here.terminated
+        action, _ = search.slot_actions(node_planes[0, node][None], slot[None, None])
+        actions.append(action[0, 0])
+        oks.append(alive)
+        pieces.append(here.pieces)
+        owns.append(here.own)
+        turns.append(here.turn)
+        child = tree.children_index[0, node, slot]
+        alive = alive & (child >= 0)
+        node = jnp.maximum(child, 0)
+        visits = tree.children_visits[0, node]
+        slot = jnp.argmax(visits).astype(jnp.int32)
+        alive = alive & (visits[slot] > 0)
+    return (
+        jnp.stack(actions),
+        jnp.stack(oks),
+        jnp.stack(pieces),
+        jnp.stack(owns),
+        jnp.stack(turns),
+    )
+
+
+@functools.partial(
+    jax.jit, static_argnames=("network", "simulations", "fog", "worlds", "candidates")
+)
+def _search(params, rules, state, games, key, *, network, simulations, fog, worlds, candidates):
+    """One search of the position (batch of one): `_SearchArrays`. Under fog it reads the
+    observation and the mover's belief only (never `state`'s hidden squares)."""
+    planes = R.legal_planes(rules, state)
+    if fog:
+        observation, belief = pimc.observe_and_update(rules, games, planes)
+        out = pimc.fair_search(
+            network,
+            params,
+            rules,
+            observation,
+            belief,
+            key,
+            num_worlds=worlds,
+            num_simulations=simulations,
+            num_candidates=candidates,
+            gumbel_scale=0.0,
+        )
+        length = PV_LENGTH
+        first = jnp.arange(length) == 0
+        return _SearchArrays(
+            action=out.action[0],
+            weights=out.action_weights[0],
+            value=out.value[0],
+            pv_actions=jnp.where(first, out.action[0], 0),
+            pv_valid=first & jnp.any(observation.planes[0] != 0),
+            # Moves are written from the mover's own pieces and the opponent pieces it sees.
+            pv_pieces=jnp.broadcast_to(
+                observation.own_pieces[0] | observation.seen[0], (length, 6)
+            ),
+            pv_own=jnp.broadcast_to(observation.own[0], (length,)),
+            pv_turn=jnp.broadcast_to(observation.turn[0], (length,)),
+            consistent=out.num_consistent[0],
+        )
+    out = search.run_search(
+        network,
+        params,
+        rules,
+        state,
+        key,
+        num_simulations=simulations,
+        gumbel_scale=0.0,
+        planes=planes,
+    )
+    summary = out.search_tree.summary()
+    slot_actions, valid = search.all_slot_actions(planes)
+    visits = search.expand(summary.visit_counts, slot_actions, valid)[0]
+    shares = visits / jnp.maximum(visits.sum(), 1.0)
+    pv = _principal_variation(out, planes)
+    return _SearchArrays(out.action[0], shares, summary.value[0], *pv, consistent=jnp.int32(-1))
+
+
+# ---------------------------------------------------------------------------------------------
+# Positions and searches
+
+
+@dataclasses.dataclass(frozen=True)
+class _Ply:
+    """A position of the replayed game (device arrays, batch of one) and its host facts."""
+
+    state: Any
+    games: Any
+    white_reward: Any
+    planes: Any
+    legal: dict[str, int]
+    fen: str
+    over: bool
+
+
+@dataclasses.dataclass(frozen=True)
+class GamePosition:
+    """A game replayed from `start_fen` through `moves`: the position to search.
+
+    `legal` maps the legal moves (UCI) to action ids (empty once the game is over); `fen` is
+    the true position (the referee's). Under fog, `view` is what the side to move sees and is
+    all a client of the mover may be shown.
+    """
+
+    variant: str
+    start_fen: str
+    moves: tuple[str, ...]
+    fog: bool
+    fen: str
+    legal: dict[str, int]
+    over: bool
+    result: str | None
+    ply: _Ply = dataclasses.field(repr=False)
+
+    @property
+    def turn(self) -> int:
+        """0 when White is to move, 1 for Black."""
+        return 0 if self.fen.split()[1] == "w" else 1
+
+    @property
+    def view(self) -> str:
+        """The FEN the side to move sees (the true FEN without fog)."""
+        return fog_view(self.fen, list(self.legal)) if self.fog else self.fen
+
+
+@dataclasses.dataclass(frozen=True)
+class SearchResult:
+    """One search of a position.
+
+    move: the move chosen (UCI; Temperature applied); policy: {move: share} of every legal
+    move, largest first (visit shares; under fog the worlds' mean improved policy); value: the
+    root value in [-1, 1] for the side to move; pv: principal variation (UCI); nodes: network
+    evaluations; simulations: per world under fog; worlds: 0 without fog; seconds: wall time;
+    consistent: fog only, candidate worlds consistent with the observation (0: sampling
+    failed, the worlds are then only plausible).
+    """
+
+    move: str
+    policy: dict[str, float]
+    value: float
+    pv: tuple[str, ...]
+    nodes: int
+    simulations: int
+    worlds: int
+    seconds: float
+    consistent: int | None = None
+
+    @property
+    def score_cp(self) -> int:
+        return score_cp(self.value)
+
+    @property
+    def wdl(self) -> tuple[int, int, int]:
+        return wdl(self.value)
+
+    def info_line(self, show_wdl: bool = True) -> str:
+        """The UCI `info` line of this search."""
+        millis = max(int(round(1000 * self.seconds)), 1)
+        parts = [
+            f"info depth {max(len(self.pv), 1)} nodes {self.nodes}",
+            f"nps {int(self.nodes * 1000 / millis)} time {millis}",
+            f"score cp {self.score_cp}",
+        ]
+        if show_wdl:
+            parts.append("wdl {} {} {}".format(*self.wdl))
+        if self.pv:
+            parts.append("pv " + " ".join(self.pv))
+        return " ".join(parts)
+
+    def visits_line(self, top: int = TOP_MOVES) -> str:
+        """`info string visits <move> <share> ...` of the top moves."""
+        best = list(self.policy.items())[:top]
+        return "info string visits " + " ".join(f"{m} {p:.3f}" for m, p in best)
+
+
+class ModelEngine:
+    """A network with its search, for one game at a time (thread-safe).
+
+    Args:
+      network, params: the model (`checkpoint.load_model`); network None: the uniform-prior
+        search (zero logits, zero value).
+      name: shown in `id name` and on the web page.
+      max_plies: the rules' ply cap (default 256, a draw by rule).
+      candidates: candidate worlds sampled per kept world under fog.
+    """
+
+    def __init__(
+        self,
+        network,
+        params,
+        name: str = "model",
+        *,
+        max_plies: int | None = None,
+        candidates: int = DEFAULT_CANDIDATES,
+    ):
+        if network is None:
+            network, params = policies.UniformPriorNetwork(), {}
+        self.network, self.params, self.name = network, params, name
+        self.max_plies = max_plies
+        self.candidates = candidates
+        self._lock = threading.RLock()
+        self._cache: dict[tuple[str, str], list[_Ply]] = {}
+        self._cache_moves: dict[tuple[str, str], list[str]] = {}
+        self._compiled: set[tuple] = set()
+        self.compile_seconds: float | None = None  # of the last search that compiled
+
+    # -- positions
+
+    def _rules(self, variant: str):
+        single = (
+            R.get(variant) if self.max_plies is None else R.get(variant, max_plies=self.max_plies)
+        )
+        return R.stack([single])
+
+    def _host(self, variant, state, planes) -> tuple[dict[str, int], str, bool]:
+        s, p = jax.device_get((jax.tree.map(lambda x: x[0], state), planes[0]))
+        rifle = R.parse(variant).capture == "rifle"
+        turn = int(s.turn)
+        legal = {}
+        if not bool(s.terminated):
+            squares = np.arange(T.NUM_SQUARES, dtype=np.uint64)[:, None]
+            bits = (np.asarray(p, np.uint64)[None, :] >> squares) & 1  # [25, 49]
+            for action in np.flatnonzero(bits.reshape(-1)):
+                move = notation.action_to_uci(int(action), turn, s.pieces, s.own, rifle)
+                legal[move] = int(action)
+        fen = notation.to_fen(s.pieces, s.own, turn, int(s.halfmove), int(s.fullmove))
+        return dict(sorted(legal.items())), fen, bool(s.terminated)
+
+    def _start(self, variant: str, fen: str) -> _Ply:
+        fog = bool(R.get(variant).fog)
+        if fen != R.start_fen(variant):
+            R.validate_position(variant, fen)
+        state = jax.tree.map(lambda x: jnp.asarray(x)[None], R.from_fen(fen))
+        rules = self._rules(variant)
+        games = _start_beliefs(state, exact=fen == R.start_fen(variant)) if fog else None
+        state, games, reward, planes = _advance(
+            rules, state, games, jnp.zeros(1), jnp.full((1,), -1, jnp.int32), fog=fog
+        )
+        legal, true_fen, over = self._host(variant, state, planes)
+        over = over or not legal
+        return _Ply(state, games, reward, planes, legal, true_fen, over)
+
+    def position(
+        self, variant: str, fen: str | None = None, moves: Sequence[str] = ()
+    ) -> GamePosition:
+        """The game from `fen` (default: the variant's start) through `moves` (UCI).
+
+        Raises ValueError naming the problem: an unknown variant, a malformed or impossible
+        FEN, a malformed or illegal move (with the legal moves), a move after the game's end.
+        Games that extend the previous one are replayed from where it stopped.
+        """
+        variant = R.check_variant(variant)
+        start = R.start_fen(variant) if fen is None else " ".join(fen.split())
+        if fen is not None:
+            notation.parse_fen(start)  # syntax first: a clear error before any compile
+        moves = [str(m) for m in moves]
+        key = (variant, start)
+        fog = bool(R.get(variant).fog)
+        with self._lock:
+            plies = self._cache.get(key)
+            known = self._cache_moves.get(key, [])
+            if plies is None:
+                plies, known = [self._start(variant, start)], []
+            common = 0
+            while common < min(len(known), len(moves)) and known[common] == moves[common]:
+                common += 1
+            plies, known = plies[: common + 1], known[:common]
+            rules = self._rules(variant)
+            try:
+                for i, move in enumerate(moves[common:], start=common):
+                    here = plies[-1]
+                    if here.over:
+                        raise ValueError(
+                            f"move {i + 1} ({move!r}): the game is already over after "
+                            f"{' '.join(moves[:i]) or 'the start'}"
+                        )
+                    if move not in here.legal:
+                        notation.uci_to_action(move, 0)  # malformed strings say so
+                        raise ValueError(
+                            f"illegal move {move!r} (move {i + 1}) in {here.fen}; legal moves: "
+                            + " ".join(here.legal)
+                        )
+                    action = jnp.full((1,), here.legal[move], jnp.int32)
+                    state, games, reward, planes = _advance(
+                        rules, here.state, here.games, here.white_reward, action, fog=fog
+                    )
+                    legal, true_fen, over = self._host(variant, state, planes)
+                    plies.append(_Ply(state, games, reward, planes, legal, true_fen, over))
+                    known.append(move)
+            finally:
+                self._cache = {key: plies}  # one game at a time: drop the others
+                self._cache_moves = {key: known}
+            here = plies[-1]
+            return GamePosition(
+                variant=variant,
+                start_fen=start,
+                moves=tuple(moves),
+                fog=fog,
+                fen=here.fen,
+                legal=here.legal,
+                over=here.over,
+                result=self._result(variant, start, moves, here),
+                ply=here,
+            )
+
+    @staticmethod
+    def _result(variant, start, moves, here: _Ply) -> str | None:
+        if not here.over:
+            return None
+        if not moves:  # over in the given position: mate, stalemate, a captured king ...
+            return R.result(variant, start) or "1/2-1/2"
+        reward = float(np.asarray(here.white_reward)[0])
+        return "1-0" if reward > 0 else "0-1" if reward < 0 else "1/2-1/2"
+
+    def forget(self) -> None:
+        """Drop the cached game (`ucinewgame`)."""
+        with self._lock:
+            self._cache, self._cache_moves = {}, {}
+
+    # -- searches
+
+    def split(self, position: GamePosition, nodes: int, worlds: int) -> tuple[int, int]:
+        """(simulations per search, worlds) for a budget of `nodes` network evaluations."""
+        if position.fog:
+            worlds = max(1, min(worlds, nodes))
+            return max(1, nodes // worlds), worlds
+        return max(1, nodes), 0
+
+    def is_compiled(self, position: GamePosition, nodes: int, worlds: int) -> bool:
+        """Whether a search of this size has run in this process (else it compiles first)."""
+        return (position.fog, *self.split(position, nodes, worlds)) in self._compiled
+
+    def search(
+        self,
+        position: GamePosition,
+        nodes: int = DEFAULT_SIMULATIONS,
+        *,
+        worlds: int = DEFAULT_WORLDS,
+        temperature: float = 0.0,
+        seed: int = 0,
+    ) -> SearchResult:
+        """Search `position` with about `nodes` network evaluations (split over `worlds`
+        sampled worlds under fog). Deterministic for a seed. ValueError if the game is over."""
+        if position.over:
+            raise ValueError(f"the game is over ({position.result}); there is nothing to search")
+        simulations, worlds = self.split(position, nodes, worlds)
+        ply = len(position.moves)
+        key = jax.random.fold_in(jax.random.key(seed), ply)
+        signature = (position.fog, simulations, worlds)
+        # No lock around the search itself: a search abandoned by `stop` may still be
+        # compiling in its thread while the next one runs.
+        started = time.monotonic()
+        out = _search(
+            self.params,
+            self._rules(position.variant),
+            position.ply.state,
+            position.ply.games,
+            key,
+            network=self.network,
+            simulations=simulations,
+            fog=position.fog,
+            worlds=max(worlds, 1),
+            candidates=self.candidates,
+        )
+        out = jax.device_get(out)
+        seconds = time.monotonic() - started
+        with self._lock:
+            if signature not in self._compiled:
+                self._compiled.add(signature)
+                self.compile_seconds = seconds
+        rifle = R.parse(position.variant).capture == "rifle"
+        weights = np.asarray(out.weights)
+        policy = {m: float(weights[a]) for m, a in position.legal.items()}
+        policy = dict(sorted(policy.items(), key=lambda kv: (-kv[1], kv[0])))
+        pv = []
+        for i in range(PV_LENGTH):
+            if not out.pv_valid[i]:
+                break
+            pv.append(
+                notation.action_to_uci(
+                    int(out.pv_actions[i]),
+                    int(out.pv_turn[i]),
+                    out.pv_pieces[i],
+                    out.pv_own[i],
+                    rifle,
+                )
+            )
+        by_action = {a: m for m, a in position.legal.items()}
+        move = by_action[int(out.action)]
+        if temperature > 0:
+            move = _sample(policy, temperature, seed, ply) or move
+        if pv and pv[0] != move:
+            pv = [move]
+        return SearchResult(
+            move=move,
+            policy=policy,
+            value=float(out.value),
+            pv=tuple(pv or [move]),
+            nodes=simulations * max(worlds, 1),
+            simulations=simulations,
+            worlds=worlds,
+            seconds=seconds,
+            consistent=None if not position.fog else int(out.consistent),
+        )
+
+
+def _sample(policy: dict[str, float], temperature: float, seed: int, ply: int) -> str | None:
+    moves = [m for m, p in policy.items() if p > 0]
+    if not moves:
+        return None
+    logits = np.log(np.array([policy[m] for m in moves])) / temperature
+    probabilities = np.exp(logits - logits.max())
+    probabilities /= probabilities.sum()
+    rng = np.random.default_rng((seed, ply))
+    return moves[int(rng.choice(len(moves), p=probabilities))]
+
+
+# ---------------------------------------------------------------------------------------------
+# The UCI protocol
+
+
+@dataclasses.dataclass
+class _Options:
+    variant: str = "gardner"
+    simulations: int = DEFAULT_SIMULATIONS
+    max_simulations: int = DEFAULT_MAX_SIMULATIONS
+    worlds: int = DEFAULT_WORLDS
+    temperature: float = 0.0
+    seed: int = 0
+    show_wdl: bool = True
+
+
+@dataclasses.dataclass
+class _Job:
+    """A `go`: the position, its limits, and who answers (the worker or `stop`/the timer)."""
+
+    position: GamePosition | None
+    options: _Options
+    nodes: int | None = None
+    movetime: float | None = None  # seconds
+    infinite: bool = False
+    started: float = dataclasses.field(default_factory=time.monotonic)
+    stop: threading.Event = dataclasses.field(default_factory=threading.Event)
+    lock: threading.Lock = dataclasses.field(default_factory=threading.Lock)
+    best: SearchResult | None = None
+    answered: bool = False
+
+
+class UciServer:
+    """The UCI loop of a `ModelEngine` (see the module docstring): `run(stdin)` reads commands
+    until `quit` or the end of input; `handle(line)` takes one (False after `quit`).
+
+    The reading thread answers `uci`, `isready`, `setoption`, `stop` and `quit` at once; one
+    worker thread replays positions and runs the searches in order, so a search never blocks
+    the protocol. Output lines are written whole, under a lock, and flushed.
+    """
+
+    def __init__(self, engine: ModelEngine, output: TextIO, *, warm_up: bool = True):
+        self.engine = engine
+        self.output = output
+        self.options = _Options()
+        self._out_lock = threading.Lock()
+        self._jobs: queue.Queue = queue.Queue()
+        self._position: GamePosition | None = None
+        self._current: _Job | None = None
+        self._warm_up = warm_up
+        self._worker = threading.Thread(target=self._work, name="uci-search", daemon=True)
+        self._worker.start()
+        if warm_up:
+            self._jobs.put(("warm", self.options.variant))
+
+    # -- output
+
+    def send(self, line: str) -> None:
+        """Write one line (thread-safe)."""
+        with self._out_lock:
+            self.output.write(line + "\n")
+            self.output.flush()
+
+    def info(self, text: str) -> None:
+        """`info string <text>` on one line."""
+        self.send("info string " + " ".join(str(text).split()))
+
+    # -- the reading side
+
+    def run(self, stream: TextIO) -> int:
+        """Serve commands from `stream` until `quit` or its end; returns 0."""
+        for line in stream:
+            if not self.handle(line):
+                break
+        self._quit()
+        return 0
+
+    def handle(self, line: str) -> bool:
+        """One command line; False once `quit` was read."""
+        words = line.split()
+        if not words:
+            return True
+        command, args = words[0], words[1:]
+        try:
+            if command == "quit":
+                return False
+            if command == "uci":
+                self._uci()
+            elif command == "isready":
+                if self.searching:
+                    self.send("readyok")  # at once, the search goes on
+                else:
+                    self._jobs.put(("ready", None))  # after the commands before it
+            elif command == "setoption":
+                self._setoption(args)
+            elif command == "ucinewgame":
+                self._jobs.put(("newgame", None))
+            elif command == "position":
+                self._position_command(args)
+            elif command == "go":
+                self._go(args)
+            elif command == "stop":
+                if self._current is not None:
+                    self._current.stop.set()
+                    self._answer(self._current)
+            elif command in ("debug", "ponderhit", "register"):
+                self.info(f"ignored {command!r}: not used by this engine")
+            else:
+                self.info(f"ignored unknown command: {line.strip()!r}")
+        except ValueError as error:
+            self.info(f"ignored {line.strip()!r}: {error}")
+        return True
+
+    def _uci(self) -> None:
+        self.send(f"id name mmc_jax {self.engine.name}")
+        self.send("id author the mmc_jax authors")
+        names = " ".join(f"var {name}" for name in uci_variant_names())
+        self.send(f"option name UCI_Variant type combo default gardner {names}")
+        top = MAX_SIMULATIONS_OPTION
+        self.send(
+            f"option name Simulations type spin default {DEFAULT_SIMULATIONS} min 1 max {top}"
+        )
+        self.send(
+            f"option name MaxSimulations type spin default {DEFAULT_MAX_SIMULATIONS} min 1 "
+            f"max {top}"
+        )
+        self.send(f"option name Worlds type spin default {DEFAULT_WORLDS} min 1 max 256")
+        self.send("option name Temperature type string default 0")
+        self.send("option name Seed type spin default 0 min 0 max 2147483647")
+        self.send("option name UCI_ShowWDL type check default true")
+        self.send("uciok")
+
+    def _setoption(self, args: list[str]) -> None:
+        if not args or args[0] != "name":
+            raise ValueError("expected `setoption name <name> [value <value>]`")
+        rest = args[1:]
+        split = rest.index("value") if "value" in rest else len(rest)
+        name, value = " ".join(rest[:split]).lower(), " ".join(rest[split + 1 :])
+        if name == "uci_variant":
+            variant = parse_uci_variant(value)
+            if variant != self.options.variant:
+                self.options.variant = variant
+                self._jobs.put(("variant", variant))
+        elif name in ("simulations", "maxsimulations", "worlds", "seed"):
+            number = _integer(value, name)
+            top = {"worlds": 256, "seed": 2**31 - 1}.get(name, MAX_SIMULATIONS_OPTION)
+            if not (0 if name == "seed" else 1) <= number <= top:
+                raise ValueError(f"{name} must be in [{0 if name == 'seed' else 1}, {top}]")
+            attr = {"maxsimulations": "max_simulations"}.get(name, name)
+            setattr(self.options, attr, number)
+        elif name == "temperature":
+            try:
+                temperature = float(value)
+            except ValueError:
+                raise ValueError(f"Temperature must be a number, got {value!r}") from None
+            if not 0 <= temperature <= 100 or math.isnan(temperature):
+                raise ValueError(f"Temperature must be in [0, 100], got {value!r}")
+            self.options.temperature = temperature
+        elif name == "uci_showwdl":
+            if value.lower() not in ("true", "false"):
+                raise ValueError(f"UCI_ShowWDL must be true or false, got {value!r}")
+            self.options.show_wdl = value.lower() == "true"
+        elif name in ("hash", "threads", "ponder", "multipv", "uci_chess960", "variantpath"):
+            self.info(f"option {name} has no effect on this engine")
+        else:
+            raise ValueError(f"no option {name!r}")
+
+    def _position_command(self, args: list[str]) -> None:
+        if not args:
+            raise ValueError("expected `position startpos|fen <fen> [moves ...]`")
+        if args[0] == "startpos":
+            fen, rest = None, args[1:]
+        elif args[0] == "fen":
+            end = args.index("moves") if "moves" in args else len(args)
+            fen, rest = " ".join(args[1:end]), args[end:]
+            if not fen:
+                raise ValueError("`position fen` without a FEN")
+        else:
+            raise ValueError(f"expected startpos or fen after `position`, got {args[0]!r}")
+        if rest and rest[0] != "moves":
+            raise ValueError(f"expected `moves` after the position, got {rest[0]!r}")
+        self._jobs.put(("position", (self.options.variant, fen, tuple(rest[1:]))))
+
+    def _go(self, args: list[str]) -> None:
+        limits: dict[str, int] = {}
+        infinite, perft = False, None
+        notes = []
+        i = 0
+        while i < len(args):
+            word = args[i]
+            if word == "infinite":
+                infinite = True
+                i += 1
+            elif word == "ponder":
+                notes.append("ponder is not supported: searching the position as given")
+                i += 1
+            elif word == "searchmoves":
+                notes.append("searchmoves is not supported: searching every legal move")
+                i = len(args)
+            elif word in (
+                "nodes",
+                "movetime",
+                "depth",
+                "wtime",
+                "btime",
+                "winc",
+                "binc",
+                "movestogo",
+                "mate",
+                "perft",
+            ):
+                if i + 1 >= len(args):
+                    raise ValueError(f"`go {word}` needs a number")
+                number = _integer(args[i + 1], word)
+                if number < 0 or (word in ("nodes", "perft", "depth") and number < 1):
+                    raise ValueError(f"`go {word}` needs a positive number, got {number}")
+                if word == "perft":
+                    perft = number
+                else:
+                    limits[word] = number
+                i += 2
+            else:
+                raise ValueError(f"unknown `go` argument {word!r}")
+        if perft is not None:
+            self._jobs.put(("perft", perft))
+            return
+        for word in ("depth", "mate"):
+            if word in limits:
+                notes.append(f"{word} is not a limit of this search: using the other limits")
+        if self._current is not None and not self._current.answered:
+            self._current.stop.set()
+            self._answer(self._current)
+        job = _Job(None, dataclasses.replace(self.options), infinite=infinite)
+        if "nodes" in limits:
+            job.nodes = limits["nodes"]
+        if "movetime" in limits:
+            job.movetime = limits["movetime"] / 1000
+        elif {"wtime", "btime"} & set(limits):
+            job.movetime = _clock_time(limits)
+        for note in notes:
+            self.info(note)
+        self._current = job
+        self._jobs.put(("go", job))
+        if job.movetime is not None and not job.infinite:
+            timer = threading.Timer(job.movetime, self._answer, args=(job,))
+            timer.daemon = True
+            timer.start()
+
+    # -- answering a search
+
+    def _answer(self, job: _Job) -> None:
+        """Send the job's `bestmove` (once): the best completed search, or a fallback."""
+        with job.lock:
+            if job.answered:
+                return
+            if job.position is None and job.best is None:
+                # Not even replayed yet: the worker answers as soon as it has the position.
+                job.stop.set()
+                return
+            job.answered = True
+            if job.best is not None:
+                self.send(f"bestmove {job.best.move}")
+            elif job.position is not None and job.position.legal:
+                move = next(iter(job.position.legal))
+                self.info(
+                    "stopped before the first search finished (it compiles on first use): "
+                    f"{move} is the first legal move, not a searched one"
+                )
+                self.send(f"bestmove {move}")
+            else:
+                self.send("bestmove (none)")
+
+    # -- the worker
+
+    def _work(self) -> None:
+        while True:
+            kind, payload = self._jobs.get()
+            if kind == "quit":
+                return
+            try:
+                self._do(kind, payload)
+            except Exception as error:  # noqa: BLE001 -- a bug must not kill the engine
+                self.info(f"internal error in {kind}: {type(error).__name__}: {error}")
+                if kind == "go":
+                    payload.position = payload.position or self._position
+                    self._answer(payload)
+
+    def _do(self, kind: str, payload: Any) -> None:
+        if kind == "warm" or kind == "variant":
+            self._position = None
+            if kind == "variant" or self._warm_up:
+                try:
+                    position = self.engine.position(payload)
+                    self._position = position
+                    if self._warm_up and not position.over:
+                        self.engine.search(
+                            position, self.options.simulations, worlds=self.options.worlds
+                        )
+                except ValueError as error:
+                    self.info(f"variant {payload}: {error}")
+        elif kind == "ready":
+            self.send("readyok")
+        elif kind == "newgame":
+            self.engine.forget()
+        elif kind == "position":
+            variant, fen, moves = payload
+            try:
+                self._position = self.engine.position(variant, fen, moves)
+            except ValueError as error:
+                self.info(f"ignored position: {error}")
+        elif kind == "perft":
+            self._perft(payload)
+        elif kind == "go":
+            self._search(payload)
+
+    def _current_position(self) -> GamePosition | None:
+        if self._position is None:
+            try:
+                self._position = self.engine.position(self.options.variant)
+            except ValueError as error:
+                self.info(f"no position: {error}")
+        return self._position
+
+    def _perft(self, depth: int) -> None:
+        position = self._current_position()
+        if position is None:
+            return
+        total = 0
+        for move in position.legal:
+            if depth == 1:
+                count = 1
+            else:
+                after = self.engine.position(
+                    position.variant, position.start_fen, [*position.moves, move]
+                )
+                count = R.perft(position.variant, after.fen, depth - 1)
+                self.engine.position(position.variant, position.start_fen, position.moves)
+            total += count
+            self.send(f"{move}: {count}")
+        self.send("")
+        self.send(f"Nodes searched: {total}")
+
+    def _search(self, job: _Job) -> None:
+        """On the worker: the position of a `go`; the search itself runs in its own thread, so
+        that after `stop` the worker goes on with the next commands at once."""
+        position = self._current_position()
+        with job.lock:
+            job.position = position
+            stopped_early = job.stop.is_set()
+        if position is None or position.over:
+            if position is not None:
+                self.info(f"the game is over ({position.result}): no move to search")
+            with job.lock:
+                job.answered = True
+            self.send("bestmove (none)")
+            return
+        threading.Thread(
+            target=self._run_search, args=(job, position, stopped_early), daemon=True
+        ).start()
+
+    def _run_search(self, job: _Job, position: GamePosition, stopped_early: bool) -> None:
+        try:
+            self._searches(job, position, stopped_early)
+        except Exception as error:  # noqa: BLE001 -- a bug must not kill the engine
+            self.info(f"internal error in the search: {type(error).__name__}: {error}")
+            self._answer(job)
+
+    def _searches(self, job: _Job, position: GamePosition, stopped_early: bool) -> None:
+        options = job.options
+
+        def run(budget: int) -> SearchResult:
+            return self.engine.search(
+                position,
+                budget,
+                worlds=options.worlds,
+                temperature=options.temperature,
+                seed=options.seed,
+            )
+
+        if stopped_early:
+            # `stop` or the deadline came while the worker was busy before: one search if it
+            # is compiled (milliseconds), else the fallback move.
+            budget = job.nodes or options.simulations
+            if self.engine.is_compiled(position, budget, options.worlds):
+                result = run(budget)
+                with job.lock:
+                    if not job.answered:
+                        job.best = result
+                        self.send(result.info_line(options.show_wdl))
+            self._answer(job)
+            return
+        if job.nodes is not None:
+            budgets = [job.nodes]
+        elif job.movetime is None and not job.infinite:
+            budgets = [options.simulations]
+        else:
+            budgets, budget = [], options.simulations
+            while budget <= max(options.max_simulations, options.simulations):
+                budgets.append(budget)
+                budget *= 2
+        last_seconds = 0.0
+        for index, budget in enumerate(budgets):
+            if job.stop.is_set():
+                break
+            if index and job.movetime is not None:
+                expected = 2.2 * last_seconds
+                if not self.engine.is_compiled(position, budget, options.worlds):
+                    expected += self.engine.compile_seconds or 0.0
+                if time.monotonic() - job.started + expected > job.movetime:
+                    break
+            result = run(budget)
+            last_seconds = result.seconds
+            with job.lock:
+                if job.answered:
+                    return
+                job.best = result
+                self.send(result.info_line(options.show_wdl))
+                self.send(result.visits_line())
+                if result.consistent == 0:
+                    self.info("no sampled world was consistent with the observation")
+        if job.infinite:
+            job.stop.wait()
+        self._answer(job)
+
+    def _quit(self) -> None:
+        if self._current is not None:
+            self._current.stop.set()
+        self._jobs.put(("quit", None))
+
+    @property
+    def searching(self) -> bool:
+        """Whether a `go` has not been answered yet."""
+        return self._current is not None and not self._current.answered
+
+
+def _integer(text: str, name: str) -> int:
+    try:
+        return int(text)
+    except ValueError:
+        raise ValueError(f"{name} must be an integer, got {text!r}") from None
+
+
+def _clock_time(limits: dict[str, int]) -> float:
+    """Seconds for a move from the clock fields of `go` (wtime/btime are both given; the side
+    to move is unknown here, so the smaller remaining time is budgeted): a 1/moves-to-go share
+    plus most of the increment, at most half the remaining time, at least 10 ms."""
+    remaining = min(v for k, v in limits.items() if k in ("wtime", "btime"))
+    increment = min(limits.get("winc", 0), limits.get("binc", 0))
+    share = remaining / max(limits.get("movestogo", 20), 1) + 0.8 * increment
+    return max(min(share, remaining / 2) - 50, 10) / 1000
+
+
+# ---------------------------------------------------------------------------------------------
+# Command line
+
+
+def load_engine(model: str, step: int | None = None, **kwargs: Any) -> ModelEngine:
+    """A `ModelEngine` of a shipped model's name, an exported model, a run or a checkpoint
+    (`none`: the uniform-prior search). Raises ValueError, FileNotFoundError or OSError with a
+    message naming the problem."""
+    if model.lower() == "none":
+        return ModelEngine(None, None, "uniform-prior", **kwargs)
+    from mmc_jax import checkpoint
+
+    network, params, _ = checkpoint.load_model(model, step)
+    name = os.path.basename(os.path.normpath(model)) if os.path.exists(model) else model
+    return ModelEngine(network, params, name, **kwargs)
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python -m mmc_jax.engine",
+        description="A trained model as a UCI engine on stdin/stdout (every variant; fair "
+        "search under fog). Options and protocol: the module docstring, `pydoc mmc_jax.engine`.",
+    )
+    parser.add_argument(
+        "--model",
+        required=True,
+        help="a shipped model's name (gardner-cpu, joat-cpu), an exported model, a run workdir "
+        "or a checkpoint folder; 'none': the uniform-prior search",
+    )
+    parser.add_argument("--step", type=int, default=None, help="checkpoint step (default latest)")
+    parser.add_argument("--max-plies", type=int, default=None, help="ply cap (draw), default 256")
+    parser.add_argument(
+        "--no-warm-up", action="store_true", help="do not compile a search at start-up"
+    )
+    return parser
+
+
+def main(
+    argv: Sequence[str] | None = None,
+    stdin: TextIO | None = None,
+    stdout: TextIO | None = None,
+    exit_when_done: Callable[[int], None] | None = None,
+) -> int:
+    """`python -m mmc_jax.engine --model NAME`: serve UCI until `quit`; returns the exit status
+    (1, with one line on stderr, when the model cannot be loaded)."""
+    args = _parser().parse_args(argv)
+    startup.start()
+    try:
+        engine = load_engine(args.model, args.step, max_plies=args.max_plies)
+    except (FileNotFoundError, ValueError, OSError) as error:
+        print(f"error: cannot load model {args.model!r}: {error}", file=sys.stderr, flush=True)
+        return 1
+    server = UciServer(engine, stdout or sys.stdout, warm_up=not args.no_warm_up)
+    status = server.run(stdin or sys.stdin)
+    if exit_when_done is not None:
+        exit_when_done(status)
+    return status
+
+
+def _exit_now(status: int) -> None:
+    """Leave at once: a compile or search still running in the worker would hold the exit."""
+    sys.stdout.flush()
+    os._exit(status)
+
+
+if __name__ == "__main__":
+    sys.exit(main(exit_when_done=_exit_now))

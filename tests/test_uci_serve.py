@@ -1,0 +1,415 @@
+"""Tests for mmc_jax.engine: a trained model as a UCI engine.
+
+The protocol is driven in-process (`UciServer` with the shipped 2x32 `gardner-cpu` model and
+16-node searches, compiled once for the module); the fog tests check fairness the way the issue
+asks: two true positions with the same view of the side to move give the same output, while a
+search on the true positions (not fair) tells them apart. The slow test plays the served model
+(a child process, `python -m mmc_jax.engine`) against Fairy-Stockfish through UCI in two
+variants and checks every move against Fairy-Stockfish's own legal-move list.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import io
+import json
+import re
+import shlex
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pyffish as sf
+import pytest
+
+from mmc_jax import arena, engine, evaluate, pgn, uci
+from mmc_jax import rules as R
+
+START = R.START_FENS["gardner"]
+START_MOVES = uci.START_MOVES["gardner"].split()
+# Two dark positions that differ only on squares White cannot see (the black knight on b1 or
+# a1: on b1 it attacks White's king on d2), found with pyffish.get_fog_fen.
+FOG_A = "1rbk1/ppp1p/3P1/PPPKp/1nBQ1 w - - 0 7"
+FOG_B = "1rbk1/ppp1p/3P1/PPPKp/n1BQ1 w - - 0 7"
+FOG_VIEW = "*****/**p1p/3P1/PPPKp/**BQ1 w - - 0 7"
+INFO = re.compile(
+    r"^info depth (\d+) nodes (\d+) nps \d+ time \d+ score cp (-?\d+) wdl (\d+) (\d+) (\d+) "
+    r"pv ([a-e1-5qrbn ]+)$"
+)
+
+
+class Lines(io.TextIOBase):
+    """A text stream that collects whole lines and lets a test wait for one."""
+
+    def __init__(self):
+        self.lines: list[str] = []
+        self._partial = ""
+        self._changed = threading.Condition()
+
+    def write(self, text: str) -> int:
+        with self._changed:
+            self._partial += text
+            *done, self._partial = self._partial.split("\n")
+            self.lines += done
+            self._changed.notify_all()
+        return len(text)
+
+    def wait_for(self, pattern: str, start: int = 0, timeout: float = 300.0) -> int:
+        """Index of the first line from `start` that matches `pattern` (a regex)."""
+        deadline = time.monotonic() + timeout
+        with self._changed:
+            while True:
+                for i in range(start, len(self.lines)):
+                    if re.search(pattern, self.lines[i]):
+                        return i
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise AssertionError(f"no line {pattern!r} in {self.lines[start:]}")
+                self._changed.wait(left)
+
+
+@pytest.fixture(scope="module")
+def ffish():
+    """pyffish with the project's variants (Fairy-Stockfish's own rules: the oracle)."""
+    sf.load_variant_config(open(uci.variants_file()).read())
+    return sf
+
+
+@pytest.fixture(scope="module")
+def model():
+    return engine.load_engine("gardner-cpu")
+
+
+@pytest.fixture
+def server(model):
+    out = Lines()
+    server = engine.UciServer(model, out, warm_up=False)
+    for line in ("setoption name Simulations value 16", "setoption name Worlds value 2"):
+        server.handle(line)
+    yield server, out
+    server.handle("stop")
+    server.run(io.StringIO("quit\n"))
+
+
+def send(server, *lines):
+    for line in lines:
+        assert server.handle(line)
+
+
+def test_uci_handshake_lists_every_variant_and_the_options(server):
+    server, out = server
+    send(server, "uci", "isready")
+    out.wait_for("^readyok")
+    assert out.lines[0] == "id name mmc_jax gardner-cpu"
+    assert out.lines[-2:] == ["uciok", "readyok"]
+    variants = next(line for line in out.lines if "UCI_Variant" in line).split()
+    names = set(variants[variants.index("default") + 2 :]) - {"var"}
+    assert set(R.FAIRY_STOCKFISH_NAMES.values()) <= names
+    assert set(R.VARIANTS) <= names
+    options = " ".join(out.lines)
+    for option in ("Simulations", "Temperature", "Worlds", "Seed", "UCI_ShowWDL"):
+        assert f"option name {option} type" in options
+
+
+def test_search_prints_info_and_a_legal_bestmove(server, ffish):
+    server, out = server
+    send(server, "position startpos moves a2a3 e4e3", "go nodes 16")
+    done = out.wait_for("^bestmove")
+    info = next(INFO.match(line) for line in out.lines[:done] if INFO.match(line))
+    depth, nodes, cp, win, draw, loss, pv = info.groups()
+    assert int(nodes) == 16 and int(depth) == len(pv.split()) >= 2
+    assert int(win) + int(draw) + int(loss) == 1000
+    legal = ffish.legal_moves("gardner", START, ["a2a3", "e4e3"])
+    move = out.lines[done].split()[1]
+    assert move in legal and pv.split()[0] == move
+    assert any(line.startswith("info string visits ") for line in out.lines[:done])
+
+
+def test_malformed_and_illegal_lines_are_ignored_with_a_reason(server, ffish):
+    server, out = server
+    send(
+        server,
+        "position startpos moves a2a3",
+        "bogus command",
+        "setoption name Simulations value many",
+        "setoption name NoSuchOption value 1",
+        "setoption name UCI_Variant value chess",
+        "go nodes -3",
+        "position fen not/a/fen w - - 0 1",
+        "position startpos moves a2a4",  # illegal: no double step
+        "isready",
+    )
+    out.wait_for("readyok")
+    out.wait_for("ignored position: illegal move 'a2a4'")
+    text = "\n".join(out.lines)
+    for reason in (
+        "ignored unknown command: 'bogus command'",
+        "simulations must be an integer",
+        "no option 'nosuchoption'",
+        "valid variants",
+        "needs a positive number",
+    ):
+        assert reason in text
+    assert "malformed FEN" in text or "ignored position" in text
+    # The previous position (after a2a3) stays: Black moves.
+    send(server, "go nodes 16")
+    move = out.lines[out.wait_for("^bestmove")].split()[1]
+    assert move in ffish.legal_moves("gardner", START, ["a2a3"])
+
+
+def test_perft_and_finished_games(server, ffish):
+    server, out = server
+    send(server, "position startpos", "go perft 1")
+    end = out.wait_for("^Nodes searched: 7")
+    assert sorted(line.split(":")[0] for line in out.lines[end - 8 : end - 1]) == START_MOVES
+    # White is mated (from a random game of pyffish): the game is over.
+    mate = "r3k/p1Pp1/P3q/1BPK1/R2Q1 w - - 0 9"
+    assert ffish.legal_moves("gardner", mate, []) == [] and ffish.gives_check("gardner", mate, [])
+    send(server, f"position fen {mate}", "go nodes 16")
+    assert out.lines[out.wait_for("^bestmove")] == "bestmove (none)"
+
+
+def test_isready_and_stop_are_answered_during_a_search(server):
+    server, out = server
+    send(server, "setoption name MaxSimulations value 16", "position startpos", "go infinite")
+    out.wait_for("^info depth")  # the (compiled) search is done; an infinite one goes on
+    send(server, "isready")
+    ready = out.wait_for("^readyok")
+    time.sleep(0.3)
+    assert not any(line.startswith("bestmove") for line in out.lines)
+    assert ready == len(out.lines) - 1
+    send(server, "stop")
+    move = out.lines[out.wait_for("^bestmove", timeout=10)].split()[1]
+    assert move in START_MOVES
+    started = time.monotonic()
+    send(server, "go movetime 300")
+    move = out.lines[out.wait_for("^bestmove", start=ready + 2, timeout=30)].split()[1]
+    assert time.monotonic() - started < 3.0 and move in START_MOVES
+
+
+class StubEngine:
+    """A `ModelEngine` stand-in whose searches sleep: the protocol's timing without JAX."""
+
+    name = "stub"
+    compile_seconds = 5.0
+
+    def __init__(self, seconds_per_node: float, compiled=(16, 32, 64)):
+        self.seconds_per_node = seconds_per_node
+        self.compiled = set(compiled)
+        self.budgets: list[int] = []
+
+    def position(self, variant, fen=None, moves=()):
+        return engine.GamePosition(
+            variant=variant,
+            start_fen=START,
+            moves=tuple(moves),
+            fog=False,
+            fen=START,
+            legal={"a2a3": 62, "b2b3": 307},
+            over=False,
+            result=None,
+            ply=None,
+        )
+
+    def forget(self):
+        pass
+
+    def is_compiled(self, position, budget, worlds):
+        return budget in self.compiled
+
+    def search(self, position, nodes, *, worlds, temperature, seed):
+        self.budgets.append(nodes)
+        seconds = nodes * self.seconds_per_node
+        time.sleep(seconds)
+        policy = {"b2b3": 0.75, "a2a3": 0.25}
+        return engine.SearchResult("b2b3", policy, 0.1, ("b2b3",), nodes, nodes, 0, seconds)
+
+
+def stub_server(seconds_per_node, **kwargs):
+    out = Lines()
+    stub = StubEngine(seconds_per_node, **kwargs)
+    server = engine.UciServer(stub, out, warm_up=False)
+    send(server, "setoption name Simulations value 16", "setoption name MaxSimulations value 256")
+    return server, out, stub
+
+
+def test_stop_answers_at_once_while_a_search_runs():
+    server, out, stub = stub_server(0.05)  # 16 nodes: 0.8 s
+    send(server, "position startpos", "go infinite")
+    time.sleep(0.2)
+    send(server, "isready")
+    assert out.lines == ["readyok"]  # during the search, at once
+    started = time.monotonic()
+    send(server, "stop")
+    assert time.monotonic() - started < 0.1
+    assert out.lines[-1] == "bestmove a2a3"  # no search finished: the first legal move
+    assert "not a searched one" in out.lines[-2]
+    send(server, "go nodes 16")  # the worker is free at once
+    out.wait_for("^bestmove b2b3", start=len(out.lines), timeout=5)
+    server.run(io.StringIO("quit\n"))
+
+
+def test_infinite_grows_until_stop_and_movetime_keeps_its_deadline():
+    server, out, stub = stub_server(0.001)
+    send(server, "position startpos", "go infinite")
+    out.wait_for("^info depth 1 nodes 256 ")
+    time.sleep(0.3)
+    assert stub.budgets == [16, 32, 64, 128, 256]  # up to MaxSimulations, compiled or not
+    assert not any(line.startswith("bestmove") for line in out.lines)
+    send(server, "stop")
+    out.wait_for("^bestmove b2b3", timeout=5)
+
+    stub.budgets.clear()
+    stub.compiled = {16, 32, 64, 128, 256}
+    started = time.monotonic()
+    send(server, "go movetime 200")  # 16 + 32 + 64 nodes take 0.11 s; 128 more would not fit
+    out.wait_for("^bestmove", start=len(out.lines), timeout=5)
+    assert time.monotonic() - started < 0.4
+    assert stub.budgets == [16, 32, 64]
+
+    stub.budgets.clear()
+    server.handle("setoption name Simulations value 256")
+    started = time.monotonic()
+    send(server, "go movetime 100")  # the first search (0.26 s) overruns: the deadline answers
+    out.wait_for("^bestmove a2a3", start=len(out.lines), timeout=5)
+    assert time.monotonic() - started < 0.25
+    server.run(io.StringIO("quit\n"))
+
+
+def test_isready_waits_for_the_commands_before_it():
+    server, out, stub = stub_server(0.001)
+    slow = stub.position
+    stub.position = lambda *a, **k: (time.sleep(0.3), slow(*a, **k))[1]
+    send(server, "position startpos moves a2a3", "isready")
+    assert out.lines == []
+    out.wait_for("^readyok", timeout=5)
+    server.run(io.StringIO("quit\n"))
+
+
+def test_temperature_samples_reproducibly(model):
+    position = model.position("gardner")
+    greedy = model.search(position, 16)
+    assert greedy.move in START_MOVES and abs(sum(greedy.policy.values()) - 1) < 1e-5
+    hot = [model.search(position, 16, temperature=5.0, seed=s).move for s in range(8)]
+    assert hot == [model.search(position, 16, temperature=5.0, seed=s).move for s in range(8)]
+    assert len(set(hot)) > 1  # a high temperature spreads over the moves the search visited
+
+
+def test_fog_search_reads_only_the_view(model, server, ffish):
+    """Two dark positions with the same view of the side to move: the same search output
+    (through the protocol, every number but the timings), while the search of the true
+    positions (what an unfair engine would run) tells them apart."""
+    for fen in (FOG_A, FOG_B):
+        assert ffish.get_fog_fen(fen, "dark-gardner") == FOG_VIEW
+    a, b = (model.position("dark", fen) for fen in (FOG_A, FOG_B))
+    assert a.view == b.view == FOG_VIEW
+    assert a.legal == b.legal
+    fair_a, fair_b = (model.search(p, 16, worlds=2, seed=3) for p in (a, b))
+    assert fair_a.policy == fair_b.policy and fair_a.value == fair_b.value
+    assert fair_a.move == fair_b.move and fair_a.pv == fair_b.pv == (fair_a.move,)
+    # The omniscient search (perfect-information search on the true state) sees the knight.
+    seen_a, seen_b = (model.search(dataclasses.replace(p, fog=False), 16) for p in (a, b))
+    assert (seen_a.policy, seen_a.value) != (seen_b.policy, seen_b.value)
+
+    server, out = server
+    outputs = []
+    for fen in (FOG_A, FOG_B):
+        start = len(out.lines)
+        send(server, "setoption name UCI_Variant value dark-gardner", f"position fen {fen}")
+        send(server, "go nodes 16")
+        end = out.wait_for("^bestmove", start=start)
+        lines = [re.sub(r" (nps|time) \d+", "", line) for line in out.lines[start : end + 1]]
+        outputs.append(lines)
+    assert outputs[0] == outputs[1]
+    assert outputs[0][-1].split()[1] in ffish.legal_moves("dark-gardner", FOG_A, [])
+
+
+def test_model_that_cannot_load_is_one_line(tmp_path):
+    done = subprocess.run(
+        [sys.executable, "-m", "mmc_jax.engine", "--model", str(tmp_path / "nothing")],
+        input="uci\n",
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 1 and done.stdout == ""
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: cannot load model")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("variant", ["gardner", "dark"])
+def test_served_model_plays_fairy_stockfish_through_uci(variant):
+    """The served model and Fairy-Stockfish, both through UCI, in the stepwise arena (one pool
+    per engine); every move of every game is in Fairy-Stockfish's own legal-move list."""
+    command = [sys.executable, "-m", "mmc_jax.engine", "--model", "gardner-cpu", "--no-warm-up"]
+    players = [
+        arena.engine_player(uci.Limits(nodes=16), "served"),
+        arena.engine_player(uci.Limits(nodes=10), "fairy-stockfish"),
+    ]
+    pools = {
+        "served": uci.EnginePool(
+            variant,
+            command,
+            processes=1,
+            **uci.SLOW_ENGINE_TIMEOUTS,
+            move_timeout=uci.SLOW_ENGINE_MOVE_TIMEOUT,
+        ),
+        "fairy-stockfish": uci.EnginePool(variant, uci.ensure_engine(), processes=1),
+    }
+    try:
+        records = arena.play_games(
+            players,
+            arena.colour_balanced(0, 1, 2, variant),
+            engine_pool=pools,
+            max_plies=24,
+            opening_plies=2,
+        )
+        checker = uci.UciEngine(variant, uci.ensure_engine())
+        try:
+            for record in records:
+                assert record.scored, record.error
+                assert len(record.moves) >= 3
+                for i, move in enumerate(record.moves):
+                    legal = checker.perft_moves(record.start_fen, record.moves[:i])
+                    assert move in legal, (record.moves[:i], move, legal)
+        finally:
+            checker.close()
+    finally:
+        for pool in pools.values():
+            pool.close()
+    assert {r.white for r in records} == {"served", "fairy-stockfish"}
+
+
+FAKE = [sys.executable, str(Path(__file__).with_name("fake_uci_engine.py")), "good"]
+
+
+def test_evaluate_and_the_ladder_take_a_uci_engine_on_either_side(tmp_path, capsys):
+    """`uci:COMMAND` as the model and as the opponent of `evaluate`, and as the rated player of
+    the ladder (here the fake engine of tests/fake_uci_engine.py, which plays the first legal
+    move; the served model plays Fairy-Stockfish in the slow test above)."""
+    fake = "uci:" + shlex.join(FAKE)
+    pgn_path = tmp_path / "games.pgn"
+    argv = ["--variant", "gardner", "--games", "2", "--max-plies", "12", "--json"]
+    status = evaluate.main(
+        [*argv, "--checkpoint", fake, "--opponent", fake, "--pgn", str(pgn_path)]
+    )
+    result = json.loads(capsys.readouterr().out)
+    assert status == 0 and result["num_games"] == 2 and result["aborted"] == 0
+    assert result["opening_plies"] == 4  # two deterministic engines: paired random openings
+    games = pgn.read_pgn(str(pgn_path))
+    assert len(games) == 2 and all(pgn.replay(game) for game in games)
+
+    out = tmp_path / "ladder"
+    status = evaluate.main(
+        [
+            "ladder", "--variant", "gardner", "--checkpoint", fake, "--no-engine", "--games",
+            "2", "--chain-games", "0", "--max-plies", "12", "--bootstrap", "0", "--out",
+            str(out), "--json",
+        ]
+    )  # fmt: skip
+    report = json.loads(capsys.readouterr().out)
+    assert status == 0 and report["models"][0]["name"] == shlex.join(FAKE)
+    assert {row["opponent"] for row in report["models"][0]["rungs"]} == {"random", "greedy"}

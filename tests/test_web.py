@@ -1,0 +1,296 @@
+"""Tests for mmc_jax.serve: the web server's API (legality, one game per tab, clear errors,
+nothing hidden under fog) and the page in a real browser.
+
+The browser test drives Debian's headless Chromium through its chromedriver (tests/webdriver.py,
+standard library only): it opens the page, plays by clicking, checks the board and the model's
+reply against Fairy-Stockfish's rules (pyffish), checks that an illegal click is refused, that a
+fog game's page holds no hidden piece, and reads its own screenshot (a board, not a blank
+window). It skips, naming the packages, where chromium and chromium-driver are not installed;
+.ci/run installs them. The server runs in this process with the shipped 2x32 model at 16
+simulations (2 worlds under fog), as tests/test_uci_serve.py searches.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import threading
+import urllib.error
+import urllib.request
+
+import numpy as np
+import pyffish as sf
+import pytest
+import webdriver
+
+from mmc_jax import pgn, serve, uci
+from mmc_jax import rules as R
+
+START = R.START_FENS["gardner"]
+
+
+@pytest.fixture(scope="module")
+def ffish():
+    sf.load_variant_config(open(uci.variants_file()).read())
+    return sf
+
+
+@pytest.fixture(scope="module")
+def site():
+    """(base URL, the `serve.Server`) of a server on a free port, for the whole module."""
+    models = serve.find_models("gardner-cpu", [])
+    app = serve.Server(models, "gardner-cpu", simulations=16, worlds=2)
+    httpd = serve.make_server(app, "127.0.0.1", 0, quiet=True)
+    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread.start()
+    host, port = httpd.server_address[:2]
+    yield f"http://{host}:{port}", app
+    httpd.shutdown()
+    httpd.server_close()
+
+
+def call(base: str, path: str, body=None, raw: bytes | None = None):
+    """(status, decoded JSON or text) of a request; never raises for an HTTP error status."""
+    data = raw if raw is not None else (None if body is None else json.dumps(body).encode())
+    request = urllib.request.Request(base + path, data=data, method="POST" if data else "GET")
+    try:
+        with urllib.request.urlopen(request, timeout=600) as response:
+            status, text, kind = response.status, response.read(), response.headers
+    except urllib.error.HTTPError as error:
+        status, text, kind = error.code, error.read(), error.headers
+    if "json" in kind.get("Content-Type", ""):
+        return status, json.loads(text)
+    return status, text.decode()
+
+
+def true_fen(app: serve.Server, state) -> str:
+    """The referee's position of a game (read from the server's own record of it)."""
+    game = app.game(state["game"])
+    return app.engine(game.model).position(game.variant, game.start_fen, game.moves).fen
+
+
+def test_a_game_through_the_api(site, ffish):
+    base, app = site
+    status, options = call(base, "/api/options")
+    assert status == 200 and "dark" in options["variants"] and "gardner-cpu" in options["models"]
+    status, state = call(base, "/api/new", {"variant": "gardner", "colour": "black"})
+    assert status == 200 and state["human"] == "black" and state["turn"] == "black"
+    (first,) = state["moves"]  # the model opened
+    assert first in ffish.legal_moves("gardner", START, [])
+    assert state["analysis"]["move"] == first and state["analysis"]["top"]
+    assert sorted(state["legal"]) == sorted(ffish.legal_moves("gardner", START, [first]))
+    reply = state["legal"][0]
+    status, state = call(base, "/api/move", {"game": state["game"], "move": reply})
+    assert status == 200 and state["moves"][:2] == [first, reply] and len(state["moves"]) == 3
+    assert state["fen"] == ffish.get_fen("gardner", START, state["moves"])
+    status, text = call(base, f"/api/pgn?game={state['game']}")
+    (game,) = pgn.read_pgn(io.StringIO(text))
+    assert status == 200 and game.headers["Variant"] == "gardner" and game.moves == state["moves"]
+    status, back = call(base, "/api/takeback", {"game": state["game"]})
+    assert status == 200 and back["moves"] == [first] and back["turn"] == "black"
+
+
+@pytest.mark.parametrize(
+    "path, body, raw, status, message",
+    [
+        ("/api/move", {"game": "nope", "move": "a2a3"}, None, 404, "no game 'nope'"),
+        ("/api/state?game=nope", None, None, 404, "no game"),
+        ("/api/new", None, b"{not json", 400, "not JSON"),
+        ("/api/new", None, b"[1, 2]", 400, "must be a JSON object"),
+        ("/api/new", {"variant": "chess"}, None, 400, "valid variants"),
+        ("/api/new", {"model": "/etc"}, None, 400, "unknown model '/etc'"),
+        ("/api/new", {"fen": "5/5/5/5/5 w - - 0 1"}, None, 400, "king"),
+        ("/api/new", {"colour": "red"}, None, 400, "colour must be white or black"),
+        ("/api/new", {"simulations": 7}, None, 400, "simulations must be one of"),
+        ("/no/such/page", None, None, 404, "no such page"),
+    ],
+)
+def test_bad_requests_get_a_clear_json_error(site, path, body, raw, status, message):
+    base, _ = site
+    got, answer = call(base, path, body, raw)
+    assert got == status and message in answer["error"], answer
+    assert "Traceback" not in json.dumps(answer)
+
+
+def test_illegal_moves_are_refused_and_tabs_keep_their_games(site, ffish):
+    base, _ = site
+    _, one = call(base, "/api/new", {"variant": "gardner"})
+    _, two = call(base, "/api/new", {"variant": "baby"})
+    status, answer = call(base, "/api/move", {"game": one["game"], "move": "a2a4"})
+    assert status == 400 and "illegal move 'a2a4'" in answer["error"] and "a2a3" in answer["error"]
+    status, answer = call(base, "/api/move", {"game": one["game"], "move": "zz"})
+    assert status == 400 and "illegal move" in answer["error"]
+    _, after = call(base, "/api/move", {"game": two["game"], "move": "b1c3"})
+    _, again = call(base, f"/api/state?game={one['game']}")
+    assert again["moves"] == [] and again["variant"] == "gardner"
+    assert after["variant"] == "baby" and after["moves"][0] == "b1c3"
+
+
+def test_fog_game_sends_only_the_players_view(site, ffish):
+    """Under fog every answer holds the player's view: its squares are those of pyffish's fog
+    FEN of the true position; the model's moves, its evaluation and the record are withheld."""
+    base, app = site
+    _, state = call(base, "/api/new", {"variant": "dark", "colour": "black"})
+    for _ in range(3):
+        fen = true_fen(app, state)
+        assert state["fen"] == ffish.get_fog_fen(fen, "dark-gardner")
+        assert state["analysis"] is None and state["last_move"] is None
+        hidden = [m for i, m in enumerate(state["moves"]) if i % 2 == 0]
+        assert hidden and set(hidden) == {"?"}
+        text = json.dumps(state)
+        assert "top" not in text and "pv" not in text
+        status, answer = call(base, f"/api/pgn?game={state['game']}")
+        assert status == 409 and "when the game is over" in answer["error"]
+        if state["over"]:
+            break
+        _, state = call(base, "/api/move", {"game": state["game"], "move": state["legal"][0]})
+    if not state["over"]:
+        return
+    assert state["fen"] == true_fen(app, state)  # revealed at the end
+
+
+# ---------------------------------------------------------------------------------------------
+# The page in a browser
+
+
+needs_browser = pytest.mark.skipif(
+    webdriver.skip_reason() is not None, reason=str(webdriver.skip_reason())
+)
+
+
+def pieces(browser) -> dict[str, str]:
+    """{square: letter} of the pieces the page draws."""
+    return browser.run(
+        "const out = {}; for (const p of document.querySelectorAll('#board text.piece'))"
+        " out[p.dataset.square] = p.dataset.piece; return out;"
+    )
+
+
+def board_of(fen: str) -> dict[str, str]:
+    out = {}
+    for i, row in enumerate(fen.split()[0].split("/")):
+        file = 0
+        for ch in row:
+            if ch.isdigit():
+                file += int(ch)
+            else:
+                if ch != "*":
+                    out[f"{'abcde'[file]}{5 - i}"] = ch
+                file += 1
+    return out
+
+
+def wait_for_moves(browser, count: int) -> None:
+    browser.wait(
+        "const b = document.getElementById('board');"
+        f"return b.dataset.moves === '{count}' && "
+        "document.getElementById('status').textContent.startsWith('Your move');"
+    )
+
+
+@needs_browser
+def test_the_page_in_headless_chromium(site, ffish, tmp_path):
+    base, app = site
+    with webdriver.Browser() as browser:
+        browser.get(base + "/")
+        wait_for_moves(browser, 0)  # the page starts a game: White, the shipped model
+        assert pieces(browser) == board_of(START)
+
+        # A legal move by clicking: the pawn, then its target; the model replies.
+        browser.click("#sq-e2")
+        targets = browser.run("return document.querySelectorAll('#board circle.target').length")
+        assert targets == 1  # e2e3 only (no double step)
+        browser.click("#sq-e3")
+        wait_for_moves(browser, 2)
+        moves = browser.text("#moves").split()
+        assert moves[:2] == ["1.", "e2e3"] and moves[2] in ffish.legal_moves(
+            "gardner", START, ["e2e3"]
+        )
+        fen = ffish.get_fen("gardner", START, ["e2e3", moves[2]])
+        assert pieces(browser) == board_of(fen)
+        assert browser.run("return document.getElementById('fen-out').value") == fen
+        assert "Model played " + moves[2] in browser.text("#analysis")
+        assert browser.run("return document.querySelectorAll('#top-moves .top-move').length") >= 1
+
+        # An illegal click (the rook through its own pawn) is refused; the board stays.
+        browser.click("#sq-a1")
+        browser.click("#sq-a3")
+        browser.wait("return document.getElementById('message').textContent")
+        assert "illegal move 'a1a3'" in browser.text("#message")
+        assert pieces(browser) == board_of(fen)
+
+        # Its screenshot shows a board: both square colours and pieces of both colours.
+        png = browser.screenshot()
+        (tmp_path / "page.png").write_bytes(png)
+        box = browser.run(
+            "const r = document.getElementById('board').getBoundingClientRect();"
+            "return [r.left, r.top, r.width, r.height];"
+        )
+        check_board_picture(png, box)
+
+        # Flip turns the board (a1 at the top right), takeback undoes the pair of moves.
+        browser.click("#flip")
+        top = browser.run(
+            "const r = document.getElementById('sq-a1').getBoundingClientRect(); return r.top;"
+        )
+        assert top < browser.run(
+            "return document.getElementById('sq-a5').getBoundingClientRect().top;"
+        )
+        browser.click("#takeback")
+        wait_for_moves(browser, 0)
+        assert pieces(browser) == board_of(START)
+
+        # A fog game: the page never holds a hidden piece.
+        browser.run("document.getElementById('variant').value = 'dark';")
+        browser.click("#new-game")
+        wait_for_moves(browser, 0)
+        browser.click("#sq-c2")
+        browser.click("#sq-c3")
+        wait_for_moves(browser, 2)
+        game_id = browser.run("return sessionStorage.getItem('mmc_game');")
+        game = app.game(game_id)
+        truth = app.engine(game.model).position(game.variant, game.start_fen, game.moves).fen
+        view = ffish.get_fog_fen(truth, "dark-gardner")
+        hidden = {sq: p for sq, p in board_of(truth).items() if sq not in board_of(view)}
+        assert hidden  # Black's back rank at least
+        drawn = pieces(browser)
+        assert drawn == board_of(view)
+        source = browser.source()
+        for square in hidden:
+            assert f'data-piece="{hidden[square]}" data-square="{square}"' not in source
+            assert f'data-square="{square}" data-piece' not in source
+        assert truth.split()[0] not in source
+        assert browser.run("return document.querySelectorAll('#board .hidden').length") == len(
+            [c for c in view.split()[0] if c == "*"]
+        )
+        assert "?" in browser.text("#moves")
+
+
+def check_board_picture(png: bytes, box) -> None:
+    """The board area of a screenshot holds the light and dark squares and dark and light
+    piece pixels (a blank or unstyled page fails)."""
+    import matplotlib.image
+
+    image = matplotlib.image.imread(io.BytesIO(png))[..., :3]  # floats in [0, 1]
+    left, top, width, height = (int(round(v)) for v in box)
+    board = image[top : top + height, left : left + width]
+    assert board.shape[0] > 300 and board.shape[1] > 300
+
+    def share(rgb, tolerance=0.06):
+        return float(np.mean(np.all(np.abs(board - np.array(rgb) / 255) < tolerance, axis=-1)))
+
+    assert share((240, 217, 181)) > 0.15  # light squares
+    assert share((181, 136, 99)) > 0.15  # dark squares
+    assert share((17, 17, 17), 0.1) > 0.01  # black pieces
+    assert share((255, 255, 255), 0.03) > 0.005  # white pieces
+
+
+def test_start_up_failures_are_one_line(site, capsys):
+    base, _ = site
+    port = int(base.rsplit(":", 1)[1])  # taken by the module's server
+    assert serve.main(["--port", str(port), "--no-warm-up", "--quiet"]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith(f"error: cannot listen on 127.0.0.1:{port}")
+    assert serve.main(["--model", "/nonexistent/model", "--port", "0", "--no-warm-up"]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "cannot be loaded" in err[0]
