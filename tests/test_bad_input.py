@@ -1,0 +1,61 @@
+"""Bad input to the commands (issue 39): a clear one-line error before any work, never a
+traceback, never a silently wrong result.
+
+In process where the command allows it (argparse CLIs), as the user's command otherwise.
+"""
+
+from __future__ import annotations
+
+import io
+
+import pytest
+
+from mmc_jax import launch, play
+
+# ---------------------------------------------------------------------------------------------
+# launch: a command must start with a program
+
+
+@pytest.mark.parametrize(
+    "target",
+    [
+        ["tpu", "--name", "x", "--zone", "z", "--accelerator-type", "v4-8"],
+        ["batch", "--name", "x", "--location", "l", "--image", "i", "--seeds", "0"],
+        ["gke", "--name", "x", "--image", "i", "--tpu-type", "v5litepod-16"],
+        ["local", "--processes", "2"],
+    ],
+)
+def test_launch_refuses_a_command_of_flags_alone(capsys, tmp_path, monkeypatch, target):
+    """`launch ... -- --config configs/joat.py` (the program forgotten) would print and run a
+    cluster job whose command is `--config ...`: refused with one line, nothing written."""
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(SystemExit) as exit_info:
+        launch.main([*target, "--dry-run", "--", "--config", "configs/joat.py", "--workdir", "w"])
+    assert exit_info.value.code == 2
+    captured = capsys.readouterr()
+    assert captured.out == "" and not list(tmp_path.iterdir())
+    last = captured.err.strip().splitlines()[-1]
+    assert "the command must start with a program" in last and "'--config'" in last, last
+
+
+# ---------------------------------------------------------------------------------------------
+# play: the PGN path is checked before the game
+
+
+def test_play_checks_the_pgn_path_before_the_game(tmp_path, capsys):
+    """`play --pgn` into a missing folder: refused before the game is played (it used to play
+    the whole game, then end in a traceback with the PGN never written)."""
+    missing = tmp_path / "no" / "such" / "game.pgn"
+    stdin = io.StringIO("quit\n")
+    stdout = io.StringIO()
+    with pytest.raises(SystemExit) as exit_info:
+        play.main(
+            ["--variant", "gardner", "--checkpoint", "none", "--simulations", "0"]
+            + ["--pgn", str(missing)],
+            stdin=stdin,
+            stdout=stdout,
+        )
+    assert exit_info.value.code == 2
+    assert stdout.getvalue() == "" and stdin.read() == "quit\n"  # no game was started
+    err = capsys.readouterr().err.strip().splitlines()[-1]
+    assert f"--pgn {missing}: the folder {missing.parent} does not exist" in err
