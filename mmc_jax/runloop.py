@@ -23,7 +23,8 @@ Python loop around it, the same for every algorithm:
    (`checkpoint.every`, and after the last iteration; orbax writes in the background).
 3. SIGTERM (a preempted VM, a Kubernetes eviction) or Ctrl-C stops the run after the iteration
    in progress: that iteration is checkpointed, the loop says how to resume and returns. A
-   second Ctrl-C stops at once; the last checkpoint stays the last good one.
+   second Ctrl-C stops at once; the last checkpoint stays the last good one. A signal during
+   start-up (restore, compilation) stops the run before its first iteration, and it says so.
 
 `run` returns a `RunResult` with the final state (its parameters on the mesh), the last record
 and where the run started, so callers never read parameters back from disk.
@@ -235,6 +236,7 @@ class _StopRequest:
 
     def __init__(self, log: Callable[[str], None]):
         self.requested: str | None = None
+        self.looping = False  # False during start-up (restore, compile): no iteration to finish
         self._log = log
         self._previous: dict[int, Any] = {}
 
@@ -251,7 +253,11 @@ class _StopRequest:
             raise KeyboardInterrupt
         self.requested = name
         self._log(
-            f"{name}: stopping after the iteration in progress and checkpointing it"
+            (
+                f"{name}: stopping after the iteration in progress and checkpointing it"
+                if self.looping
+                else f"{name}: stopping when start-up (restore, compilation) ends"
+            )
             + (" (Ctrl-C again to stop at once)" if signum == signal.SIGINT else "")
         )
 
@@ -375,6 +381,23 @@ def run(
         keep_period=int(config.checkpoint.get("keep_period", 0)),
     )
     writer = None
+    # Installed before start-up: a SIGTERM while restoring or compiling (Python runs handlers
+    # once the compiler returns) stops the run before its first iteration, and says so.
+    stop = _StopRequest(log) if handle_signals else None
+    if stop is not None:
+        stop.__enter__()
+
+    def stopped_during_start_up(start: int) -> bool:
+        if not sharding.any_process(stop is not None and stop.requested is not None):
+            return False
+        kept = f"checkpoint {ckpt.directory}/{start} is kept" if start else "no iteration had run"
+        log(
+            f"stopped by {(stop and stop.requested) or 'a signal to another process'} during "
+            f"start-up, before iteration {start + 1}: nothing was lost ({kept}). Run the same "
+            "command to resume."
+        )
+        return True
+
     try:
         start, frames, games = 0, 0, 0
         restored = _restore(algorithm, config, mesh, ckpt, save_replay, log)
@@ -407,19 +430,22 @@ def run(
         compile_seconds = 0.0
         record: dict[str, Any] = {}
         stopped = False
-        if start < num_iterations:
+        if start < num_iterations and stopped_during_start_up(start):
+            stopped = True
+        elif start < num_iterations:
             log(algorithm.describe(config, mesh, state))
             started = time.time()
             step_fn = algorithm.compile(config, mesh, state, data, start)
             compile_seconds = time.time() - started
             log(f"compiled the iteration in {compile_seconds:.1f} s")
+            stopped = stopped_during_start_up(start)
+            end = start if stopped else num_iterations
             latest_eval = metrics_lib.latest_eval(metrics_lib.read_metrics(workdir))
-            stop = _StopRequest(log) if handle_signals else None
             loop_started, last_plot = time.time(), 0.0
+            if stop is not None:
+                stop.looping = True
             try:
-                if stop is not None:
-                    stop.__enter__()
-                for iteration in range(start, num_iterations):
+                for iteration in range(start, end):
                     started = time.time()
                     key = jax.random.fold_in(run_key, iteration)
                     state, record = step_fn(state, data, key, iteration)
@@ -500,9 +526,6 @@ def run(
                     "is kept. Run the same command to resume."
                 )
                 stopped = True
-            finally:
-                if stop is not None:
-                    stop.__exit__(None, None, None)
         if not record:
             records = metrics_lib.read_metrics(workdir)
             record = dict(records[-1]) if records else {}
@@ -515,6 +538,8 @@ def run(
         )
         return RunResult(state=state, record=record, start_iteration=start, stopped=stopped)
     finally:
+        if stop is not None:
+            stop.__exit__(None, None, None)
         ckpt.close()
         if writer is not None:
             writer.close()
