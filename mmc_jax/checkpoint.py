@@ -39,6 +39,7 @@ from typing import Any
 
 import flax
 import jax
+import jax.numpy as jnp
 import ml_collections
 import numpy as np
 import optax
@@ -52,6 +53,8 @@ from mmc_jax import storage
 
 CHECKPOINT_SUBDIR = "checkpoints"
 DAMAGED_SUFFIX = "_damaged"  # <workdir>/checkpoints_damaged: steps a resume could not read
+# <workdir>/checkpoints_diverged: steps that an iteration with non-finite losses started from
+DIVERGED_SUFFIX = "_diverged"
 
 # Dotted config paths that must agree between the saved run and the restoring one. A key is
 # compared only when both configs have it; the per-leaf shape check catches everything else.
@@ -178,6 +181,34 @@ def _raise_if_structure_mismatch(error: ValueError, where: str) -> None:
         + (f"; entries that differ: {', '.join(entries)}" if entries else "")
         + "); it was written by another version of this code or another config"
     ) from None
+
+
+def nonfinite_leaves(tree: Any) -> list[str]:
+    """Key paths (`['params']['Conv_0']['kernel']`) of the floating-point leaves of `tree` that
+    hold a NaN or an infinity: what a checkpoint must never hold. One reduction per leaf, on
+    the device (a multi-process tree included)."""
+    flat, _ = jax.tree_util.tree_flatten_with_path(tree)
+    floats = [(p, x) for p, x in flat if jnp.issubdtype(jnp.result_type(x), jnp.inexact)]
+    if not floats:
+        return []
+    finite = jax.device_get(_all_finite([x for _, x in floats]))
+    return [jax.tree_util.keystr(p) for (p, _), ok in zip(floats, finite, strict=True) if not ok]
+
+
+@jax.jit
+def _all_finite(leaves: list[Any]) -> list[jax.Array]:
+    return [jnp.all(jnp.isfinite(x)) for x in leaves]
+
+
+def largest_magnitude(tree: Any) -> float:
+    """The largest |value| over the floating-point leaves of `tree` (0.0 for none)."""
+    leaves = [x for x in jax.tree.leaves(tree) if jnp.issubdtype(jnp.result_type(x), jnp.inexact)]
+    return max((float(jnp.max(jnp.abs(x))) for x in leaves if np.size(x)), default=0.0)
+
+
+class CheckpointDamaged(ValueError):
+    """A checkpoint step whose files cannot be read (missing, truncated, a corrupt sidecar) or
+    whose values are not finite."""
 
 
 class CheckpointMismatch(ValueError):
@@ -360,12 +391,14 @@ class Checkpointer:
         )
         return restored["state"][key]
 
-    def set_aside(self, step: int) -> str:
-        """Moves the folder of `step` (a damaged one) out of the way of new saves, into
-        `<workdir>/checkpoints_damaged/`, and returns where it went. Nothing is deleted: the
-        files stay for a human to inspect, and the step can be saved again."""
+    def set_aside(self, step: int, suffix: str = DAMAGED_SUFFIX) -> str:
+        """Moves the folder of `step` (a damaged one; with `DIVERGED_SUFFIX`, one that an
+        iteration with non-finite losses started from) out of the way of new saves, into
+        `<workdir>/checkpoints_damaged/` (`checkpoints<suffix>/`), and returns where it went.
+        Nothing is deleted: the files stay for a human to inspect, and the step can be saved
+        again."""
         self._manager.wait_until_finished()
-        aside = storage.to_path(self.directory + DAMAGED_SUFFIX)
+        aside = storage.to_path(self.directory + suffix)
         target = aside / str(int(step))
         if jax.process_index() == 0:  # one process moves it; all wait, then re-list the steps
             aside.mkdir(parents=True, exist_ok=True)

@@ -16,11 +16,14 @@ Python loop around it, the same for every algorithm:
    steps move to `<workdir>/checkpoints_damaged/`, kept for inspection).
 2. Compile the iteration ahead of time, then for each iteration `i`: call it with the key
    `fold_in(run_key, i)` (a resumed run replays the same random stream), stop on a non-finite
-   `train/*` metric before anything of that iteration is saved, write the metrics
+   `train/*` metric before anything of that iteration is saved (the step it started from is
+   good only if a finite iteration ran from it; if not, it moves to
+   `<workdir>/checkpoints_diverged/`, so that a re-run resumes from a good one), write the metrics
    (`metrics.jsonl`, TensorBoard), evaluate when it is time (`eval.every`, and after the last
    iteration), call `on_eval`, print a progress line with an ETA, redraw the plots (at most
    once a minute, at evaluations and at the end) and checkpoint when it is time
-   (`checkpoint.every`, and after the last iteration; orbax writes in the background).
+   (`checkpoint.every`, and after the last iteration; orbax writes in the background), never
+   a state with a non-finite parameter or optimizer value (nor resumes from one).
 3. SIGTERM (a preempted VM, a Kubernetes eviction) or Ctrl-C stops the run after the iteration
    in progress: that iteration is checkpointed, the loop says how to resume and returns. A
    second Ctrl-C stops at once; the last checkpoint stays the last good one. A signal during
@@ -163,18 +166,25 @@ def checkpoint_state(state, iteration: int, frames: int, games: int, save_replay
     return saved
 
 
-def check_finite(record: dict[str, Any], iteration: int, checkpoint_note: str) -> None:
-    """Raises FloatingPointError naming the non-finite `train/*` metrics, if any."""
-    bad = {
+DIVERGENCE_HINT = "Lower learner.learning_rate or set learner.max_grad_norm."
+
+
+def nonfinite_metrics(record: dict[str, Any]) -> dict[str, Any]:
+    """The `train/*` metrics of `record` that are NaN or infinite."""
+    return {
         k: v
         for k, v in record.items()
         if k.startswith("train/") and isinstance(v, int | float) and not math.isfinite(float(v))
     }
+
+
+def check_finite(record: dict[str, Any], iteration: int, checkpoint_note: str) -> None:
+    """Raises FloatingPointError naming the non-finite `train/*` metrics, if any."""
+    bad = nonfinite_metrics(record)
     if bad:
         raise FloatingPointError(
             f"non-finite training metrics at iteration {iteration}: {bad}. Stopping; nothing "
-            f"of this iteration was saved ({checkpoint_note}). Lower learner.learning_rate or "
-            f"set learner.max_grad_norm."
+            f"of this iteration was saved ({checkpoint_note}). {DIVERGENCE_HINT}"
         )
 
 
@@ -278,6 +288,12 @@ def _restore(algorithm, config, mesh, ckpt, save_replay, log):
     for step in reversed(steps):
         try:
             state = ckpt.restore(template, step=step, config=config)
+            # A checkpoint that is not finite (older code saved whatever it had) is no start.
+            bad = checkpoint_lib.nonfinite_leaves(
+                {"params": state["params"], "opt_state": state["opt_state"]}
+            )
+            if bad:
+                raise checkpoint_lib.CheckpointDamaged(f"non-finite values in {', '.join(bad)}")
         except checkpoint_lib.CheckpointMismatch as error:
             raise algorithm.restore_error(error, config) from None
         except Exception as error:  # orbax raises many types for damaged files
@@ -299,6 +315,40 @@ def _restore(algorithm, config, mesh, ckpt, save_replay, log):
         f"no checkpoint in {ckpt.directory} could be restored (steps {steps}; the latest failed "
         f"with: {reasons[steps[-1]]}); nothing there was changed. If another version of mmc_jax "
         "wrote them, resume with that version; to start afresh, pass another --workdir"
+    )
+
+
+def _last_good(algorithm, config, mesh, workdir, ckpt, started_from: int, vouched: bool) -> str:
+    """Which checkpoint is the last good one, after an iteration that started from step
+    `started_from` went non-finite (`vouched`: its losses were finite, only its end state was
+    not). The latest step is good only when a finite iteration ran from it: the one this
+    iteration started from is not (parameters that explode in an iteration's last learner step
+    leave its losses finite and its checkpoint poisoned), so it moves to
+    `<workdir>/checkpoints_diverged/` (kept) when an older step remains to resume from."""
+    latest = ckpt.latest_step()
+    if latest is None:
+        return "no checkpoint was saved yet"
+    if vouched or latest != started_from:
+        return f"the last good checkpoint is step {latest} in {ckpt.directory}"
+    try:
+        template = algorithm.abstract_state(config, mesh).params
+        ckpt.wait()  # (a manager that saved cannot read a subtree: a fresh one reads it)
+        params = checkpoint_lib.restore_subtree(workdir, "params", template, step=latest)
+        size = f"; its largest |parameter| is {checkpoint_lib.largest_magnitude(params):.2g}"
+    except Exception:  # only a detail of the message
+        size = ""
+    older = [step for step in ckpt.all_steps() if step < latest]
+    if not older:
+        return (
+            f"step {latest} in {ckpt.directory}, where this iteration started, is the only "
+            f"checkpoint and no finite iteration vouches for it{size}; a re-run resumes from "
+            "it: to start afresh, pass another --workdir"
+        )
+    moved = ckpt.set_aside(latest, checkpoint_lib.DIVERGED_SUFFIX)
+    return (
+        f"step {latest}, where this iteration started, is not vouched for by a finite "
+        f"iteration{size}, and was moved to {moved}; the last good checkpoint is step "
+        f"{older[-1]} in {ckpt.directory}, which a re-run resumes from"
     )
 
 
@@ -451,11 +501,14 @@ def run(
                     state, record = step_fn(state, data, key, iteration)
                     seconds = time.time() - started
                     done = iteration + 1
-                    check_finite(
-                        record,
-                        iteration,
-                        f"last good checkpoint: step {ckpt.latest_step()} in {ckpt.directory}",
-                    )
+                    if nonfinite_metrics(record):
+                        check_finite(
+                            record,
+                            done,
+                            _last_good(
+                                algorithm, config, mesh, workdir, ckpt, iteration, vouched=False
+                            ),
+                        )
                     frames += int(record["selfplay/frames"])
                     games += int(record["selfplay/games"])
                     record.update(
@@ -504,6 +557,20 @@ def run(
                         # A bucket's metrics file is uploaded at intervals: make it hold every
                         # record up to this checkpoint, which a resumed run starts from.
                         writer.flush()
+                        # What is saved must be finite: its losses were, but an explosion in
+                        # the last learner step shows only in the state.
+                        bad = checkpoint_lib.nonfinite_leaves(
+                            {"params": state.params, "opt_state": state.opt_state}
+                        )
+                        if bad:
+                            note = _last_good(
+                                algorithm, config, mesh, workdir, ckpt, iteration, True
+                            )
+                            raise FloatingPointError(
+                                f"non-finite values in the state after iteration {done}: "
+                                f"{', '.join(bad[:6])}. Stopping; nothing of this iteration was "
+                                f"saved ({note}). {DIVERGENCE_HINT}"
+                            )
                         ckpt.save(
                             done,
                             checkpoint_state(state, done, frames, games, save_replay),

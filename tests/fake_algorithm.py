@@ -31,6 +31,7 @@ import numpy as np
 from mmc_jax import runloop, sharding
 
 PARAM = 0.7  # every parameter's start: x 1e30 gives the 7e29 of the probe
+PARAMS_TEMPLATE = {"w": np.zeros((2, 3), np.float32), "b": np.zeros((3,), np.float32)}
 
 
 @flax.struct.dataclass
