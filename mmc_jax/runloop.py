@@ -9,8 +9,10 @@ config, build its data (the rules of the games it plays), initialise and describ
 compile its one jitted iteration, name its progress and evaluate parameters. `run` is the short
 Python loop around it, the same for every algorithm:
 
-1. Start-up, in big_vision's order: resume from the latest checkpoint in `workdir`, else start
-   from `init_params` (fresh optimizer state and games), else from scratch. A resume restores
+1. Start-up, in big_vision's order, holding the workdir's lock for the whole run (one writer per
+   workdir: a second run there is refused, naming the first; `workdir_lock`): resume from the
+   latest checkpoint in `workdir`, else start from `init_params` (fresh optimizer state and
+   games), else from scratch. A resume restores
    into an abstract template (nothing is compiled to refuse a mismatching checkpoint) and falls
    back to the newest intact checkpoint when the latest is damaged, with a warning (the damaged
    steps move to `<workdir>/checkpoints_damaged/`, kept for inspection).
@@ -36,6 +38,7 @@ and where the run started, so callers never read parameters back from disk.
 from __future__ import annotations
 
 import abc
+import contextlib
 import dataclasses
 import math
 import os
@@ -43,7 +46,7 @@ import signal
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import jax
@@ -54,7 +57,7 @@ from jax.sharding import Mesh
 
 from mmc_jax import checkpoint as checkpoint_lib
 from mmc_jax import metrics as metrics_lib
-from mmc_jax import sharding
+from mmc_jax import sharding, storage
 
 PLOT_INTERVAL_SECONDS = 60.0
 
@@ -386,6 +389,7 @@ def run(
     devices=None,
     stream=sys.stdout,
     handle_signals: bool = True,
+    lock: bool = True,
 ) -> RunResult:
     """Trains (or resumes) `algorithm` until `config.num_iterations` iterations are done.
 
@@ -401,6 +405,8 @@ def run(
       devices: devices of the data mesh (default: all).
       stream: where the progress lines go (None: silent); only process 0 prints.
       handle_signals: stop cleanly on SIGTERM / Ctrl-C (main thread only).
+      lock: hold the workdir's lock (`workdir_lock`) while running; False when the caller
+        holds it already (`adapt`).
 
     Returns:
       A `RunResult`.
@@ -409,6 +415,7 @@ def run(
       ValueError: invalid config, batch not divisible by the device count, an unplayable
         start, or a checkpoint that does not match the config.
       FloatingPointError: a non-finite loss (the last checkpoint stays the last good one).
+      storage.WorkdirBusy: another run holds the workdir.
     """
     config = algorithm.prepare_config(config)
     mesh = algorithm.make_mesh(config, devices)
@@ -421,6 +428,41 @@ def run(
         if is_chief and stream is not None:
             print(line, file=stream, flush=True)
 
+    with workdir_lock(workdir, log) if lock else contextlib.nullcontext():
+        return _run(algorithm, config, mesh, workdir, log, init_params, on_eval, handle_signals)
+
+
+@contextlib.contextmanager
+def workdir_lock(workdir: str | os.PathLike, log: Callable[[str], None] = print) -> Iterator[None]:
+    """One writer per workdir: `storage.workdir_lock`, taken by process 0 for every process of
+    the run (they all share the workdir), before anything is read or written there. A lock left
+    by a killed run is taken over with a note through `log`.
+
+    Raises:
+      storage.WorkdirBusy: another run holds it (on every process).
+    """
+    with contextlib.ExitStack() as held:
+        busy, previous = None, None
+        if jax.process_index() == 0:
+            try:
+                previous = held.enter_context(storage.workdir_lock(workdir))
+            except storage.WorkdirBusy as error:
+                busy = error
+        if sharding.any_process(busy is not None):
+            raise busy or storage.WorkdirBusy(
+                f"workdir {workdir} is in use by another run (process 0 says whose)"
+            )
+        if previous:
+            log(
+                f"note: took over the lock of {workdir} from "
+                f"{storage.describe_holder(previous)}, which ended without releasing it"
+            )
+        yield
+
+
+def _run(algorithm, config, mesh, workdir, log, init_params, on_eval, handle_signals):
+    """`run` once the config, the mesh and the workdir's lock are settled."""
+    is_chief = jax.process_index() == 0
     data = algorithm.setup(config, mesh)
     init_key, run_key, eval_key = jax.random.split(jax.random.key(int(config.seed)), 3)
     save_replay = bool(config.checkpoint.save_replay)

@@ -9,8 +9,11 @@ checkpoints come from `tests/fixtures/legacy` (no training needed).
 from __future__ import annotations
 
 import io
+import json
+import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import fake_algorithm
@@ -21,7 +24,7 @@ from fake_algorithm import FakeAlgorithm, fake_config
 
 from mmc_jax import checkpoint as checkpoint_lib
 from mmc_jax import metrics as metrics_lib
-from mmc_jax import runloop
+from mmc_jax import runloop, storage
 
 TESTS = Path(__file__).resolve().parent
 ROOT = TESTS.parent
@@ -134,3 +137,136 @@ def test_a_resume_skips_a_checkpoint_with_non_finite_values(tmp_path):
     assert "checkpoints/3 is damaged (non-finite values in ['params']['w'])" in log.getvalue()
     assert resumed.start_iteration == 2 and np.isfinite(np.asarray(resumed.params["w"])).all()
     assert (workdir / "checkpoints_damaged" / "3").is_dir()
+
+
+# ---------------------------------------------------------------------------------------------
+# Item 1: one writer per workdir
+
+HOLDER = """
+from fake_algorithm import FakeAlgorithm, fake_config
+from mmc_jax import runloop
+algorithm = FakeAlgorithm(seconds_per_iteration=float(sys.argv[2]))
+runloop.run(algorithm, fake_config(int(sys.argv[3])), sys.argv[1], stream=sys.stdout)
+print("HOLDER DONE", flush=True)
+"""
+
+
+def start(script: str, *args) -> subprocess.Popen:
+    return subprocess.Popen(
+        [sys.executable, "-c", f"import sys; sys.path.insert(0, {str(TESTS)!r})\n" + script]
+        + [str(a) for a in args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=ROOT,
+    )
+
+
+def wait_for(predicate, process, timeout: float = 120.0) -> None:
+    deadline = time.time() + timeout
+    while not predicate():
+        assert process.poll() is None, process.communicate()
+        assert time.time() < deadline, "timed out"
+        time.sleep(0.1)
+
+
+def test_two_trainers_cannot_share_a_workdir(tmp_path):
+    """A second run on a workdir in use is refused with one line naming the holder (in
+    process, and as `python -m mmc_jax.train`); the first run finishes with every record and
+    only its own checkpoints. Before the lock, the second rewrote `metrics.jsonl` under the
+    first (whose later records went to a deleted file) and mixed its steps with the first's."""
+    workdir = tmp_path / "run"
+    iterations = 25
+    holder = start(HOLDER, workdir, 0.3, iterations)
+    try:
+        wait_for(lambda: len(metrics_lib.read_metrics(workdir)) >= 2, holder)
+        with pytest.raises(storage.WorkdirBusy) as busy:
+            runloop.run(FakeAlgorithm(), fake_config(3), workdir, stream=None)
+        message = str(busy.value)
+        assert f"workdir {workdir} is in use by another run: pid {holder.pid} on " in message
+        assert "fake_config" not in message and "-c" in message  # the holder's command line
+        assert "pass another --workdir" in message
+
+        cli_run = subprocess.run(
+            [sys.executable, "-m", "mmc_jax.train", "--config", "configs/gardner.py:smoke"]
+            + ["--workdir", str(workdir)],
+            capture_output=True,
+            text=True,
+            cwd=ROOT,
+            timeout=300,
+        )
+        assert cli_run.returncode == 2
+        (line,) = cli_run.stderr.splitlines()
+        assert line.startswith(f"error: workdir {workdir} is in use by another run: pid "), line
+        stdout, stderr = holder.communicate(timeout=300)
+    finally:
+        if holder.poll() is None:
+            holder.kill()
+    assert holder.returncode == 0, stderr[-3000:]
+    assert "HOLDER DONE" in stdout
+    assert [r["step"] for r in metrics_lib.read_metrics(workdir)] == list(range(1, iterations + 1))
+    assert checkpoint_lib.Checkpointer(workdir).all_steps() == [iterations - 2, iterations - 1, 25]
+    assert not (workdir / storage.LOCK_FILE).exists()  # released
+
+
+LOCK_AND_SLEEP = """
+import time
+from mmc_jax import storage
+with storage.workdir_lock(sys.argv[1]):
+    print("HELD", flush=True)
+    time.sleep(120)
+"""
+
+
+def test_a_stale_lock_is_taken_over(tmp_path):
+    """A holder killed with SIGKILL leaves its lock file behind: the next run sees that no
+    process holds it any more, takes it over and says whose it was."""
+    workdir = tmp_path / "run"
+    holder = start(LOCK_AND_SLEEP, workdir)
+    try:
+        assert holder.stdout.readline() == "HELD\n"
+        with pytest.raises(storage.WorkdirBusy, match=f"pid {holder.pid} on "):
+            runloop.run(FakeAlgorithm(), fake_config(1), workdir, stream=None)
+    finally:
+        holder.kill()
+        holder.communicate()
+    assert (workdir / storage.LOCK_FILE).exists()  # left behind by the killed holder
+    log = io.StringIO()
+    result = runloop.run(FakeAlgorithm(), fake_config(1), workdir, stream=log)
+    assert result.record["iteration"] == 1
+    assert f"took over the lock of {workdir} from pid {holder.pid} on " in log.getvalue()
+    assert "which ended without releasing it" in log.getvalue()
+
+
+def test_a_bucket_lock_is_refreshed_and_taken_over_when_stale(tmp_path, monkeypatch):
+    """A bucket has no file locks: the lock is an object the holder refreshes, taken over once
+    it has not been refreshed for `LOCK_STALE_SECONDS` (here on a local folder)."""
+    monkeypatch.setattr(storage, "LOCK_REFRESH_SECONDS", 0.05)
+    workdir = tmp_path / "run"
+    with storage.workdir_lock(workdir, heartbeat=True) as previous:
+        assert previous is None
+        first = json.loads((workdir / storage.LOCK_FILE).read_text())
+        with pytest.raises(storage.WorkdirBusy, match=f"pid {os.getpid()} on "):
+            with storage.workdir_lock(workdir, heartbeat=True):
+                pass
+        time.sleep(0.3)
+        refreshed = json.loads((workdir / storage.LOCK_FILE).read_text())
+        assert refreshed["refreshed"] > first["refreshed"]
+    assert not (workdir / storage.LOCK_FILE).exists()
+    stale = dict(first, pid=1, refreshed=time.time() - storage.LOCK_STALE_SECONDS - 1)
+    (workdir / storage.LOCK_FILE).write_text(json.dumps(stale))
+    with storage.workdir_lock(workdir, heartbeat=True) as previous:
+        assert previous["pid"] == 1
+
+
+def test_adapt_refuses_a_workdir_in_use_before_writing(tmp_path):
+    from configs import joat
+    from mmc_jax import adapt
+
+    workdir = tmp_path / "adapt"
+    with storage.workdir_lock(workdir):
+        with pytest.raises(storage.WorkdirBusy, match=f"pid {os.getpid()} on "):
+            adapt.run_adaptation(
+                "gardner", "joat-cpu", workdir, config=joat.get_config("smoke"), stream=None
+            )
+    assert sorted(p.name for p in workdir.iterdir()) == []
