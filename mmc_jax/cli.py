@@ -62,8 +62,15 @@ def integer_arg(flag: str, minimum: int):
 
 
 def load_or_fail(parser, path: str, step: int | None, flag: str):
+    """(network, params, config) of `open_or_fail`."""
+    model = open_or_fail(parser, path, step, flag)
+    return model.network, model.params, model.config
+
+
+def open_or_fail(parser, path: str, step: int | None, flag: str) -> checkpoint.Model:
+    """`checkpoint.open_model(path, step)`, or an argparse error naming `flag` (one line)."""
     try:
-        return checkpoint.load_model(path, step)
+        return checkpoint.open_model(path, step)
     except (FileNotFoundError, ValueError, storage.MissingPackage) as error:
         parser.error(f"{flag} {path}: {error}")
 

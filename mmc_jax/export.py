@@ -18,7 +18,7 @@ import json
 import os
 import sys
 
-from mmc_jax import checkpoint, cli, storage
+from mmc_jax import checkpoint, cli
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -42,20 +42,20 @@ def main(argv: list[str] | None = None) -> int:
     if not args.checkpoint or not args.out:
         parser.error("--checkpoint and --out are required (or --list)")
     cli.check_output_folder(parser, "--out", args.out)
-    workdir, step = checkpoint.split_checkpoint_path(args.checkpoint, args.step)
-    _, params, config = cli.load_or_fail(parser, args.checkpoint, args.step, "--checkpoint")
-    meta = checkpoint.load_metadata(workdir, step)
-    extra = meta.get("extra") or {}
+    model = cli.open_or_fail(parser, args.checkpoint, args.step, "--checkpoint")
+    config = model.config
+    # The card says what was exported: the step loaded (the newest intact one).
+    extra = model.record.get("extra") or {}
     info = {
-        "source": storage.absolute(workdir),
-        "step": int(meta["step"]),
+        "source": model.source,
+        "step": model.step,
         "frames": extra.get("frames"),
         "games": extra.get("games"),
         "command": args.command or "(not recorded)",
         "description": f"{config.get('variant') or 'meta-training'}: "
-        f"{config.network.num_blocks}x{config.network.channels} net, step {meta['step']}",
+        f"{config.network.num_blocks}x{config.network.channels} net, step {model.step}",
     }
-    out = checkpoint.export_model(args.out, config, params, info)
+    out = checkpoint.export_model(args.out, config, model.params, info)
     size = sum(os.path.getsize(os.path.join(out, f)) for f in os.listdir(out))
     print(f"wrote {out} ({size / 1024:.0f} KB): step {info['step']} of {info['source']}")
     return 0

@@ -281,44 +281,33 @@ class _StopRequest:
 
 def _restore(algorithm, config, mesh, ckpt, save_replay, log):
     """The latest intact checkpoint restored into the abstract state, or None when there is
-    none. A damaged step (truncated or missing files) is skipped with a warning; a checkpoint
-    that does not fit the config raises ValueError (from `algorithm.restore_error`)."""
-    steps = ckpt.all_steps()
-    if not steps:
+    none: `checkpoint.restore_newest_intact`, the loading path of every command. A damaged step
+    (missing or truncated files, a broken sidecar, non-finite values) is skipped with a
+    warning; a checkpoint that does not fit the config raises ValueError (from
+    `algorithm.restore_error`)."""
+    if not ckpt.all_steps():
         return None
     template = checkpoint_state(algorithm.abstract_state(config, mesh), 0, 0, 0, save_replay)
-    reasons = {}
-    for step in reversed(steps):
-        try:
-            state = ckpt.restore(template, step=step, config=config)
-            # A checkpoint that is not finite (older code saved whatever it had) is no start.
-            bad = checkpoint_lib.nonfinite_leaves(
-                {"params": state["params"], "opt_state": state["opt_state"]}
-            )
-            if bad:
-                raise checkpoint_lib.CheckpointDamaged(f"non-finite values in {', '.join(bad)}")
-        except checkpoint_lib.CheckpointMismatch as error:
-            raise algorithm.restore_error(error, config) from None
-        except Exception as error:  # orbax raises many types for damaged files
-            reason = str(error).splitlines()[0][:160] if str(error) else type(error).__name__
-            reasons[step] = reason
-            log(
-                f"warning: checkpoint {ckpt.directory}/{step} is damaged ({reason}); "
-                "trying the one before"
-            )
-            continue
-        # The run goes on from `step` and will save the later steps again: their damaged
-        # folders move aside (kept, not deleted), or the first save would find them there.
-        for later in sorted(reasons):
-            log(f"warning: damaged checkpoint {later} moved to {ckpt.set_aside(later)}")
+
+    def read(step: int):
+        state = ckpt.restore(template, step=step, config=config)
+        # A checkpoint that is not finite (older code saved whatever it had) is no start.
+        bad = checkpoint_lib.nonfinite_leaves(
+            {"params": state["params"], "opt_state": state["opt_state"]}
+        )
+        if bad:
+            raise checkpoint_lib.CheckpointDamaged(f"non-finite values in {', '.join(bad)}")
         return state
-    # Nothing is deleted or overwritten: files that no step of this code can read may still be
-    # readable by the code that wrote them.
-    raise ValueError(
-        f"no checkpoint in {ckpt.directory} could be restored (steps {steps}; the latest failed "
-        f"with: {reasons[steps[-1]]}); nothing there was changed. If another version of mmc_jax "
-        "wrote them, resume with that version; to start afresh, pass another --workdir"
-    )
+
+    try:
+        step, state, damaged = checkpoint_lib.restore_newest_intact(ckpt, read, warn=log)
+    except checkpoint_lib.CheckpointMismatch as error:
+        raise algorithm.restore_error(error, config) from None
+    # The run goes on from `step` and will save the later steps again: their damaged folders
+    # move aside (kept, not deleted), or the first save would find them there.
+    for later in sorted(damaged):
+        log(f"warning: damaged checkpoint {later} moved to {ckpt.set_aside(later)}")
+    return state
 
 
 def _last_good(algorithm, config, mesh, workdir, ckpt, started_from: int, vouched: bool) -> str:

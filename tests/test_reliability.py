@@ -11,6 +11,7 @@ from __future__ import annotations
 import io
 import json
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -23,8 +24,8 @@ import pytest
 from fake_algorithm import FakeAlgorithm, fake_config
 
 from mmc_jax import checkpoint as checkpoint_lib
+from mmc_jax import export, runloop, storage
 from mmc_jax import metrics as metrics_lib
-from mmc_jax import runloop, storage
 
 TESTS = Path(__file__).resolve().parent
 ROOT = TESTS.parent
@@ -270,3 +271,100 @@ def test_adapt_refuses_a_workdir_in_use_before_writing(tmp_path):
                 "gardner", "joat-cpu", workdir, config=joat.get_config("smoke"), stream=None
             )
     assert sorted(p.name for p in workdir.iterdir()) == []
+
+
+# ---------------------------------------------------------------------------------------------
+# Items 3-5: one loading path for every command; exports never shadow a run
+
+LEGACY = TESTS / "fixtures" / "legacy" / "gardner_smoke"
+
+
+def two_steps(tmp_path, damage=None) -> Path:
+    """A copy of the legacy smoke run with a second step (same arrays, 64 frames) whose files
+    `damage(step_folder)` spoils."""
+    workdir = tmp_path / "run"
+    shutil.copytree(LEGACY, workdir)
+    steps = workdir / "checkpoints"
+    shutil.copytree(steps / "1", steps / "2")
+    sidecar = steps / "2" / "meta" / "metadata"
+    meta = json.loads(sidecar.read_text())
+    sidecar.write_text(json.dumps(dict(meta, step=2, extra={"frames": 64, "games": 8})))
+    if damage is not None:
+        damage(steps / "2")
+    return workdir
+
+
+def lose_manifest(step):
+    (step / "state" / "manifest.ocdbt").unlink()
+
+
+def corrupt_sidecar(step):
+    (step / "meta" / "metadata").write_text('{"step": 2, "config": {')
+
+
+def lose_sidecar(step):
+    (step / "meta" / "metadata").unlink()
+
+
+DAMAGES = {
+    "manifest": (lose_manifest, "state/manifest.ocdbt is missing"),
+    "sidecar": (corrupt_sidecar, "its sidecar meta/metadata is not valid JSON"),
+    "no_sidecar": (lose_sidecar, "meta/metadata is missing"),
+}
+
+
+@pytest.mark.parametrize("damage", list(DAMAGES))
+def test_export_falls_back_past_a_damaged_step_and_labels_what_it_exported(
+    tmp_path, capsys, damage
+):
+    """Items 4 and 5: a damaged latest step (a lost manifest, a corrupt or lost sidecar) is
+    skipped with a warning that names the file and the step; the export's card says the step
+    and frames of the parameters it holds (it used to write the damaged step's, with the
+    reason "(Exception)"), and an explicit `--step` of the damaged one says which to try."""
+    spoil, reason = DAMAGES[damage]
+    workdir = two_steps(tmp_path, spoil)
+    out = tmp_path / "model"
+    assert export.main(["--checkpoint", str(workdir), "--out", str(out)]) == 0
+    err = capsys.readouterr().err
+    assert f"warning: checkpoint {workdir}/checkpoints/2 is damaged ({reason}" in err, err
+    record = json.loads((out / checkpoint_lib.EXPORT_FILE).read_text())
+    assert (record["step"], record["frames"], record["games"]) == (1, 32, 0)
+    assert record["description"].endswith("step 1")
+
+    with pytest.raises(SystemExit) as exit_info:
+        export.main(["--checkpoint", str(workdir), "--step", "2", "--out", str(tmp_path / "x")])
+    assert exit_info.value.code == 2
+    last = capsys.readouterr().err.strip().splitlines()[-1]
+    assert f"checkpoint {workdir}/checkpoints/2 is damaged ({reason}" in last, last
+    assert "try --step 1" in last, last
+
+
+@pytest.mark.parametrize("damage", ["sidecar", "manifest"])
+def test_evaluate_and_adapt_name_the_damaged_file_and_the_step_to_try(tmp_path, damage):
+    """Item 5: `evaluate --step` and `adapt --init_from <workdir>/checkpoints/<step>` of a
+    damaged step: one line naming the file and the step, and the step to try instead."""
+    spoil, reason = DAMAGES[damage]
+    workdir = two_steps(tmp_path, spoil)
+    evaluated = subprocess.run(
+        [sys.executable, "-m", "mmc_jax.evaluate", "--variant", "gardner", "--games", "2"]
+        + ["--checkpoint", str(workdir), "--step", "2"],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=300,
+    )
+    adapted = subprocess.run(
+        [sys.executable, "-m", "mmc_jax.adapt", "--variant", "gardner"]
+        + ["--init_from", f"{workdir}/checkpoints/2", "--workdir", str(tmp_path / "adapt")],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=300,
+    )
+    for done in (evaluated, adapted):
+        assert done.returncode == 2, done.stderr[-3000:]
+        assert "Traceback" not in done.stderr, done.stderr[-3000:]
+        last = done.stderr.strip().splitlines()[-1]
+        assert f"checkpoint {workdir}/checkpoints/2 is damaged ({reason}" in last, last
+        assert f"try --step 1 (the path {workdir}/checkpoints/1)" in last, last
+    assert not (tmp_path / "adapt").exists()
