@@ -702,7 +702,8 @@ def open_model(
     (`shipped_models()`); `step` defaults to the latest (or to the step folder given). A
     damaged latest step (missing or truncated files, a broken sidecar, non-finite parameters)
     falls back to the newest intact one with a warning through `warn`
-    (`restore_newest_intact`).
+    (`restore_newest_intact`). A run's workdir that also holds an exported `model.json` (an
+    export into it by an older version) loads its checkpoints, with a note.
 
     Raises:
       FileNotFoundError: no such directory, or no checkpoint (or not that step) in it.
@@ -714,6 +715,11 @@ def open_model(
     workdir, step = split_checkpoint_path(path, step)
     if not storage.to_path(workdir).is_dir():
         raise FileNotFoundError(f"no such checkpoint directory: {workdir}")
+    if storage.to_path(storage.join(workdir, EXPORT_FILE)).is_file():
+        warn(
+            f"note: {workdir} holds an exported model besides its checkpoints (an export into "
+            "the run's workdir); loading the checkpoints"
+        )
     _require_checkpoints(workdir)
     sharding = jax.sharding.SingleDeviceSharding(jax.devices()[0])
 
@@ -748,6 +754,21 @@ def open_model(
             ckpt, read, step=step, warn=warn
         )
     return Model(network, params, config, storage.absolute(workdir), found, meta)
+
+
+def run_workdir_of(path: str | os.PathLike) -> str | None:
+    """The run workdir that `path` is (a folder with `checkpoints/`, `metrics.jsonl` or a
+    workdir lock) or lies in the checkpoints of (`<workdir>/checkpoints[_damaged|_diverged]/
+    ...`), or None: where an export must not go (it would shadow the run's checkpoints)."""
+    folder = storage.to_path(storage.absolute(path))
+    markers = (CHECKPOINT_SUBDIR, "metrics.jsonl", storage.LOCK_FILE)
+    if any((folder / marker).exists() for marker in markers):
+        return os.fspath(folder)
+    asides = {CHECKPOINT_SUBDIR + suffix for suffix in ("", DAMAGED_SUFFIX, DIVERGED_SUFFIX)}
+    for ancestor in (folder, *folder.parents):
+        if ancestor.name in asides:
+            return os.fspath(ancestor.parent)
+    return None
 
 
 # ---------------------------------------------------------------------------------------------
@@ -808,8 +829,13 @@ def resolve_model_path(path: str | os.PathLike) -> str:
 
 
 def is_exported(path: str | os.PathLike) -> bool:
-    """Whether `path` is an exported (params-only) model folder or a shipped model's name."""
-    return storage.to_path(storage.join(resolve_model_path(path), EXPORT_FILE)).is_file()
+    """Whether `path` is an exported (params-only) model folder or a shipped model's name; a
+    run's workdir never is, whatever it holds (an export there does not shadow it)."""
+    folder = resolve_model_path(path)
+    return (
+        storage.to_path(storage.join(folder, EXPORT_FILE)).is_file()
+        and not storage.to_path(storage.join(folder, CHECKPOINT_SUBDIR)).is_dir()
+    )
 
 
 def load_exported(path: str | os.PathLike):

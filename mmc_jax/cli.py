@@ -134,10 +134,16 @@ def checked_path(flag: str, path: str) -> epath.Path:
 
 def check_workdir(workdir: str) -> None:
     """Fails (one line) for a `--workdir` that cannot hold a run: a `gs://` one without the
-    `gcs` extra installed, or a file in its place."""
+    `gcs` extra installed, a file in its place, or an exported model's folder."""
     path = checked_path("--workdir", workdir)
     if path.exists() and not path.is_dir():
         fail(f"--workdir {workdir} is a file, not a directory")
+    exported = (path / checkpoint.EXPORT_FILE).is_file()
+    if exported and not (path / checkpoint.CHECKPOINT_SUBDIR).is_dir():
+        fail(
+            f"--workdir {workdir} holds an exported model ({checkpoint.EXPORT_FILE}): a run "
+            "there would be confused with it; pass another --workdir"
+        )
 
 
 def make_workdir(workdir: str) -> None:

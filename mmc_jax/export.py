@@ -8,7 +8,8 @@ net is about 250 KB) and `<out>/model.json` (the run config, the observation lay
 checkpoint and step, frames trained, and the command that trained it). Every CLI that takes a
 checkpoint (`evaluate`, `play`, `adapt --init_from`, `analyse`) takes such a folder, or the name
 of a model shipped in `mmc_jax/data/models` (`python -m mmc_jax.export --list`). A model of
-another observation layout is refused with the command to re-export it.
+another observation layout is refused with the command to re-export it. `--out` inside a run's
+workdir (or its checkpoints) is refused: the export would shadow the run's checkpoints.
 """
 
 from __future__ import annotations
@@ -42,6 +43,12 @@ def main(argv: list[str] | None = None) -> int:
     if not args.checkpoint or not args.out:
         parser.error("--checkpoint and --out are required (or --list)")
     cli.check_output_folder(parser, "--out", args.out)
+    run = checkpoint.run_workdir_of(args.out)
+    if run is not None:  # its model.json would be loaded in place of the run's checkpoints
+        parser.error(
+            f"--out {args.out}: inside the run in {run}, where an export would shadow its "
+            f"checkpoints; write it elsewhere, e.g. --out {run.rstrip('/')}-model"
+        )
     model = cli.open_or_fail(parser, args.checkpoint, args.step, "--checkpoint")
     config = model.config
     # The card says what was exported: the step loaded (the newest intact one).

@@ -368,3 +368,50 @@ def test_evaluate_and_adapt_name_the_damaged_file_and_the_step_to_try(tmp_path, 
         assert f"checkpoint {workdir}/checkpoints/2 is damaged ({reason}" in last, last
         assert f"try --step 1 (the path {workdir}/checkpoints/1)" in last, last
     assert not (tmp_path / "adapt").exists()
+
+
+def test_export_into_the_runs_workdir_is_refused(tmp_path, capsys):
+    """Item 3: `export --out` into the run's own workdir (or its checkpoints folder) would
+    shadow its checkpoints: refused with one line, nothing written."""
+    workdir = two_steps(tmp_path)
+    before = sorted(str(p) for p in workdir.rglob("*"))
+    for out in (workdir, workdir / "checkpoints", workdir / "checkpoints" / "7"):
+        with pytest.raises(SystemExit) as exit_info:
+            export.main(["--checkpoint", str(workdir), "--out", str(out)])
+        assert exit_info.value.code == 2
+        last = capsys.readouterr().err.strip().splitlines()[-1]
+        assert f"--out {out}: " in last and f"the run in {workdir}" in last, last
+        assert "would shadow its checkpoints" in last, last
+    assert sorted(str(p) for p in workdir.rglob("*")) == before
+
+
+def test_an_export_never_shadows_a_runs_checkpoints(tmp_path, capsys):
+    """Item 3: a run's workdir that holds an export (written there by an older version) still
+    loads its checkpoints, with a note; training into an exported model's folder is refused."""
+    workdir = two_steps(tmp_path)
+    _, params, config = checkpoint_lib.load_model(workdir)
+    doubled = jax.tree.map(lambda x: 2 * np.asarray(x), params)
+    checkpoint_lib.export_model(workdir, config, doubled, {"step": 1})  # the shadowing export
+    capsys.readouterr()
+    _, loaded, _ = checkpoint_lib.load_model(workdir)
+    for a, b in zip(jax.tree.leaves(loaded), jax.tree.leaves(params), strict=True):
+        np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+    assert "holds an exported model besides its checkpoints" in capsys.readouterr().err
+
+    exported = tmp_path / "model"
+    checkpoint_lib.export_model(exported, config, params, {"step": 1})
+    trained = subprocess.run(
+        [sys.executable, "-m", "mmc_jax.train", "--config", "configs/gardner.py:smoke"]
+        + ["--workdir", str(exported)],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=300,
+    )
+    assert trained.returncode == 2
+    (line,) = trained.stderr.splitlines()
+    assert line == (
+        f"error: --workdir {exported} holds an exported model (model.json): a run there would be "
+        "confused with it; pass another --workdir"
+    ), line
+    assert sorted(p.name for p in exported.iterdir()) == ["model.json", "params.msgpack"]
