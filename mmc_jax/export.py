@@ -9,7 +9,8 @@ checkpoint and step, frames trained, and the command that trained it). Every CLI
 checkpoint (`evaluate`, `play`, `adapt --init_from`, `analyse`) takes such a folder, or the name
 of a model shipped in `mmc_jax/data/models` (`python -m mmc_jax.export --list`). A model of
 another observation layout is refused with the command to re-export it. `--out` inside a run's
-workdir (or its checkpoints) is refused: the export would shadow the run's checkpoints.
+workdir (or its checkpoints) is refused: the export would shadow the run's checkpoints. Exporting
+an exported (or shipped) model copies it, its card keeping where the parameters came from.
 """
 
 from __future__ import annotations
@@ -51,17 +52,22 @@ def main(argv: list[str] | None = None) -> int:
         )
     model = cli.open_or_fail(parser, args.checkpoint, args.step, "--checkpoint")
     config = model.config
-    # The card says what was exported: the step loaded (the newest intact one).
-    extra = model.record.get("extra") or {}
-    info = {
-        "source": model.source,
-        "step": model.step,
-        "frames": extra.get("frames"),
-        "games": extra.get("games"),
-        "command": args.command or "(not recorded)",
-        "description": f"{config.get('variant') or 'meta-training'}: "
-        f"{config.network.num_blocks}x{config.network.channels} net, step {model.step}",
-    }
+    if model.exported:  # a copy: the card keeps where the parameters came from
+        info = {k: model.record.get(k) for k in ("source", "step", "frames", "games")}
+        info["command"] = args.command or model.record.get("command", "(not recorded)")
+        info["description"] = model.record.get("description", "")
+        info["copied_from"] = model.source
+    else:  # the card says what was exported: the step loaded (the newest intact one)
+        extra = model.record.get("extra") or {}
+        info = {
+            "source": model.source,
+            "step": model.step,
+            "frames": extra.get("frames"),
+            "games": extra.get("games"),
+            "command": args.command or "(not recorded)",
+            "description": f"{config.get('variant') or 'meta-training'}: "
+            f"{config.network.num_blocks}x{config.network.channels} net, step {model.step}",
+        }
     out = checkpoint.export_model(args.out, config, model.params, info)
     size = sum(os.path.getsize(os.path.join(out, f)) for f in os.listdir(out))
     print(f"wrote {out} ({size / 1024:.0f} KB): step {info['step']} of {info['source']}")

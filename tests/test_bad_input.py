@@ -7,10 +7,14 @@ In process where the command allows it (argparse CLIs), as the user's command ot
 from __future__ import annotations
 
 import io
+import json
+from pathlib import Path
 
+import jax
+import numpy as np
 import pytest
 
-from mmc_jax import launch, play
+from mmc_jax import checkpoint, export, launch, play
 
 # ---------------------------------------------------------------------------------------------
 # launch: a command must start with a program
@@ -59,3 +63,27 @@ def test_play_checks_the_pgn_path_before_the_game(tmp_path, capsys):
     assert stdout.getvalue() == "" and stdin.read() == "quit\n"  # no game was started
     err = capsys.readouterr().err.strip().splitlines()[-1]
     assert f"--pgn {missing}: the folder {missing.parent} does not exist" in err
+
+
+# ---------------------------------------------------------------------------------------------
+# export of an exported (shipped) model
+
+
+def test_export_of_a_shipped_model_copies_it_with_its_provenance(tmp_path, capsys):
+    """`export --checkpoint gardner-cpu` ended in a traceback (it looked for the checkpoints of
+    a folder that has none); it writes a copy whose card keeps the original's step, frames
+    and command and says what it was copied from."""
+    out = tmp_path / "copy"
+    assert export.main(["--checkpoint", "gardner-cpu", "--out", str(out)]) == 0
+    shipped = json.loads(
+        (Path(checkpoint.shipped_models()["gardner-cpu"]) / checkpoint.EXPORT_FILE).read_text()
+    )
+    record = json.loads((out / checkpoint.EXPORT_FILE).read_text())
+    for key in ("source", "step", "frames", "games", "command", "description"):
+        assert record[key] == shipped[key], key
+    assert record["copied_from"] == "gardner-cpu"
+    assert f"step {shipped['step']} of {shipped['source']}" in capsys.readouterr().out
+    _, copied, _ = checkpoint.load_model(out)
+    _, original, _ = checkpoint.load_model("gardner-cpu")
+    for a, b in zip(jax.tree.leaves(copied), jax.tree.leaves(original), strict=True):
+        np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
