@@ -9,12 +9,13 @@ config, build its data (the rules of the games it plays), initialise and describ
 compile its one jitted iteration, name its progress and evaluate parameters. `run` is the short
 Python loop around it, the same for every algorithm:
 
-1. Start-up, in big_vision's order, holding the workdir's lock for the whole run (one writer per
-   workdir: a second run there is refused, naming the first; `workdir_lock`): resume from the
-   latest checkpoint in `workdir`, else start from `init_params` (fresh optimizer state and
-   games), else from scratch. A resume restores
-   into an abstract template (nothing is compiled to refuse a mismatching checkpoint) and falls
-   back to the newest intact checkpoint when the latest is damaged, with a warning (the damaged
+1. Start-up: a state that cannot fit in memory is refused before anything is built, with its
+   estimated size (`check_memory`). Then, holding the workdir's lock for the whole run (one
+   writer per workdir: a second run there is refused, naming the first; `workdir_lock`), in
+   big_vision's order: resume from the latest checkpoint in `workdir`, else start from
+   `init_params` (fresh optimizer state and games), else from scratch. A resume restores into
+   an abstract template (nothing is compiled to refuse a mismatching checkpoint) and falls back
+   to the newest intact checkpoint when the latest is damaged, with a warning (the damaged
    steps move to `<workdir>/checkpoints_damaged/`, kept for inspection).
 2. Compile the iteration ahead of time, then for each iteration `i`: call it with the key
    `fold_in(run_key, i)` (a resumed run replays the same random stream), stop on a non-finite
@@ -368,6 +369,83 @@ def _batch_size(config, field: str) -> int:
     return int(node)
 
 
+# Above this batch size the state's size is extrapolated: building its abstract state tiles
+# the rules of every game in Python (ten million games: minutes before anything fails).
+EXACT_STATE_BATCH = 4096
+
+
+def _state_bytes(abstract: Any) -> int:
+    return sum(
+        math.prod(leaf.sharding.shard_shape(leaf.shape)) * np.dtype(leaf.dtype).itemsize
+        for leaf in jax.tree.leaves(abstract)
+    )
+
+
+def state_bytes_per_device(algorithm: Algorithm, config, mesh: Mesh, extrapolate=None) -> int:
+    """Bytes per device of the training state (parameters, optimizer state, games in progress,
+    replay ring), from `algorithm.abstract_state` (shapes only, nothing allocated): exact up to
+    `EXACT_STATE_BATCH` games, else (or with `extrapolate`) from two small batch sizes, as the
+    state is affine in the batch size."""
+    field = algorithm.batch_field
+    batch = _batch_size(config, field)
+    if not (batch > EXACT_STATE_BATCH if extrapolate is None else extrapolate):
+        return _state_bytes(algorithm.abstract_state(config, mesh))
+    sizes = (mesh.size, 2 * mesh.size)  # divisible by the devices
+    measured = []
+    for size in sizes:
+        small = config.to_dict()
+        node = small
+        *sections, name = field.split(".")
+        for part in sections:
+            node = node[part]
+        node[name] = size
+        small = algorithm.prepare_config(ml_collections.ConfigDict(small))
+        measured.append(_state_bytes(algorithm.abstract_state(small, mesh)))
+    per_game = (measured[1] - measured[0]) // (sizes[1] - sizes[0])
+    return measured[0] + per_game * (batch - sizes[0])
+
+
+def _memory_limit(mesh: Mesh) -> tuple[int, int, str]:
+    """(bytes, devices sharing them, what): an accelerator's own memory, or the host's
+    (physical, or the container's limit) shared by its CPU devices."""
+    device = mesh.devices.flat[0]
+    stats = device.memory_stats() if device.platform != "cpu" else None
+    if stats and stats.get("bytes_limit"):
+        return int(stats["bytes_limit"]), 1, f"memory of one {device.device_kind}"
+    total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    try:  # a container's limit (cgroup v2), when lower
+        with open("/sys/fs/cgroup/memory.max", encoding="ascii") as handle:
+            text = handle.read().strip()
+        total = min(total, int(text)) if text.isdigit() else total
+    except OSError:
+        pass
+    local = sum(1 for d in mesh.devices.flat if d.process_index == jax.process_index())
+    return total, max(local, 1), "memory of this host"
+
+
+def _gib(size: float) -> str:
+    for unit, scale in (("TiB", 2**40), ("GiB", 2**30), ("MiB", 2**20)):
+        if size >= scale:
+            return f"{size / scale:.1f} {unit}"
+    return f"{size / 2**10:.1f} KiB"
+
+
+def check_memory(algorithm: Algorithm, config, mesh: Mesh) -> None:
+    """Raises ValueError (one line, with the estimate) when the training state alone cannot
+    fit in memory: before anything is built or allocated. The state is a lower bound (the
+    iteration needs more), so no run that fits is refused."""
+    need = state_bytes_per_device(algorithm, config, mesh)
+    limit, sharing, what = _memory_limit(mesh)
+    if need * sharing > limit:
+        field = algorithm.batch_field
+        shared = f" x {sharing} devices" if sharing > 1 else ""
+        raise ValueError(
+            f"{field}={_batch_size(config, field)}: the training state alone needs about "
+            f"{_gib(need)} per device{shared} (parameters, optimizer state, games in progress, "
+            f"replay ring), more than the {_gib(limit)} of {what}; lower {field}"
+        )
+
+
 def run(
     algorithm: Algorithm,
     config: ml_collections.ConfigDict,
@@ -411,6 +489,7 @@ def run(
     sharding.check_batch_divisible(
         _batch_size(config, algorithm.batch_field), mesh.size, algorithm.batch_field
     )
+    check_memory(algorithm, config, mesh)
     is_chief = jax.process_index() == 0
 
     def log(line: str) -> None:

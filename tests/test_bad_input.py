@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import io
 import json
+import re
+import time
 from pathlib import Path
 
 import jax
@@ -87,3 +89,59 @@ def test_export_of_a_shipped_model_copies_it_with_its_provenance(tmp_path, capsy
     _, original, _ = checkpoint.load_model("gardner-cpu")
     for a, b in zip(jax.tree.leaves(copied), jax.tree.leaves(original), strict=True):
         np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+
+
+# ---------------------------------------------------------------------------------------------
+# train: an absurd batch size is refused before anything is allocated
+
+
+@pytest.mark.parametrize("name", ["alphazero", "joat"])
+def test_an_absurd_batch_size_is_refused_with_the_memory_it_needs(tmp_path, monkeypatch, name):
+    """`selfplay.batch_size=10**7` used to build ten million games' rules for minutes before
+    anything failed; the state's size is estimated first (from two small batch sizes: the
+    state is affine in it) and the run refused with one line that gives the estimate."""
+    from configs import gardner, joat
+    from mmc_jax import alphazero, meta, runloop
+
+    algorithm, config = {
+        "alphazero": (alphazero.ALGORITHM, gardner.get_config("smoke")),
+        "joat": (meta.ALGORITHM, joat.get_config("smoke")),
+    }[name]
+    field = algorithm.batch_field
+    section, key = field.split(".")
+    config[section][key] = 10**7
+
+    def no_games(*args, **kwargs):
+        raise AssertionError("the games were built before the memory check")
+
+    monkeypatch.setattr(algorithm, "setup", no_games)
+    started = time.time()
+    with pytest.raises(ValueError) as error:
+        runloop.run(algorithm, config, tmp_path / "run", stream=None)
+    message = str(error.value)
+    assert time.time() - started < 60
+    assert message.startswith(f"{field}=10000000: the training state alone needs about "), message
+    assert re.search(r"needs about [\d.]+ [GT]iB per device .* more than the [\d.]+ GiB", message)
+    assert message.endswith(f"; lower {field}"), message
+    assert "\n" not in message and not (tmp_path / "run").exists()
+
+
+@pytest.mark.parametrize("name", ["alphazero", "joat"])
+def test_the_memory_estimate_is_the_state_size(name):
+    """The estimate extrapolated from two small batch sizes is the abstract state's size."""
+    import math
+
+    from configs import gardner, joat
+    from mmc_jax import alphazero, meta, runloop
+
+    algorithm, module = {
+        "alphazero": (alphazero.ALGORITHM, gardner),
+        "joat": (meta.ALGORITHM, joat),
+    }[name]
+    config = algorithm.prepare_config(module.get_config("smoke"))
+    mesh = algorithm.make_mesh(config)
+    exact = sum(
+        math.prod(leaf.sharding.shard_shape(leaf.shape)) * leaf.dtype.itemsize
+        for leaf in jax.tree.leaves(algorithm.abstract_state(config, mesh))
+    )
+    assert runloop.state_bytes_per_device(algorithm, config, mesh, extrapolate=True) == exact
