@@ -647,7 +647,7 @@ def restore_newest_intact(
         raise CheckpointDamaged(
             f"checkpoint {ckpt.directory}/{step} is damaged ({reasons[int(step)]}); "
             + (
-                f"try --step {older[-1]} (the path {ckpt.directory}/{older[-1]})"
+                f"try --step {older[-1]} (or the path {ckpt.directory}/{older[-1]})"
                 if older
                 else "there is no older step"
             )

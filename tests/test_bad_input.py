@@ -6,9 +6,14 @@ In process where the command allows it (argparse CLIs), as the user's command ot
 
 from __future__ import annotations
 
+import importlib
 import io
 import json
 import re
+import shlex
+import shutil
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -145,3 +150,107 @@ def test_the_memory_estimate_is_the_state_size(name):
         for leaf in jax.tree.leaves(algorithm.abstract_state(config, mesh))
     )
     assert runloop.state_bytes_per_device(algorithm, config, mesh, extrapolate=True) == exact
+
+
+# ---------------------------------------------------------------------------------------------
+# docs/errors.md: every command's bad input, kept true
+
+ROOT = Path(__file__).resolve().parents[1]
+ERRORS_DOC = ROOT / "docs" / "errors.md"
+LEGACY = ROOT / "tests" / "fixtures" / "legacy" / "gardner_smoke"
+IN_PROCESS = {"analyse", "evaluate", "export", "launch", "play"}  # argparse: main(argv)
+PLACEHOLDERS = ("RUN", "DAMAGED", "UNREADABLE", "MODEL", "BUSY", "FILE", "MISSING", "OUT")
+
+
+def _code(cell: str) -> str:
+    cell = cell.strip()
+    if cell.startswith("``"):
+        return cell[2:-2].strip()
+    assert cell.startswith("`") and cell.endswith("`"), cell
+    return cell[1:-1]
+
+
+def error_table() -> list[tuple[str, str, str, int]]:
+    """(input, command, message, exit status) of every row of docs/errors.md."""
+    rows = []
+    for line in ERRORS_DOC.read_text(encoding="utf-8").splitlines():
+        if not line.startswith("| ") or line.startswith("| Input "):
+            continue
+        what, command, message, status = (cell.strip() for cell in line.strip("|").split(" | "))
+        rows.append((what, _code(command), _code(message), int(status)))
+    return rows
+
+
+@pytest.fixture(scope="module")
+def places(tmp_path_factory):
+    """The folders the table's placeholders stand for; BUSY is held by another process."""
+    root = tmp_path_factory.mktemp("errors")
+    run = root / "RUN"
+    shutil.copytree(LEGACY, run)
+    steps = run / "checkpoints"
+    shutil.copytree(steps / "1", steps / "2")
+    sidecar = steps / "2" / "meta" / "metadata"
+    sidecar.write_text(json.dumps(dict(json.loads(sidecar.read_text()), step=2)))
+    shutil.copytree(run, root / "DAMAGED")
+    (root / "DAMAGED" / "checkpoints" / "2" / "state" / "manifest.ocdbt").unlink()
+    shutil.copytree(run, root / "UNREADABLE")
+    for path in (root / "UNREADABLE" / "checkpoints" / "2" / "state").rglob("d/*"):
+        path.unlink()
+    _, params, config = checkpoint.load_model(run)
+    checkpoint.export_model(root / "MODEL", config, params, {"step": 2})
+    (root / "FILE").write_text("")
+    holder = subprocess.Popen(
+        [sys.executable, "-c", LOCK_AND_SLEEP, str(root / "BUSY")],
+        stdout=subprocess.PIPE,
+        text=True,
+        cwd=ROOT,
+    )
+    assert holder.stdout.readline() == "HELD\n"
+    yield {name: str(root / name) for name in PLACEHOLDERS}
+    holder.kill()
+    holder.communicate()
+
+
+LOCK_AND_SLEEP = """
+import sys, time
+from mmc_jax import storage
+with storage.workdir_lock(sys.argv[1]):
+    print("HELD", flush=True)
+    time.sleep(600)
+"""
+
+
+@pytest.mark.parametrize(
+    "what, command, message, status",
+    error_table(),
+    ids=[f"{c.split()[2].split('.')[1]}: {w}" for w, c, _, _ in error_table()],
+)
+def test_the_error_table_is_true(places, tmp_path, capsys, what, command, message, status):
+    paths = dict(places, OUT=str(tmp_path / "out"))
+    word = re.compile(r"\b(" + "|".join(PLACEHOLDERS) + r")\b")
+
+    def fill(text: str) -> str:
+        return word.sub(lambda found: paths[found.group(1)], text)
+
+    argv = shlex.split(fill(command))
+    assert argv[:2] == ["python", "-m"], command
+    module = argv[2].split(".")[1]
+    if module in IN_PROCESS:
+        main = importlib.import_module(f"mmc_jax.{module}").main
+        extra = {"stdin": io.StringIO(""), "stdout": io.StringIO()} if module == "play" else {}
+        try:
+            code = main(argv[3:], **extra)
+        except SystemExit as exit_info:
+            code = exit_info.code
+        code = code or 0
+        err = capsys.readouterr().err
+    else:
+        done = subprocess.run(
+            [sys.executable, *argv[1:]], capture_output=True, text=True, cwd=ROOT, timeout=300
+        )
+        code, err = done.returncode, done.stderr
+    assert "Traceback" not in err, err
+    last = err.strip().splitlines()[-1] if err.strip() else ""
+    pattern = re.escape(fill(message)).replace("…", ".*")
+    assert re.fullmatch(pattern, last), f"\n  table: {fill(message)}\n  got:   {last}"
+    assert code == status, err

@@ -366,7 +366,7 @@ def test_evaluate_and_adapt_name_the_damaged_file_and_the_step_to_try(tmp_path, 
         assert "Traceback" not in done.stderr, done.stderr[-3000:]
         last = done.stderr.strip().splitlines()[-1]
         assert f"checkpoint {workdir}/checkpoints/2 is damaged ({reason}" in last, last
-        assert f"try --step 1 (the path {workdir}/checkpoints/1)" in last, last
+        assert f"try --step 1 (or the path {workdir}/checkpoints/1)" in last, last
     assert not (tmp_path / "adapt").exists()
 
 
