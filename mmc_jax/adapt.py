@@ -23,6 +23,7 @@ workdir gets the training run (checkpoints, metrics, plots), `adaptation.json` (
 with W/D/L and 95% CIs, frames, settings), `adaptation.md` (the table) and
 `plots/adaptation.png` (score against each opponent over adaptation iterations). Re-running
 the command resumes: finished evaluations are kept, training continues from its checkpoint.
+One run at a time per workdir: a second is refused before it reads or writes anything there.
 """
 
 from __future__ import annotations
