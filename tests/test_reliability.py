@@ -11,9 +11,13 @@ from __future__ import annotations
 import io
 import json
 import os
+import queue
+import random
 import shutil
+import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -415,3 +419,135 @@ def test_an_export_never_shadows_a_runs_checkpoints(tmp_path, capsys):
         "confused with it; pass another --workdir"
     ), line
     assert sorted(p.name for p in exported.iterdir()) == ["model.json", "params.msgpack"]
+
+
+# ---------------------------------------------------------------------------------------------
+# Chaos: training killed at random moments ends as an unbroken run
+
+
+CHAOS_ITERATIONS = 10
+
+
+def train_command(workdir) -> list[str]:
+    """The user's command: `gardner.py:smoke`, 10 iterations."""
+    return [
+        sys.executable,
+        "-m",
+        "mmc_jax.train",
+        "--config",
+        "configs/gardner.py:smoke",
+        f"--config.num_iterations={CHAOS_ITERATIONS}",
+        "--workdir",
+        str(workdir),
+    ]
+
+
+class Lines:
+    """The lines a process prints, read in a thread, with the time each arrived."""
+
+    def __init__(self, process: subprocess.Popen):
+        self.process = process
+        self.lines: queue.Queue = queue.Queue()
+        self.seen: list[str] = []
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self) -> None:
+        for line in self.process.stdout:
+            self.lines.put(line.rstrip("\n"))
+        self.lines.put(None)
+
+    def wait_for(self, predicate, timeout: float = 600.0) -> str | None:
+        """The first new line for which `predicate` holds; None when the process ended."""
+        deadline = time.time() + timeout
+        while True:
+            line = self.lines.get(timeout=max(deadline - time.time(), 0.01))
+            if line is None:
+                return None
+            self.seen.append(line)
+            if predicate(line):
+                return line
+
+
+def final_state(workdir):
+    """Every array of the run's last checkpoint (parameters, optimizer state, games, replay)."""
+    from configs import gardner
+    from mmc_jax import alphazero
+
+    config = gardner.get_config("smoke")
+    config.num_iterations = CHAOS_ITERATIONS
+    config = alphazero.ALGORITHM.prepare_config(config)
+    mesh = alphazero.ALGORITHM.make_mesh(config)
+    abstract = alphazero.ALGORITHM.abstract_state(config, mesh)
+    template = runloop.checkpoint_state(abstract, 0, 0, 0, save_replay=True)
+    return checkpoint_lib.restore_checkpoint(workdir, template, step=CHAOS_ITERATIONS)
+
+
+@pytest.mark.slow
+def test_training_killed_at_random_moments_ends_bit_identical_to_an_unbroken_run(tmp_path):
+    """`gardner.py:smoke` for 10 iterations, a checkpoint after each, stopped four times in a
+    row: a SIGTERM during compilation (it says that nothing was lost), then SIGKILLs at random
+    moments inside an iteration (self-play, the learner, metrics, plots) and right after an
+    iteration's progress line (while its checkpoint is written); then run to the end. Every
+    array of its last checkpoint is that of an unbroken run, its metrics too, with every record
+    once; each relaunch after a SIGKILL took the killed run's lock over."""
+    rng = random.Random(39)
+    workdir = tmp_path / "chaos"
+    moments = ["compile", "iteration", "save", rng.choice(["iteration", "save"])]
+    log = []
+    for moment in moments:
+        process = subprocess.Popen(
+            train_command(workdir),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            cwd=ROOT,
+        )
+        lines = Lines(process)
+        try:
+            if moment == "compile":  # the iteration compiles for 15 s or more
+                lines.wait_for(lambda line: " games x " in line)
+                time.sleep(rng.uniform(0.5, 3.0))
+                assert process.poll() is None, "\n".join(lines.seen)
+                process.send_signal(signal.SIGTERM)
+                assert lines.wait_for(lambda line: "during start-up" in line) is not None
+                assert process.wait(timeout=300) == 0, "\n".join(lines.seen)
+            else:  # after 2 or 3 iterations of this process (at most 9 of the 10 in all)
+                lines.wait_for(lambda line: line.startswith("compiled the iteration"))
+                for _ in range(rng.randint(2, 3)):
+                    lines.wait_for(lambda line: line.startswith("it "))
+                if moment == "iteration":  # somewhere in the next iteration
+                    time.sleep(rng.uniform(0.0, 0.5))
+                # else at once: its checkpoint is being written
+                assert process.poll() is None, "\n".join(lines.seen)
+                process.kill()
+        finally:
+            if process.poll() is None:
+                process.kill()
+            process.wait()
+            process.stdout.close()
+        steps = checkpoint_lib.Checkpointer(workdir).all_steps()
+        log.append((moment, steps, [line for line in lines.seen if "resumed" in line]))
+        assert not steps or steps[-1] < CHAOS_ITERATIONS, log
+    finished = subprocess.run(
+        train_command(workdir), capture_output=True, text=True, timeout=900, cwd=ROOT
+    )
+    assert finished.returncode == 0, (log, finished.stdout[-3000:], finished.stderr[-3000:])
+    assert "took over the lock" in finished.stdout, finished.stdout[-3000:]
+    assert log[-1][1], log  # the killed runs left checkpoints: the last one resumed from one
+    assert f"resumed from {workdir}/checkpoints/{log[-1][1][-1]}" in finished.stdout, log
+    unbroken = tmp_path / "unbroken"
+    done = subprocess.run(
+        train_command(unbroken), capture_output=True, text=True, timeout=900, cwd=ROOT
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+
+    records = metrics_lib.read_metrics(workdir)
+    assert [r["step"] for r in records] == list(range(1, CHAOS_ITERATIONS + 1)), log
+    for got, want in zip(records, metrics_lib.read_metrics(unbroken), strict=True):
+        for key in ("train/policy_loss", "train/value_loss", "selfplay/games", "frames"):
+            assert got[key] == want[key], (key, got["step"], log)
+    print("chaos:", log)  # (moment, steps after it, resume lines) per stop, for -s
+    got, want = final_state(workdir), final_state(unbroken)
+    flat_got = jax.tree_util.tree_flatten_with_path(got)[0]
+    for (path, a), b in zip(flat_got, jax.tree.leaves(want), strict=True):
+        np.testing.assert_array_equal(np.asarray(a), np.asarray(b), err_msg=f"{path} {log}")
