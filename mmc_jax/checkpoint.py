@@ -327,18 +327,24 @@ class Checkpointer:
         file nor the step, and whose reads in flight outlive a failure)."""
         folder = storage.to_path(storage.join(self.directory, str(int(step))))
         state = folder / "state"
-        required = [SIDECAR, "state/_METADATA"]
-        processes = sorted(p.name for p in state.glob("ocdbt.process_*"))
-        if processes or (state / "d").exists():  # an OCDBT store: its manifests
-            required += ["state/manifest.ocdbt"]
-            required += [f"state/{name}/manifest.ocdbt" for name in processes]
-        for name in required:
+        for name in (SIDECAR, "state/_METADATA"):
             if not (folder / name).exists():
                 raise CheckpointDamaged(f"{name} is missing")
         try:
             json.loads((folder / SIDECAR).read_bytes())
         except ValueError as error:  # JSONDecodeError, UnicodeDecodeError
             raise CheckpointDamaged(f"its sidecar {SIDECAR} is not valid JSON ({error})") from None
+        try:
+            layout = json.loads((state / "_METADATA").read_bytes())
+        except ValueError as error:
+            raise CheckpointDamaged(f"state/_METADATA is not valid JSON ({error})") from None
+        if isinstance(layout, dict) and layout.get("use_ocdbt"):  # the store's manifests
+            writers = sorted(p.name for p in state.glob("array_metadatas/process_*"))
+            required = ["state/manifest.ocdbt"]
+            required += [f"state/ocdbt.{name}/manifest.ocdbt" for name in writers]
+            for name in required:
+                if not (folder / name).exists():
+                    raise CheckpointDamaged(f"{name} is missing")
 
     def restore(
         self,

@@ -327,7 +327,7 @@ def _last_good(algorithm, config, mesh, workdir, ckpt, started_from: int, vouche
         template = algorithm.abstract_state(config, mesh).params
         ckpt.wait()  # (a manager that saved cannot read a subtree: a fresh one reads it)
         params = checkpoint_lib.restore_subtree(workdir, "params", template, step=latest)
-        size = f"; its largest |parameter| is {checkpoint_lib.largest_magnitude(params):.2g}"
+        size = f" (its largest |parameter| is {checkpoint_lib.largest_magnitude(params):.2g})"
     except Exception:  # only a detail of the message
         size = ""
     older = [step for step in ckpt.all_steps() if step < latest]
@@ -340,7 +340,7 @@ def _last_good(algorithm, config, mesh, workdir, ckpt, started_from: int, vouche
     moved = ckpt.set_aside(latest, checkpoint_lib.DIVERGED_SUFFIX)
     return (
         f"step {latest}, where this iteration started, is not vouched for by a finite "
-        f"iteration{size}, and was moved to {moved}; the last good checkpoint is step "
+        f"iteration{size} and was moved to {moved}; the last good checkpoint is step "
         f"{older[-1]} in {ckpt.directory}, which a re-run resumes from"
     )
 

@@ -14,8 +14,8 @@ checkpoint (a finished workdir says so and trains nothing). SIGTERM or Ctrl-C st
 iteration in progress, which is checkpointed (during start-up: before the first iteration). A
 non-finite loss stops the run before anything of that iteration is saved, and a re-run resumes
 from a step a finite iteration ran from. One run at a time per workdir: a second is refused,
-naming the first (`runloop.workdir_lock`). The workdir may be a bucket (`--workdir gs://BUCKET/runs/joat`, with the
-`gcs` extra installed; docs/cloud.md).
+naming the first (`runloop.workdir_lock`). The workdir may be a bucket
+(`--workdir gs://BUCKET/runs/joat`, with the `gcs` extra installed; docs/cloud.md).
 
 Presets: the part after the colon (`configs/gardner.py:cpu`); the presets, their sizes and
 their measured runtimes are in each config file's docstring. Without a preset, configs/joat.py

@@ -551,3 +551,31 @@ def test_training_killed_at_random_moments_ends_bit_identical_to_an_unbroken_run
     flat_got = jax.tree_util.tree_flatten_with_path(got)[0]
     for (path, a), b in zip(flat_got, jax.tree.leaves(want), strict=True):
         np.testing.assert_array_equal(np.asarray(a), np.asarray(b), err_msg=f"{path} {log}")
+
+
+def test_a_resume_steps_past_damaged_files_and_keeps_an_unreadable_workdir_as_it_is(tmp_path):
+    """The run loop's resume goes through the one loading path: a step whose arrays are lost is
+    skipped with a warning naming the damage and moved aside; when no step can be read, the
+    error says so and nothing in the workdir changes."""
+    workdir = tmp_path / "run"
+    runloop.run(FakeAlgorithm(), fake_config(2), workdir, stream=None)
+    steps = workdir / "checkpoints"
+
+    def damage(step):
+        for path in (steps / str(step) / "state").iterdir():
+            if "ocdbt" in path.name or path.name == "d":
+                shutil.rmtree(path) if path.is_dir() else path.unlink()
+
+    damage(2)
+    log = io.StringIO()
+    resumed = runloop.run(FakeAlgorithm(), fake_config(3), workdir, stream=log)
+    assert f"checkpoint {steps}/2 is damaged (state/manifest.ocdbt is missing)" in log.getvalue()
+    assert (workdir / "checkpoints_damaged" / "2" / "state").is_dir()
+    assert resumed.start_iteration == 1 and resumed.record["iteration"] == 3
+
+    for step in checkpoint_lib.Checkpointer(workdir).all_steps():
+        damage(step)
+    before = sorted(str(p.relative_to(workdir)) for p in workdir.rglob("*"))
+    with pytest.raises(ValueError, match=r"no checkpoint in .* could be restored .* nothing there"):
+        runloop.run(FakeAlgorithm(), fake_config(4), workdir, stream=None)
+    assert sorted(str(p.relative_to(workdir)) for p in workdir.rglob("*")) == before
