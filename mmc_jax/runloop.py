@@ -388,7 +388,9 @@ def state_bytes_per_device(algorithm: Algorithm, config, mesh: Mesh, extrapolate
     state is affine in the batch size."""
     field = algorithm.batch_field
     batch = _batch_size(config, field)
-    if not (batch > EXACT_STATE_BATCH if extrapolate is None else extrapolate):
+    if extrapolate is None:
+        extrapolate = batch > EXACT_STATE_BATCH
+    if not extrapolate:
         return _state_bytes(algorithm.abstract_state(config, mesh))
     sizes = (mesh.size, 2 * mesh.size)  # divisible by the devices
     measured = []
@@ -619,6 +621,18 @@ def _run(algorithm, config, mesh, workdir, log, init_params, on_eval, handle_sig
                                 algorithm, config, mesh, workdir, ckpt, iteration, vouched=False
                             ),
                         )
+                    # What may be saved must be finite: the losses were, but an explosion in
+                    # the last learner step shows only in the state.
+                    bad = checkpoint_lib.nonfinite_leaves(
+                        {"params": state.params, "opt_state": state.opt_state}
+                    )
+                    if bad:
+                        note = _last_good(algorithm, config, mesh, workdir, ckpt, iteration, True)
+                        raise FloatingPointError(
+                            f"non-finite values in the state after iteration {done}: "
+                            f"{', '.join(bad[:6])}. Stopping; nothing of this iteration was "
+                            f"saved ({note}). {DIVERGENCE_HINT}"
+                        )
                     frames += int(record["selfplay/frames"])
                     games += int(record["selfplay/games"])
                     record.update(
@@ -667,20 +681,6 @@ def _run(algorithm, config, mesh, workdir, log, init_params, on_eval, handle_sig
                         # A bucket's metrics file is uploaded at intervals: make it hold every
                         # record up to this checkpoint, which a resumed run starts from.
                         writer.flush()
-                        # What is saved must be finite: its losses were, but an explosion in
-                        # the last learner step shows only in the state.
-                        bad = checkpoint_lib.nonfinite_leaves(
-                            {"params": state.params, "opt_state": state.opt_state}
-                        )
-                        if bad:
-                            note = _last_good(
-                                algorithm, config, mesh, workdir, ckpt, iteration, True
-                            )
-                            raise FloatingPointError(
-                                f"non-finite values in the state after iteration {done}: "
-                                f"{', '.join(bad[:6])}. Stopping; nothing of this iteration was "
-                                f"saved ({note}). {DIVERGENCE_HINT}"
-                            )
                         ckpt.save(
                             done,
                             checkpoint_state(state, done, frames, games, save_replay),

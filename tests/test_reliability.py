@@ -120,6 +120,7 @@ def test_a_non_finite_optimizer_state_is_never_saved(tmp_path):
     assert "non-finite values in the state after iteration 2: ['opt_state']['moment']" in message
     assert f"the last good checkpoint is step 1 in {workdir}/checkpoints" in message, message
     assert checkpoint_lib.Checkpointer(workdir).all_steps() == [1]
+    assert [r["step"] for r in metrics_lib.read_metrics(workdir)] == [1]  # nor its metrics
 
 
 def test_a_resume_skips_a_checkpoint_with_non_finite_values(tmp_path):
