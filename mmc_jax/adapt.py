@@ -23,6 +23,7 @@ workdir gets the training run (checkpoints, metrics, plots), `adaptation.json` (
 with W/D/L and 95% CIs, frames, settings), `adaptation.md` (the table) and
 `plots/adaptation.png` (score against each opponent over adaptation iterations). Re-running
 the command resumes: finished evaluations are kept, training continues from its checkpoint.
+One run at a time per workdir: a second is refused before it reads or writes anything there.
 """
 
 from __future__ import annotations
@@ -460,80 +461,86 @@ def run_adaptation(
         "frames_per_iteration": alphazero.samples_per_iteration(run_config),
         "points": [],
     }
-    previous_text = storage.read_text(results_path)
-    if previous_text is not None:
-        previous = json.loads(previous_text)
-        same = all(
-            previous.get(k, seed if k == "init_seed" else None) == results[k]
-            for k in ("variant", "init_from", "init_seed", "settings")
+    # One writer per workdir: the adaptation's results and its training run alike.
+    with runloop.workdir_lock(workdir, log):
+        previous_text = storage.read_text(results_path)
+        if previous_text is not None:
+            previous = json.loads(previous_text)
+            same = all(
+                previous.get(k, seed if k == "init_seed" else None) == results[k]
+                for k in ("variant", "init_from", "init_seed", "settings")
+            )
+            if same and previous.get("reference") == results["reference"]:
+                results["points"] = [
+                    p for p in previous["points"] if p["iteration"] in points_wanted
+                ]
+        done = {p["iteration"] for p in results["points"]}
+        key = jax.random.key(seed + 1_000_003)
+        template = jax.tree.map(
+            lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=x.sharding), params0
         )
-        if same and previous.get("reference") == results["reference"]:
-            results["points"] = [p for p in previous["points"] if p["iteration"] in points_wanted]
-    done = {p["iteration"] for p in results["points"]}
-    key = jax.random.key(seed + 1_000_003)
-    template = jax.tree.map(
-        lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=x.sharding), params0
-    )
-    storage.to_path(workdir).mkdir(parents=True, exist_ok=True)
+        storage.to_path(workdir).mkdir(parents=True, exist_ok=True)
 
-    def evaluate_at(point: int, params: Any, frames: int, trained: float) -> None:
-        started = time.time()
-        matches = evaluate_point(
-            network,
-            params,
-            variant,
-            settings,
-            key,
-            unadapted=params0 if head_to_head and point > 0 else None,
-            reference=reference_model,
+        def evaluate_at(point: int, params: Any, frames: int, trained: float) -> None:
+            started = time.time()
+            matches = evaluate_point(
+                network,
+                params,
+                variant,
+                settings,
+                key,
+                unadapted=params0 if head_to_head and point > 0 else None,
+                reference=reference_model,
+            )
+            entry = {
+                "iteration": point,
+                "frames": frames,
+                "train_seconds": trained,
+                "eval_seconds": time.time() - started,
+                "matches": matches,
+            }
+            results["points"] = sorted(results["points"] + [entry], key=lambda p: p["iteration"])
+            storage.write_atomically(results_path, json.dumps(results, indent=1))
+            scores = ", ".join(f"{o} {_format_score(m)}" for o, m in matches.items())
+            log(f"{variant} after {point} adaptation iterations ({frames} frames): {scores}")
+
+        if 0 in points_wanted and 0 not in done:
+            evaluate_at(0, params0, 0, 0.0)
+        # Points behind a resumed run's checkpoint (an earlier call evaluated fewer of them).
+        reached = checkpoint_lib.latest_step(workdir) or 0
+        for point in points_wanted:
+            if 0 < point <= reached and point not in done:
+                restored = checkpoint_lib.restore_subtree(workdir, "params", template, step=point)
+                evaluate_at(point, on_device(restored), _frames_at(workdir, point), 0.0)
+        last = max(
+            [p for p in points_wanted if p not in {q["iteration"] for q in results["points"]}]
+            or [0]
         )
-        entry = {
-            "iteration": point,
-            "frames": frames,
-            "train_seconds": trained,
-            "eval_seconds": time.time() - started,
-            "matches": matches,
-        }
-        results["points"] = sorted(results["points"] + [entry], key=lambda p: p["iteration"])
-        storage.write_atomically(results_path, json.dumps(results, indent=1))
-        scores = ", ".join(f"{o} {_format_score(m)}" for o, m in matches.items())
-        log(f"{variant} after {point} adaptation iterations ({frames} frames): {scores}")
+        if last > 0:
+            train_started = time.time()
 
-    if 0 in points_wanted and 0 not in done:
-        evaluate_at(0, params0, 0, 0.0)
-    # Points behind a resumed run's checkpoint (an earlier call evaluated fewer of them).
-    reached = checkpoint_lib.latest_step(workdir) or 0
-    for point in points_wanted:
-        if 0 < point <= reached and point not in done:
-            restored = checkpoint_lib.restore_subtree(workdir, "params", template, step=point)
-            evaluate_at(point, on_device(restored), _frames_at(workdir, point), 0.0)
-    last = max(
-        [p for p in points_wanted if p not in {q["iteration"] for q in results["points"]}] or [0]
-    )
-    if last > 0:
-        train_started = time.time()
+            def on_eval(iteration: int, state: Any, record: dict[str, Any]) -> None:
+                if iteration in points_wanted and iteration > reached:
+                    evaluate_at(
+                        iteration,
+                        on_device(jax.device_get(state.params)),
+                        int(record["frames"]),
+                        time.time() - train_started,
+                    )
 
-        def on_eval(iteration: int, state: Any, record: dict[str, Any]) -> None:
-            if iteration in points_wanted and iteration > reached:
-                evaluate_at(
-                    iteration,
-                    on_device(jax.device_get(state.params)),
-                    int(record["frames"]),
-                    time.time() - train_started,
-                )
-
-        run_config.unlock()
-        run_config.num_iterations = last
-        runloop.run(
-            alphazero.ALGORITHM,
-            run_config,
-            workdir,
-            init_params=params0,
-            on_eval=on_eval,
-            stream=stream,
-        )
-    storage.write_atomically(storage.join(workdir, TABLE_FILE), markdown_table(results))
-    plot_curve(results, storage.join(workdir, metrics_lib.PLOTS_SUBDIR, PLOT_FILE))
+            run_config.unlock()
+            run_config.num_iterations = last
+            runloop.run(
+                alphazero.ALGORITHM,
+                run_config,
+                workdir,
+                init_params=params0,
+                on_eval=on_eval,
+                stream=stream,
+                lock=False,  # held here
+            )
+        storage.write_atomically(storage.join(workdir, TABLE_FILE), markdown_table(results))
+        plot_curve(results, storage.join(workdir, metrics_lib.PLOTS_SUBDIR, PLOT_FILE))
     return results
 
 

@@ -30,15 +30,18 @@ Typical use from a training loop:
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
+import re
 import sys
 import time
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, TypeVar
 
 import flax
 import jax
+import jax.numpy as jnp
 import ml_collections
 import numpy as np
 import optax
@@ -51,7 +54,10 @@ from mmc_jax import rules as R
 from mmc_jax import storage
 
 CHECKPOINT_SUBDIR = "checkpoints"
+SIDECAR = "meta/metadata"  # in a step's folder: the JSON sidecar
 DAMAGED_SUFFIX = "_damaged"  # <workdir>/checkpoints_damaged: steps a resume could not read
+# <workdir>/checkpoints_diverged: steps that an iteration with non-finite losses started from
+DIVERGED_SUFFIX = "_diverged"
 
 # Dotted config paths that must agree between the saved run and the restoring one. A key is
 # compared only when both configs have it; the per-leaf shape check catches everything else.
@@ -180,6 +186,34 @@ def _raise_if_structure_mismatch(error: ValueError, where: str) -> None:
     ) from None
 
 
+def nonfinite_leaves(tree: Any) -> list[str]:
+    """Key paths (`['params']['Conv_0']['kernel']`) of the floating-point leaves of `tree` that
+    hold a NaN or an infinity: what a checkpoint must never hold. One reduction per leaf, on
+    the device (a multi-process tree included)."""
+    flat, _ = jax.tree_util.tree_flatten_with_path(tree)
+    floats = [(p, x) for p, x in flat if jnp.issubdtype(jnp.result_type(x), jnp.inexact)]
+    if not floats:
+        return []
+    finite = jax.device_get(_all_finite([x for _, x in floats]))
+    return [jax.tree_util.keystr(p) for (p, _), ok in zip(floats, finite, strict=True) if not ok]
+
+
+@jax.jit
+def _all_finite(leaves: list[Any]) -> list[jax.Array]:
+    return [jnp.all(jnp.isfinite(x)) for x in leaves]
+
+
+def largest_magnitude(tree: Any) -> float:
+    """The largest |value| over the floating-point leaves of `tree` (0.0 for none)."""
+    leaves = [x for x in jax.tree.leaves(tree) if jnp.issubdtype(jnp.result_type(x), jnp.inexact)]
+    return max((float(jnp.max(jnp.abs(x))) for x in leaves if np.size(x)), default=0.0)
+
+
+class CheckpointDamaged(ValueError):
+    """A checkpoint step whose files cannot be read (missing, truncated, a corrupt sidecar) or
+    whose values are not finite."""
+
+
 class CheckpointMismatch(ValueError):
     """A checkpoint that does not fit what restores it (config fields, observation layout or
     leaf shapes): refused before any array is read. Any other error while restoring means
@@ -223,6 +257,7 @@ class Checkpointer:
         async_save: bool = True,
     ):
         storage.require_packages(workdir)
+        _quiet_closed_loop_reports()
         self.directory = storage.join(storage.absolute(workdir), CHECKPOINT_SUBDIR)
         options = ocp.CheckpointManagerOptions(
             max_to_keep=max_to_keep,
@@ -274,10 +309,42 @@ class Checkpointer:
         )
 
     def metadata(self, step: int | None = None) -> dict[str, Any]:
-        """The JSON sidecar of `step` (default: latest). Raises FileNotFoundError if none."""
+        """The JSON sidecar of `step` (default: latest).
+
+        Raises:
+          FileNotFoundError: no checkpoint (or not that step).
+          CheckpointDamaged: a file of the step is missing, or its sidecar is not JSON
+            (`check_files`).
+        """
         step = self._resolve_step(step)
+        self.check_files(step)
         restored = self._manager.restore(step, args=ocp.args.Composite(meta=ocp.args.JsonRestore()))
         return dict(restored["meta"])
+
+    def check_files(self, step: int) -> None:
+        """Raises CheckpointDamaged naming the first file of step `step` that is missing, or a
+        sidecar that is not JSON, before orbax reads anything (whose errors name neither the
+        file nor the step, and whose reads in flight outlive a failure)."""
+        folder = storage.to_path(storage.join(self.directory, str(int(step))))
+        state = folder / "state"
+        for name in (SIDECAR, "state/_METADATA"):
+            if not (folder / name).exists():
+                raise CheckpointDamaged(f"{name} is missing")
+        try:
+            json.loads((folder / SIDECAR).read_bytes())
+        except ValueError as error:  # JSONDecodeError, UnicodeDecodeError
+            raise CheckpointDamaged(f"its sidecar {SIDECAR} is not valid JSON ({error})") from None
+        try:
+            layout = json.loads((state / "_METADATA").read_bytes())
+        except ValueError as error:
+            raise CheckpointDamaged(f"state/_METADATA is not valid JSON ({error})") from None
+        if isinstance(layout, dict) and layout.get("use_ocdbt"):  # the store's manifests
+            writers = sorted(p.name for p in state.glob("array_metadatas/process_*"))
+            required = ["state/manifest.ocdbt"]
+            required += [f"state/ocdbt.{name}/manifest.ocdbt" for name in writers]
+            for name in required:
+                if not (folder / name).exists():
+                    raise CheckpointDamaged(f"{name} is missing")
 
     def restore(
         self,
@@ -360,12 +427,14 @@ class Checkpointer:
         )
         return restored["state"][key]
 
-    def set_aside(self, step: int) -> str:
-        """Moves the folder of `step` (a damaged one) out of the way of new saves, into
-        `<workdir>/checkpoints_damaged/`, and returns where it went. Nothing is deleted: the
-        files stay for a human to inspect, and the step can be saved again."""
+    def set_aside(self, step: int, suffix: str = DAMAGED_SUFFIX) -> str:
+        """Moves the folder of `step` (a damaged one; with `DIVERGED_SUFFIX`, one that an
+        iteration with non-finite losses started from) out of the way of new saves, into
+        `<workdir>/checkpoints_damaged/` (`checkpoints<suffix>/`), and returns where it went.
+        Nothing is deleted: the files stay for a human to inspect, and the step can be saved
+        again."""
         self._manager.wait_until_finished()
-        aside = storage.to_path(self.directory + DAMAGED_SUFFIX)
+        aside = storage.to_path(self.directory + suffix)
         target = aside / str(int(step))
         if jax.process_index() == 0:  # one process moves it; all wait, then re-list the steps
             aside.mkdir(parents=True, exist_ok=True)
@@ -436,10 +505,16 @@ def _require_checkpoints(workdir: str | os.PathLike) -> None:
 
 
 def load_metadata(workdir: str | os.PathLike, step: int | None = None) -> dict[str, Any]:
-    """The JSON sidecar (config, versions, step, shapes, extra) of `step` (default: latest)."""
+    """The JSON sidecar (config, versions, step, shapes, extra) of `step` (default: the newest
+    step whose sidecar reads).
+
+    Raises:
+      FileNotFoundError: no checkpoint (or not that step).
+      CheckpointDamaged: that step's sidecar (or every step's) cannot be read.
+    """
     _require_checkpoints(workdir)
     with Checkpointer(workdir, max_to_keep=None, async_save=False) as ckpt:
-        return ckpt.metadata(step)
+        return restore_newest_intact(ckpt, ckpt.metadata, step=step)[1]
 
 
 def restore_checkpoint(
@@ -499,67 +574,207 @@ def split_checkpoint_path(path: str | os.PathLike, step: int | None) -> tuple[st
     return path, step
 
 
+T = TypeVar("T")
+
+
+def damage_reason(error: BaseException) -> str:
+    """What is wrong with a checkpoint step, in a few words: the missing file or broken sidecar
+    (`CheckpointDamaged`), else the first line of orbax's error (without tensorstore's spec)."""
+    if isinstance(error, CheckpointDamaged):
+        return str(error)
+    lines = str(error).strip().splitlines()
+    line = lines[0].split(" [tensorstore_spec")[0].strip() if lines else ""
+    array = re.match(r'([A-Z_]+): .*?"([^"/]+)/\.z(?:array|metadata)"', line)
+    if array:  # tensorstore: `NOT_FOUND: Error opening ... "params.Conv_0.bias/.zarray" ...`
+        return f"the array {array.group(2)} cannot be read: {array.group(1)}"
+    if len(line) > 200:
+        line = line[:200] + "..."
+    return f"{type(error).__name__}: {line}" if line else type(error).__name__
+
+
+def _quiet_closed_loop_reports() -> None:
+    # Orbax's reads still in flight when a damaged step fails report to its event loop, closed
+    # by then, from tensorstore's threads: tracebacks on stderr that say nothing. Silenced.
+    previous = sys.unraisablehook
+    if getattr(previous, "mmc_jax_quiet", False):
+        return
+
+    def hook(unraisable):
+        error = unraisable.exc_value
+        if isinstance(error, RuntimeError) and str(error) == "Event loop is closed":
+            return
+        previous(unraisable)
+
+    hook.mmc_jax_quiet = True
+    sys.unraisablehook = hook
+
+
+def restore_newest_intact(
+    ckpt: Checkpointer,
+    read: Callable[[int], T],
+    *,
+    step: int | None = None,
+    warn: Callable[[str], None] | None = None,
+) -> tuple[int, T, dict[int, str]]:
+    """The one loading path of every command (train's resume, evaluate, export, adapt, play,
+    analyse): `read(step)` of step `step`, or else of the newest step it succeeds on.
+
+    A step that fails for any reason but a mismatch (`CheckpointMismatch`: another model) is
+    damaged: without `step`, it is skipped with a warning through `warn` naming the step and
+    the damage (`damage_reason`) and the step before is tried. Returns (step, what `read`
+    returned, {damaged step: reason}).
+
+    Raises:
+      FileNotFoundError: no checkpoint, or no step `step`.
+      CheckpointMismatch: from `read`.
+      CheckpointDamaged: step `step` is damaged (the message names an older step to try),
+        or every step is.
+    """
+    steps = ckpt.all_steps()
+    if step is not None and int(step) not in steps:
+        raise FileNotFoundError(f"no checkpoint for step {step} in {ckpt.directory}: {steps}")
+    if not steps:
+        raise FileNotFoundError(f"no checkpoint in {ckpt.directory}")
+    reasons: dict[int, str] = {}
+    for candidate in [int(step)] if step is not None else steps[::-1]:
+        try:
+            return candidate, read(candidate), reasons
+        except CheckpointMismatch:
+            raise
+        except Exception as error:  # orbax raises many types for damaged files
+            reasons[candidate] = damage_reason(error)
+            if step is None and warn is not None:
+                warn(
+                    f"warning: checkpoint {ckpt.directory}/{candidate} is damaged "
+                    f"({reasons[candidate]}); trying the one before"
+                )
+    if step is not None:
+        older = [s for s in steps if s < int(step)]
+        raise CheckpointDamaged(
+            f"checkpoint {ckpt.directory}/{step} is damaged ({reasons[int(step)]}); "
+            + (
+                f"try --step {older[-1]} (or the path {ckpt.directory}/{older[-1]})"
+                if older
+                else "there is no older step"
+            )
+        )
+    # Nothing is deleted or overwritten: files that no step of this code can read may still be
+    # readable by the code that wrote them.
+    raise CheckpointDamaged(
+        f"no checkpoint in {ckpt.directory} could be restored (steps {steps}; the latest failed "
+        f"with: {reasons[steps[-1]]}); nothing there was changed (if another version of mmc_jax "
+        "wrote them, that version may read them)"
+    )
+
+
+def _stderr(line: str) -> None:
+    print(line, file=sys.stderr, flush=True)
+
+
+@dataclasses.dataclass(frozen=True)
+class Model:
+    """A model as every command loads it (`open_model`).
+
+    network, params, config: the network rebuilt from the saved config, its parameters (on the
+    first device) and that config. source: the run's workdir, or the exported model's folder
+    (a shipped model's name). step: the checkpoint step the parameters are (an export: the step
+    it recorded). record: that step's sidecar (`extra` holds frames and games), or the export's
+    `model.json`. exported: whether it is an exported model.
+    """
+
+    network: Any
+    params: Any
+    config: ml_collections.ConfigDict
+    source: str
+    step: int | None
+    record: dict[str, Any]
+    exported: bool = False
+
+
 def load_model(path: str | os.PathLike, step: int | None = None):
-    """(network, params, config) of a checkpoint: the network is rebuilt from the saved config.
+    """(network, params, config) of `open_model(path, step)`."""
+    model = open_model(path, step)
+    return model.network, model.params, model.config
+
+
+def open_model(
+    path: str | os.PathLike, step: int | None = None, *, warn: Callable[[str], None] = _stderr
+) -> Model:
+    """The model at `path`: the network is rebuilt from the saved config; only the parameters
+    are read.
 
     `path` is a run's workdir, its `checkpoints` folder, one step's folder in it, an exported
     model folder (`python -m mmc_jax.export`) or the name of a shipped model
-    (`shipped_models()`); `step` defaults to the latest (or to the step folder given). Only
-    the parameters are read. A damaged latest checkpoint falls back to the newest intact one
-    with a warning on stderr.
+    (`shipped_models()`); `step` defaults to the latest (or to the step folder given). A
+    damaged latest step (missing or truncated files, a broken sidecar, non-finite parameters)
+    falls back to the newest intact one with a warning through `warn`
+    (`restore_newest_intact`). A run's workdir that also holds an exported `model.json` (an
+    export into it by an older version) loads its checkpoints, with a note.
 
     Raises:
       FileNotFoundError: no such directory, or no checkpoint (or not that step) in it.
-      ValueError: the checkpoint has no network config, or its parameters do not fit it.
+      ValueError: the checkpoint has no network config, or its parameters do not fit it
+        (`CheckpointMismatch`); that step, or every step, is damaged (`CheckpointDamaged`).
     """
     if step is None and is_exported(path):
-        return load_exported(path)
+        return _open_exported(path)
     workdir, step = split_checkpoint_path(path, step)
     if not storage.to_path(workdir).is_dir():
         raise FileNotFoundError(f"no such checkpoint directory: {workdir}")
-    meta = load_metadata(workdir, step)
-    saved = meta.get("config")
-    if not isinstance(saved, dict) or not isinstance(saved.get("network"), dict):
-        raise ValueError(
-            f"checkpoint under {workdir} (step {meta.get('step')}) has no network config in its "
-            "sidecar; cannot rebuild the network"
+    if storage.to_path(storage.join(workdir, EXPORT_FILE)).is_file():
+        warn(
+            f"note: {workdir} holds an exported model besides its checkpoints (an export into "
+            "the run's workdir); loading the checkpoints"
         )
-    config = ml_collections.ConfigDict(saved)
-    network_lib.check_obs_layout(meta.get("obs_layout"), config.network)
-    network = network_lib.make_network(config.network)
-    shapes = jax.eval_shape(
-        lambda k: network_lib.init_params(network, k, R.OBS_SHAPE), jax.random.key(0)
-    )
+    _require_checkpoints(workdir)
     sharding = jax.sharding.SingleDeviceSharding(jax.devices()[0])
-    template = jax.tree.map(
-        lambda s: jax.ShapeDtypeStruct(s.shape, s.dtype, sharding=sharding), shapes
-    )
-    try:
-        params = restore_subtree(workdir, "params", template, step=int(meta["step"]))
-    except (FileNotFoundError, CheckpointMismatch):
-        raise
-    except Exception as error:  # orbax raises many types for truncated or missing files
-        older = [s for s in _all_steps(workdir) if s < int(meta["step"])]
-        if step is not None or not older:
-            raise ValueError(
-                f"checkpoint {workdir}/{CHECKPOINT_SUBDIR}/{meta['step']} is damaged "
-                f"({type(error).__name__}); "
-                + (f"try --step {older[-1]}" if older else "no older checkpoint to fall back to")
-            ) from None
-        print(
-            f"warning: checkpoint {workdir}/{CHECKPOINT_SUBDIR}/{meta['step']} is damaged "
-            f"({type(error).__name__}); using step {older[-1]}",
-            file=sys.stderr,
+
+    def read(candidate: int):
+        meta = ckpt.metadata(candidate)
+        saved = meta.get("config")
+        if not isinstance(saved, dict) or not isinstance(saved.get("network"), dict):
+            raise CheckpointMismatch(
+                f"checkpoint under {workdir} (step {candidate}) has no network config in its "
+                "sidecar; cannot rebuild the network"
+            )
+        config = ml_collections.ConfigDict(saved)
+        try:
+            network_lib.check_obs_layout(meta.get("obs_layout"), config.network)
+        except ValueError as error:
+            raise CheckpointMismatch(str(error)) from None
+        network = network_lib.make_network(config.network)
+        shapes = jax.eval_shape(
+            lambda k: network_lib.init_params(network, k, R.OBS_SHAPE), jax.random.key(0)
         )
-        return load_model(workdir, older[-1])
-    return network, params, config
+        template = jax.tree.map(
+            lambda s: jax.ShapeDtypeStruct(s.shape, s.dtype, sharding=sharding), shapes
+        )
+        params = ckpt.restore_subtree("params", template, step=candidate)
+        bad = nonfinite_leaves(params)
+        if bad:
+            raise CheckpointDamaged(f"non-finite values in {', '.join(bad)}")
+        return meta, network, params, config
+
+    with Checkpointer(workdir, max_to_keep=None, async_save=False) as ckpt:
+        found, (meta, network, params, config), _ = restore_newest_intact(
+            ckpt, read, step=step, warn=warn
+        )
+    return Model(network, params, config, storage.absolute(workdir), found, meta)
 
 
-def _all_steps(workdir: str | os.PathLike) -> list[int]:
-    folder = storage.to_path(storage.join(workdir, CHECKPOINT_SUBDIR))
-    if not folder.is_dir():
-        return []
-    return sorted(int(child.name) for child in folder.iterdir() if child.name.isdigit())
+def run_workdir_of(path: str | os.PathLike) -> str | None:
+    """The run workdir that `path` is (a folder with `checkpoints/`, `metrics.jsonl` or a
+    workdir lock) or lies in the checkpoints of (`<workdir>/checkpoints[_damaged|_diverged]/
+    ...`), or None: where an export must not go (it would shadow the run's checkpoints)."""
+    folder = storage.to_path(storage.absolute(path))
+    markers = (CHECKPOINT_SUBDIR, "metrics.jsonl", storage.LOCK_FILE)
+    if any((folder / marker).exists() for marker in markers):
+        return os.fspath(folder)
+    asides = {CHECKPOINT_SUBDIR + suffix for suffix in ("", DAMAGED_SUFFIX, DIVERGED_SUFFIX)}
+    for ancestor in (folder, *folder.parents):
+        if ancestor.name in asides:
+            return os.fspath(ancestor.parent)
+    return None
 
 
 # ---------------------------------------------------------------------------------------------
@@ -620,20 +835,36 @@ def resolve_model_path(path: str | os.PathLike) -> str:
 
 
 def is_exported(path: str | os.PathLike) -> bool:
-    """Whether `path` is an exported (params-only) model folder or a shipped model's name."""
-    return storage.to_path(storage.join(resolve_model_path(path), EXPORT_FILE)).is_file()
+    """Whether `path` is an exported (params-only) model folder or a shipped model's name; a
+    run's workdir never is, whatever it holds (an export there does not shadow it)."""
+    folder = resolve_model_path(path)
+    return (
+        storage.to_path(storage.join(folder, EXPORT_FILE)).is_file()
+        and not storage.to_path(storage.join(folder, CHECKPOINT_SUBDIR)).is_dir()
+    )
 
 
 def load_exported(path: str | os.PathLike):
-    """(network, params, config) of an exported model folder (or a shipped model's name).
+    """(network, params, config) of an exported model folder (or a shipped model's name)."""
+    model = _open_exported(path)
+    return model.network, model.params, model.config
+
+
+def _open_exported(path: str | os.PathLike) -> Model:
+    """The `Model` of an exported model folder (or a shipped model's name).
 
     Raises:
       ValueError: a model exported for another observation layout (re-export it from its
         checkpoint, or retrain), or parameters that do not fit the saved network config.
     """
     folder = resolve_model_path(path)
-    record = json.loads(storage.to_path(storage.join(folder, EXPORT_FILE)).read_bytes())
-    config = ml_collections.ConfigDict(record["config"])
+    try:
+        record = json.loads(storage.to_path(storage.join(folder, EXPORT_FILE)).read_bytes())
+        config = ml_collections.ConfigDict(record["config"])
+    except (ValueError, KeyError, TypeError) as error:
+        raise ValueError(
+            f"{storage.join(folder, EXPORT_FILE)} is not an exported model's card ({error!r})"
+        ) from None
     if record.get("observation_layout") != observation_layout(config):
         raise ValueError(
             f"the model in {folder} was exported for the observation layout "
@@ -654,4 +885,7 @@ def load_exported(path: str | os.PathLike):
         storage.to_path(storage.join(folder, EXPORT_PARAMS)).read_bytes(),
     )
     sharding = jax.sharding.SingleDeviceSharding(jax.devices()[0])
-    return network, jax.device_put(params, sharding), config
+    params = jax.device_put(params, sharding)
+    source = str(path) if str(path) in shipped_models() else storage.absolute(folder)
+    step = record.get("step")
+    return Model(network, params, config, source, step, record, exported=True)

@@ -62,8 +62,15 @@ def integer_arg(flag: str, minimum: int):
 
 
 def load_or_fail(parser, path: str, step: int | None, flag: str):
+    """(network, params, config) of `open_or_fail`."""
+    model = open_or_fail(parser, path, step, flag)
+    return model.network, model.params, model.config
+
+
+def open_or_fail(parser, path: str, step: int | None, flag: str) -> checkpoint.Model:
+    """`checkpoint.open_model(path, step)`, or an argparse error naming `flag` (one line)."""
     try:
-        return checkpoint.load_model(path, step)
+        return checkpoint.open_model(path, step)
     except (FileNotFoundError, ValueError, storage.MissingPackage) as error:
         parser.error(f"{flag} {path}: {error}")
 
@@ -127,10 +134,16 @@ def checked_path(flag: str, path: str) -> epath.Path:
 
 def check_workdir(workdir: str) -> None:
     """Fails (one line) for a `--workdir` that cannot hold a run: a `gs://` one without the
-    `gcs` extra installed, or a file in its place."""
+    `gcs` extra installed, a file in its place, or an exported model's folder."""
     path = checked_path("--workdir", workdir)
     if path.exists() and not path.is_dir():
         fail(f"--workdir {workdir} is a file, not a directory")
+    exported = (path / checkpoint.EXPORT_FILE).is_file()
+    if exported and not (path / checkpoint.CHECKPOINT_SUBDIR).is_dir():
+        fail(
+            f"--workdir {workdir} holds an exported model ({checkpoint.EXPORT_FILE}): a run "
+            "there would be confused with it; pass another --workdir"
+        )
 
 
 def make_workdir(workdir: str) -> None:

@@ -8,7 +8,9 @@ net is about 250 KB) and `<out>/model.json` (the run config, the observation lay
 checkpoint and step, frames trained, and the command that trained it). Every CLI that takes a
 checkpoint (`evaluate`, `play`, `adapt --init_from`, `analyse`) takes such a folder, or the name
 of a model shipped in `mmc_jax/data/models` (`python -m mmc_jax.export --list`). A model of
-another observation layout is refused with the command to re-export it.
+another observation layout is refused with the command to re-export it. `--out` inside a run's
+workdir (or its checkpoints) is refused: the export would shadow the run's checkpoints. Exporting
+an exported (or shipped) model copies it, its card keeping where the parameters came from.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ import json
 import os
 import sys
 
-from mmc_jax import checkpoint, cli, storage
+from mmc_jax import checkpoint, cli
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -42,20 +44,31 @@ def main(argv: list[str] | None = None) -> int:
     if not args.checkpoint or not args.out:
         parser.error("--checkpoint and --out are required (or --list)")
     cli.check_output_folder(parser, "--out", args.out)
-    workdir, step = checkpoint.split_checkpoint_path(args.checkpoint, args.step)
-    _, params, config = cli.load_or_fail(parser, args.checkpoint, args.step, "--checkpoint")
-    meta = checkpoint.load_metadata(workdir, step)
-    extra = meta.get("extra") or {}
-    info = {
-        "source": storage.absolute(workdir),
-        "step": int(meta["step"]),
-        "frames": extra.get("frames"),
-        "games": extra.get("games"),
-        "command": args.command or "(not recorded)",
-        "description": f"{config.get('variant') or 'meta-training'}: "
-        f"{config.network.num_blocks}x{config.network.channels} net, step {meta['step']}",
-    }
-    out = checkpoint.export_model(args.out, config, params, info)
+    run = checkpoint.run_workdir_of(args.out)
+    if run is not None:  # its model.json would be loaded in place of the run's checkpoints
+        parser.error(
+            f"--out {args.out}: inside the run in {run}, where an export would shadow its "
+            f"checkpoints; write it elsewhere, e.g. --out {run.rstrip('/')}-model"
+        )
+    model = cli.open_or_fail(parser, args.checkpoint, args.step, "--checkpoint")
+    config = model.config
+    if model.exported:  # a copy: the card keeps where the parameters came from
+        info = {k: model.record.get(k) for k in ("source", "step", "frames", "games")}
+        info["command"] = args.command or model.record.get("command", "(not recorded)")
+        info["description"] = model.record.get("description", "")
+        info["copied_from"] = model.source
+    else:  # the card says what was exported: the step loaded (the newest intact one)
+        extra = model.record.get("extra") or {}
+        info = {
+            "source": model.source,
+            "step": model.step,
+            "frames": extra.get("frames"),
+            "games": extra.get("games"),
+            "command": args.command or "(not recorded)",
+            "description": f"{config.get('variant') or 'meta-training'}: "
+            f"{config.network.num_blocks}x{config.network.channels} net, step {model.step}",
+        }
+    out = checkpoint.export_model(args.out, config, model.params, info)
     size = sum(os.path.getsize(os.path.join(out, f)) for f in os.listdir(out))
     print(f"wrote {out} ({size / 1024:.0f} KB): step {info['step']} of {info['source']}")
     return 0

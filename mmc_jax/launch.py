@@ -795,6 +795,11 @@ def main(argv: list[str] | None = None) -> int:
         command = command[1:]
     if not command:
         parser.error("no command: put it after `--`, e.g. -- python -m mmc_jax.train ...")
+    if command[0].startswith("-"):  # flags with no program: a job whose command is `--config`
+        parser.error(
+            f"the command must start with a program, got {command[0]!r}: e.g. -- python -m "
+            f"mmc_jax.train {shlex.join(command)}"
+        )
     args.command = command
     run = Commands(args.dry_run)
     try:

@@ -121,6 +121,8 @@ def main(
     stdout = sys.stdout if stdout is None else stdout
     parser = _parser()
     args = parser.parse_args(argv)
+    if args.pgn:  # before the game, not after it
+        cli.check_output_file(parser, "--pgn", args.pgn)
     startup.start()
     if args.checkpoint is None and f"{args.variant}-cpu" in checkpoint.shipped_models():
         args.checkpoint = f"{args.variant}-cpu"

@@ -9,21 +9,28 @@ config, build its data (the rules of the games it plays), initialise and describ
 compile its one jitted iteration, name its progress and evaluate parameters. `run` is the short
 Python loop around it, the same for every algorithm:
 
-1. Start-up, in big_vision's order: resume from the latest checkpoint in `workdir`, else start
-   from `init_params` (fresh optimizer state and games), else from scratch. A resume restores
-   into an abstract template (nothing is compiled to refuse a mismatching checkpoint) and falls
-   back to the newest intact checkpoint when the latest is damaged, with a warning (the damaged
+1. Start-up: a state that cannot fit in memory is refused before anything is built, with its
+   estimated size (`check_memory`). Then, holding the workdir's lock for the whole run (one
+   writer per workdir: a second run there is refused, naming the first; `workdir_lock`), in
+   big_vision's order: resume from the latest checkpoint in `workdir`, else start from
+   `init_params` (fresh optimizer state and games), else from scratch. A resume restores into
+   an abstract template (nothing is compiled to refuse a mismatching checkpoint) and falls back
+   to the newest intact checkpoint when the latest is damaged, with a warning (the damaged
    steps move to `<workdir>/checkpoints_damaged/`, kept for inspection).
 2. Compile the iteration ahead of time, then for each iteration `i`: call it with the key
    `fold_in(run_key, i)` (a resumed run replays the same random stream), stop on a non-finite
-   `train/*` metric before anything of that iteration is saved, write the metrics
+   `train/*` metric before anything of that iteration is saved (the step it started from is
+   good only if a finite iteration ran from it; if not, it moves to
+   `<workdir>/checkpoints_diverged/`, so that a re-run resumes from a good one), write the metrics
    (`metrics.jsonl`, TensorBoard), evaluate when it is time (`eval.every`, and after the last
    iteration), call `on_eval`, print a progress line with an ETA, redraw the plots (at most
    once a minute, at evaluations and at the end) and checkpoint when it is time
-   (`checkpoint.every`, and after the last iteration; orbax writes in the background).
+   (`checkpoint.every`, and after the last iteration; orbax writes in the background), never
+   a state with a non-finite parameter or optimizer value (nor resumes from one).
 3. SIGTERM (a preempted VM, a Kubernetes eviction) or Ctrl-C stops the run after the iteration
    in progress: that iteration is checkpointed, the loop says how to resume and returns. A
-   second Ctrl-C stops at once; the last checkpoint stays the last good one.
+   second Ctrl-C stops at once; the last checkpoint stays the last good one. A signal during
+   start-up (restore, compilation) stops the run before its first iteration, and it says so.
 
 `run` returns a `RunResult` with the final state (its parameters on the mesh), the last record
 and where the run started, so callers never read parameters back from disk.
@@ -32,6 +39,7 @@ and where the run started, so callers never read parameters back from disk.
 from __future__ import annotations
 
 import abc
+import contextlib
 import dataclasses
 import math
 import os
@@ -39,7 +47,7 @@ import signal
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import jax
@@ -50,7 +58,7 @@ from jax.sharding import Mesh
 
 from mmc_jax import checkpoint as checkpoint_lib
 from mmc_jax import metrics as metrics_lib
-from mmc_jax import sharding
+from mmc_jax import sharding, storage
 
 PLOT_INTERVAL_SECONDS = 60.0
 
@@ -162,18 +170,25 @@ def checkpoint_state(state, iteration: int, frames: int, games: int, save_replay
     return saved
 
 
-def check_finite(record: dict[str, Any], iteration: int, checkpoint_note: str) -> None:
-    """Raises FloatingPointError naming the non-finite `train/*` metrics, if any."""
-    bad = {
+DIVERGENCE_HINT = "Lower learner.learning_rate or set learner.max_grad_norm."
+
+
+def nonfinite_metrics(record: dict[str, Any]) -> dict[str, Any]:
+    """The `train/*` metrics of `record` that are NaN or infinite."""
+    return {
         k: v
         for k, v in record.items()
         if k.startswith("train/") and isinstance(v, int | float) and not math.isfinite(float(v))
     }
+
+
+def check_finite(record: dict[str, Any], iteration: int, checkpoint_note: str) -> None:
+    """Raises FloatingPointError naming the non-finite `train/*` metrics, if any."""
+    bad = nonfinite_metrics(record)
     if bad:
         raise FloatingPointError(
             f"non-finite training metrics at iteration {iteration}: {bad}. Stopping; nothing "
-            f"of this iteration was saved ({checkpoint_note}). Lower learner.learning_rate or "
-            f"set learner.max_grad_norm."
+            f"of this iteration was saved ({checkpoint_note}). {DIVERGENCE_HINT}"
         )
 
 
@@ -235,6 +250,7 @@ class _StopRequest:
 
     def __init__(self, log: Callable[[str], None]):
         self.requested: str | None = None
+        self.looping = False  # False during start-up (restore, compile): no iteration to finish
         self._log = log
         self._previous: dict[int, Any] = {}
 
@@ -251,7 +267,11 @@ class _StopRequest:
             raise KeyboardInterrupt
         self.requested = name
         self._log(
-            f"{name}: stopping after the iteration in progress and checkpointing it"
+            (
+                f"{name}: stopping after the iteration in progress and checkpointing it"
+                if self.looping
+                else f"{name}: stopping when start-up (restore, compilation) ends"
+            )
             + (" (Ctrl-C again to stop at once)" if signum == signal.SIGINT else "")
         )
 
@@ -262,37 +282,66 @@ class _StopRequest:
 
 def _restore(algorithm, config, mesh, ckpt, save_replay, log):
     """The latest intact checkpoint restored into the abstract state, or None when there is
-    none. A damaged step (truncated or missing files) is skipped with a warning; a checkpoint
-    that does not fit the config raises ValueError (from `algorithm.restore_error`)."""
-    steps = ckpt.all_steps()
-    if not steps:
+    none: `checkpoint.restore_newest_intact`, the loading path of every command. A damaged step
+    (missing or truncated files, a broken sidecar, non-finite values) is skipped with a
+    warning; a checkpoint that does not fit the config raises ValueError (from
+    `algorithm.restore_error`)."""
+    if not ckpt.all_steps():
         return None
     template = checkpoint_state(algorithm.abstract_state(config, mesh), 0, 0, 0, save_replay)
-    reasons = {}
-    for step in reversed(steps):
-        try:
-            state = ckpt.restore(template, step=step, config=config)
-        except checkpoint_lib.CheckpointMismatch as error:
-            raise algorithm.restore_error(error, config) from None
-        except Exception as error:  # orbax raises many types for damaged files
-            reason = str(error).splitlines()[0][:160] if str(error) else type(error).__name__
-            reasons[step] = reason
-            log(
-                f"warning: checkpoint {ckpt.directory}/{step} is damaged ({reason}); "
-                "trying the one before"
-            )
-            continue
-        # The run goes on from `step` and will save the later steps again: their damaged
-        # folders move aside (kept, not deleted), or the first save would find them there.
-        for later in sorted(reasons):
-            log(f"warning: damaged checkpoint {later} moved to {ckpt.set_aside(later)}")
+
+    def read(step: int):
+        state = ckpt.restore(template, step=step, config=config)
+        # A checkpoint that is not finite (older code saved whatever it had) is no start.
+        bad = checkpoint_lib.nonfinite_leaves(
+            {"params": state["params"], "opt_state": state["opt_state"]}
+        )
+        if bad:
+            raise checkpoint_lib.CheckpointDamaged(f"non-finite values in {', '.join(bad)}")
         return state
-    # Nothing is deleted or overwritten: files that no step of this code can read may still be
-    # readable by the code that wrote them.
-    raise ValueError(
-        f"no checkpoint in {ckpt.directory} could be restored (steps {steps}; the latest failed "
-        f"with: {reasons[steps[-1]]}); nothing there was changed. If another version of mmc_jax "
-        "wrote them, resume with that version; to start afresh, pass another --workdir"
+
+    try:
+        step, state, damaged = checkpoint_lib.restore_newest_intact(ckpt, read, warn=log)
+    except checkpoint_lib.CheckpointMismatch as error:
+        raise algorithm.restore_error(error, config) from None
+    # The run goes on from `step` and will save the later steps again: their damaged folders
+    # move aside (kept, not deleted), or the first save would find them there.
+    for later in sorted(damaged):
+        log(f"warning: damaged checkpoint {later} moved to {ckpt.set_aside(later)}")
+    return state
+
+
+def _last_good(algorithm, config, mesh, workdir, ckpt, started_from: int, vouched: bool) -> str:
+    """Which checkpoint is the last good one, after an iteration that started from step
+    `started_from` went non-finite (`vouched`: its losses were finite, only its end state was
+    not). The latest step is good only when a finite iteration ran from it: the one this
+    iteration started from is not (parameters that explode in an iteration's last learner step
+    leave its losses finite and its checkpoint poisoned), so it moves to
+    `<workdir>/checkpoints_diverged/` (kept) when an older step remains to resume from."""
+    latest = ckpt.latest_step()
+    if latest is None:
+        return "no checkpoint was saved yet"
+    if vouched or latest != started_from:
+        return f"the last good checkpoint is step {latest} in {ckpt.directory}"
+    try:
+        template = algorithm.abstract_state(config, mesh).params
+        ckpt.wait()  # (a manager that saved cannot read a subtree: a fresh one reads it)
+        params = checkpoint_lib.restore_subtree(workdir, "params", template, step=latest)
+        size = f" (its largest |parameter| is {checkpoint_lib.largest_magnitude(params):.2g})"
+    except Exception:  # only a detail of the message
+        size = ""
+    older = [step for step in ckpt.all_steps() if step < latest]
+    if not older:
+        return (
+            f"step {latest} in {ckpt.directory}, where this iteration started, is the only "
+            f"checkpoint and no finite iteration vouches for it{size}; a re-run resumes from "
+            "it: to start afresh, pass another --workdir"
+        )
+    moved = ckpt.set_aside(latest, checkpoint_lib.DIVERGED_SUFFIX)
+    return (
+        f"step {latest}, where this iteration started, is not vouched for by a finite "
+        f"iteration{size} and was moved to {moved}; the last good checkpoint is step "
+        f"{older[-1]} in {ckpt.directory}, which a re-run resumes from"
     )
 
 
@@ -320,6 +369,85 @@ def _batch_size(config, field: str) -> int:
     return int(node)
 
 
+# Above this batch size the state's size is extrapolated: building its abstract state tiles
+# the rules of every game in Python (ten million games: minutes before anything fails).
+EXACT_STATE_BATCH = 4096
+
+
+def _state_bytes(abstract: Any) -> int:
+    return sum(
+        math.prod(leaf.sharding.shard_shape(leaf.shape)) * np.dtype(leaf.dtype).itemsize
+        for leaf in jax.tree.leaves(abstract)
+    )
+
+
+def state_bytes_per_device(algorithm: Algorithm, config, mesh: Mesh, extrapolate=None) -> int:
+    """Bytes per device of the training state (parameters, optimizer state, games in progress,
+    replay ring), from `algorithm.abstract_state` (shapes only, nothing allocated): exact up to
+    `EXACT_STATE_BATCH` games, else (or with `extrapolate`) from two small batch sizes, as the
+    state is affine in the batch size."""
+    field = algorithm.batch_field
+    batch = _batch_size(config, field)
+    if extrapolate is None:
+        extrapolate = batch > EXACT_STATE_BATCH
+    if not extrapolate:
+        return _state_bytes(algorithm.abstract_state(config, mesh))
+    sizes = (mesh.size, 2 * mesh.size)  # divisible by the devices
+    measured = []
+    for size in sizes:
+        small = config.to_dict()
+        node = small
+        *sections, name = field.split(".")
+        for part in sections:
+            node = node[part]
+        node[name] = size
+        small = algorithm.prepare_config(ml_collections.ConfigDict(small))
+        measured.append(_state_bytes(algorithm.abstract_state(small, mesh)))
+    per_game = (measured[1] - measured[0]) // (sizes[1] - sizes[0])
+    return measured[0] + per_game * (batch - sizes[0])
+
+
+def _memory_limit(mesh: Mesh) -> tuple[int, int, str]:
+    """(bytes, devices sharing them, what): an accelerator's own memory, or the host's
+    (physical, or the container's limit) shared by its CPU devices."""
+    device = mesh.devices.flat[0]
+    stats = device.memory_stats() if device.platform != "cpu" else None
+    if stats and stats.get("bytes_limit"):
+        return int(stats["bytes_limit"]), 1, f"memory of one {device.device_kind}"
+    total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    try:  # a container's limit (cgroup v2), when lower
+        with open("/sys/fs/cgroup/memory.max", encoding="ascii") as handle:
+            text = handle.read().strip()
+        total = min(total, int(text)) if text.isdigit() else total
+    except OSError:
+        pass
+    local = sum(1 for d in mesh.devices.flat if d.process_index == jax.process_index())
+    return total, max(local, 1), "memory of this host"
+
+
+def _gib(size: float) -> str:
+    for unit, scale in (("TiB", 2**40), ("GiB", 2**30), ("MiB", 2**20)):
+        if size >= scale:
+            return f"{size / scale:.1f} {unit}"
+    return f"{size / 2**10:.1f} KiB"
+
+
+def check_memory(algorithm: Algorithm, config, mesh: Mesh) -> None:
+    """Raises ValueError (one line, with the estimate) when the training state alone cannot
+    fit in memory: before anything is built or allocated. The state is a lower bound (the
+    iteration needs more), so no run that fits is refused."""
+    need = state_bytes_per_device(algorithm, config, mesh)
+    limit, sharing, what = _memory_limit(mesh)
+    if need * sharing > limit:
+        field = algorithm.batch_field
+        shared = f" x {sharing} devices" if sharing > 1 else ""
+        raise ValueError(
+            f"{field}={_batch_size(config, field)}: the training state alone needs about "
+            f"{_gib(need)} per device{shared} (parameters, optimizer state, games in progress, "
+            f"replay ring), more than the {_gib(limit)} of {what}; lower {field}"
+        )
+
+
 def run(
     algorithm: Algorithm,
     config: ml_collections.ConfigDict,
@@ -330,6 +458,7 @@ def run(
     devices=None,
     stream=sys.stdout,
     handle_signals: bool = True,
+    lock: bool = True,
 ) -> RunResult:
     """Trains (or resumes) `algorithm` until `config.num_iterations` iterations are done.
 
@@ -345,6 +474,8 @@ def run(
       devices: devices of the data mesh (default: all).
       stream: where the progress lines go (None: silent); only process 0 prints.
       handle_signals: stop cleanly on SIGTERM / Ctrl-C (main thread only).
+      lock: hold the workdir's lock (`workdir_lock`) while running; False when the caller
+        holds it already (`adapt`).
 
     Returns:
       A `RunResult`.
@@ -353,18 +484,55 @@ def run(
       ValueError: invalid config, batch not divisible by the device count, an unplayable
         start, or a checkpoint that does not match the config.
       FloatingPointError: a non-finite loss (the last checkpoint stays the last good one).
+      storage.WorkdirBusy: another run holds the workdir.
     """
     config = algorithm.prepare_config(config)
     mesh = algorithm.make_mesh(config, devices)
     sharding.check_batch_divisible(
         _batch_size(config, algorithm.batch_field), mesh.size, algorithm.batch_field
     )
+    check_memory(algorithm, config, mesh)
     is_chief = jax.process_index() == 0
 
     def log(line: str) -> None:
         if is_chief and stream is not None:
             print(line, file=stream, flush=True)
 
+    with workdir_lock(workdir, log) if lock else contextlib.nullcontext():
+        return _run(algorithm, config, mesh, workdir, log, init_params, on_eval, handle_signals)
+
+
+@contextlib.contextmanager
+def workdir_lock(workdir: str | os.PathLike, log: Callable[[str], None] = print) -> Iterator[None]:
+    """One writer per workdir: `storage.workdir_lock`, taken by process 0 for every process of
+    the run (they all share the workdir), before anything is read or written there. A lock left
+    by a killed run is taken over with a note through `log`.
+
+    Raises:
+      storage.WorkdirBusy: another run holds it (on every process).
+    """
+    with contextlib.ExitStack() as held:
+        busy, previous = None, None
+        if jax.process_index() == 0:
+            try:
+                previous = held.enter_context(storage.workdir_lock(workdir))
+            except storage.WorkdirBusy as error:
+                busy = error
+        if sharding.any_process(busy is not None):
+            raise busy or storage.WorkdirBusy(
+                f"workdir {workdir} is in use by another run (process 0 says whose)"
+            )
+        if previous:
+            log(
+                f"note: took over the lock of {workdir} from "
+                f"{storage.describe_holder(previous)}, which ended without releasing it"
+            )
+        yield
+
+
+def _run(algorithm, config, mesh, workdir, log, init_params, on_eval, handle_signals):
+    """`run` once the config, the mesh and the workdir's lock are settled."""
+    is_chief = jax.process_index() == 0
     data = algorithm.setup(config, mesh)
     init_key, run_key, eval_key = jax.random.split(jax.random.key(int(config.seed)), 3)
     save_replay = bool(config.checkpoint.save_replay)
@@ -375,6 +543,23 @@ def run(
         keep_period=int(config.checkpoint.get("keep_period", 0)),
     )
     writer = None
+    # Installed before start-up: a SIGTERM while restoring or compiling (Python runs handlers
+    # once the compiler returns) stops the run before its first iteration, and says so.
+    stop = _StopRequest(log) if handle_signals else None
+    if stop is not None:
+        stop.__enter__()
+
+    def stopped_during_start_up(start: int) -> bool:
+        if not sharding.any_process(stop is not None and stop.requested is not None):
+            return False
+        kept = f"checkpoint {ckpt.directory}/{start} is kept" if start else "no iteration had run"
+        log(
+            f"stopped by {(stop and stop.requested) or 'a signal to another process'} during "
+            f"start-up, before iteration {start + 1}: nothing was lost ({kept}). Run the same "
+            "command to resume."
+        )
+        return True
+
     try:
         start, frames, games = 0, 0, 0
         restored = _restore(algorithm, config, mesh, ckpt, save_replay, log)
@@ -407,29 +592,47 @@ def run(
         compile_seconds = 0.0
         record: dict[str, Any] = {}
         stopped = False
-        if start < num_iterations:
+        if start < num_iterations and stopped_during_start_up(start):
+            stopped = True
+        elif start < num_iterations:
             log(algorithm.describe(config, mesh, state))
             started = time.time()
             step_fn = algorithm.compile(config, mesh, state, data, start)
             compile_seconds = time.time() - started
             log(f"compiled the iteration in {compile_seconds:.1f} s")
+            stopped = stopped_during_start_up(start)
+            end = start if stopped else num_iterations
             latest_eval = metrics_lib.latest_eval(metrics_lib.read_metrics(workdir))
-            stop = _StopRequest(log) if handle_signals else None
             loop_started, last_plot = time.time(), 0.0
+            if stop is not None:
+                stop.looping = True
             try:
-                if stop is not None:
-                    stop.__enter__()
-                for iteration in range(start, num_iterations):
+                for iteration in range(start, end):
                     started = time.time()
                     key = jax.random.fold_in(run_key, iteration)
                     state, record = step_fn(state, data, key, iteration)
                     seconds = time.time() - started
                     done = iteration + 1
-                    check_finite(
-                        record,
-                        iteration,
-                        f"last good checkpoint: step {ckpt.latest_step()} in {ckpt.directory}",
+                    if nonfinite_metrics(record):
+                        check_finite(
+                            record,
+                            done,
+                            _last_good(
+                                algorithm, config, mesh, workdir, ckpt, iteration, vouched=False
+                            ),
+                        )
+                    # What may be saved must be finite: the losses were, but an explosion in
+                    # the last learner step shows only in the state.
+                    bad = checkpoint_lib.nonfinite_leaves(
+                        {"params": state.params, "opt_state": state.opt_state}
                     )
+                    if bad:
+                        note = _last_good(algorithm, config, mesh, workdir, ckpt, iteration, True)
+                        raise FloatingPointError(
+                            f"non-finite values in the state after iteration {done}: "
+                            f"{', '.join(bad[:6])}. Stopping; nothing of this iteration was "
+                            f"saved ({note}). {DIVERGENCE_HINT}"
+                        )
                     frames += int(record["selfplay/frames"])
                     games += int(record["selfplay/games"])
                     record.update(
@@ -500,9 +703,6 @@ def run(
                     "is kept. Run the same command to resume."
                 )
                 stopped = True
-            finally:
-                if stop is not None:
-                    stop.__exit__(None, None, None)
         if not record:
             records = metrics_lib.read_metrics(workdir)
             record = dict(records[-1]) if records else {}
@@ -515,6 +715,8 @@ def run(
         )
         return RunResult(state=state, record=record, start_iteration=start, stopped=stopped)
     finally:
+        if stop is not None:
+            stop.__exit__(None, None, None)
         ckpt.close()
         if writer is not None:
             writer.close()

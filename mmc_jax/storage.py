@@ -9,12 +9,30 @@ A `gs://` workdir needs the `gcs` extra (`pip install 'mmc_jax[gcs]'`): `gcsfs` 
 metrics file, plots, orbax's metadata and step listing) and `google-cloud-storage` for
 tensorboardX's event files and orbax's bucket queries; orbax's arrays go through tensorstore,
 which talks to GCS by itself.
+
+One writer per workdir: `workdir_lock(workdir)` holds `<workdir>/lock.json` (naming its holder:
+host, pid, start time, command) for as long as a run writes there; a second run is refused with
+`WorkdirBusy`. On a local disk the lock is an `flock` on that file, which the kernel drops when
+its process dies, so a lock left by a killed run is stale by construction and taken over. A
+bucket has no locks: there the holder refreshes the object every `LOCK_REFRESH_SECONDS` and a
+lock not refreshed for `LOCK_STALE_SECONDS` is stale (best effort: two runs started in the same
+instant could both take it).
 """
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
+import json
 import os
+import shlex
+import socket
+import sys
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from typing import Any
 
 from etils import epath
 
@@ -116,3 +134,175 @@ def unwritable_reason(folder: str | os.PathLike) -> str | None:
         lines = str(error).strip().splitlines()
         return f"is not writable ({type(error).__name__}: {lines[0] if lines else ''})"
     return None
+
+
+# ---------------------------------------------------------------------------------------------
+# One writer per workdir
+
+LOCK_FILE = "lock.json"
+LOCK_REFRESH_SECONDS = 60.0  # a bucket lock's heartbeat
+LOCK_STALE_SECONDS = 600.0  # a bucket lock not refreshed for this long belongs to a dead run
+
+
+class WorkdirBusy(OSError):
+    """Another run holds the workdir's lock; the message names it."""
+
+
+def describe_holder(record: dict[str, Any] | None) -> str:
+    """`pid 123 on host, started 2026-11-26 10:00:00: python -m mmc_jax.train ...`."""
+    if not record:
+        return "a run that is starting (its lock names no holder yet)"
+    started = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(record.get("started", 0)))
+    return (
+        f"pid {record.get('pid')} on {record.get('host')}, started {started}: "
+        f"{record.get('command', '?')}"
+    )
+
+
+def _busy(workdir, record: dict[str, Any] | None, extra: str = "") -> WorkdirBusy:
+    return WorkdirBusy(
+        f"workdir {os.fspath(workdir)} is in use by another run: {describe_holder(record)}"
+        f"{extra}; wait for it to end, or pass another --workdir"
+    )
+
+
+def _holder_record() -> dict[str, Any]:
+    now = time.time()
+    return {
+        "host": socket.gethostname(),
+        "pid": os.getpid(),
+        "started": now,
+        "refreshed": now,
+        "command": shlex.join(sys.argv)[:400],
+        "token": uuid.uuid4().hex,
+    }
+
+
+def _parse(text: str | None) -> dict[str, Any] | None:
+    try:
+        record = json.loads(text) if text else None
+    except json.JSONDecodeError:  # half written, or not ours
+        return None
+    return record if isinstance(record, dict) else None
+
+
+@contextlib.contextmanager
+def workdir_lock(
+    workdir: str | os.PathLike, *, heartbeat: bool | None = None
+) -> Iterator[dict[str, Any] | None]:
+    """Holds the workdir's lock (see the module docstring) while the block runs; yields the
+    record of a stale holder it took over (a killed run), or None.
+
+    Args:
+      workdir: the run directory (created if needed).
+      heartbeat: use the refreshed-object lock of buckets (default: for `gs://` workdirs, or a
+        local file system without `flock`).
+
+    Raises:
+      WorkdirBusy: another live run holds it.
+    """
+    to_path(workdir).mkdir(parents=True, exist_ok=True)
+    path = join(workdir, LOCK_FILE)
+    lock = None
+    if not (is_remote(workdir) if heartbeat is None else heartbeat):
+        lock = _FileLock(path)
+        try:
+            previous = lock.acquire(workdir)
+        except WorkdirBusy:
+            raise
+        except OSError:  # no flock on this file system: the bucket's way
+            lock = None
+    if lock is None:
+        lock = _HeartbeatLock(path)
+        previous = lock.acquire(workdir)
+    try:
+        yield previous
+    finally:
+        lock.release()
+
+
+class _FileLock:
+    """`flock` on a local file: released by the kernel when its process dies."""
+
+    def __init__(self, path: str):
+        self.path = path
+        self.fd: int | None = None
+
+    def acquire(self, workdir) -> dict[str, Any] | None:
+        import fcntl
+
+        while True:
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                record = _parse(os.read(fd, 1 << 16).decode("utf-8", errors="replace"))
+                os.close(fd)
+                raise _busy(workdir, record) from None
+            except OSError:
+                os.close(fd)
+                raise
+            try:  # the holder before us may have removed the file as it released it
+                same = os.stat(self.path).st_ino == os.fstat(fd).st_ino
+            except FileNotFoundError:
+                same = False
+            if same:
+                break
+            os.close(fd)
+        previous = _parse(os.read(fd, 1 << 16).decode("utf-8", errors="replace"))
+        os.lseek(fd, 0, os.SEEK_SET)
+        os.ftruncate(fd, 0)
+        os.write(fd, json.dumps(_holder_record()).encode("utf-8"))
+        os.fsync(fd)
+        self.fd = fd
+        return previous
+
+    def release(self) -> None:
+        if self.fd is None:
+            return
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(self.path)  # while still locked: a waiting opener then retries
+        os.close(self.fd)
+        self.fd = None
+
+
+class _HeartbeatLock:
+    """An object refreshed by its holder (buckets, and file systems without `flock`)."""
+
+    def __init__(self, path: str):
+        self.path = path
+        self.record = _holder_record()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def _read(self) -> dict[str, Any] | None:
+        return _parse(read_text(self.path))
+
+    def acquire(self, workdir) -> dict[str, Any] | None:
+        previous = self._read()
+        if previous is not None:
+            age = time.time() - float(previous.get("refreshed", 0))
+            if age < LOCK_STALE_SECONDS:
+                raise _busy(workdir, previous, f" (its lock was refreshed {age:.0f} s ago)")
+        write_atomically(self.path, json.dumps(self.record))
+        current = self._read()
+        if current is None or current.get("token") != self.record["token"]:
+            raise _busy(workdir, current)  # another run took it in the same instant
+        self._thread = threading.Thread(target=self._refresh, name="mmc_jax lock", daemon=True)
+        self._thread.start()
+        return previous
+
+    def _refresh(self) -> None:
+        while not self._stop.wait(LOCK_REFRESH_SECONDS):
+            with contextlib.suppress(Exception):  # a missed refresh only ages the lock
+                if (self._read() or {}).get("token") != self.record["token"]:
+                    return  # taken over after a long stall: not ours any more
+                self.record["refreshed"] = time.time()
+                write_atomically(self.path, json.dumps(self.record))
+
+    def release(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()
+        if (self._read() or {}).get("token") == self.record["token"]:
+            to_path(self.path).unlink()

@@ -11,9 +11,11 @@ the one loop of `mmc_jax.runloop.run`: a progress line per iteration with an ETA
 `metrics.jsonl`, TensorBoard events, PNG plots and orbax checkpoints in the workdir;
 evaluation every `eval.every` iterations. Re-running the same command resumes from the latest
 checkpoint (a finished workdir says so and trains nothing). SIGTERM or Ctrl-C stop after the
-iteration in progress, which is checkpointed. A non-finite loss stops the run before anything of
-that iteration is saved. The workdir may be a bucket (`--workdir gs://BUCKET/runs/joat`, with the
-`gcs` extra installed; docs/cloud.md).
+iteration in progress, which is checkpointed (during start-up: before the first iteration). A
+non-finite loss stops the run before anything of that iteration is saved, and a re-run resumes
+from a step a finite iteration ran from. One run at a time per workdir: a second is refused,
+naming the first (`runloop.workdir_lock`). The workdir may be a bucket
+(`--workdir gs://BUCKET/runs/joat`, with the `gcs` extra installed; docs/cloud.md).
 
 Presets: the part after the colon (`configs/gardner.py:cpu`); the presets, their sizes and
 their measured runtimes are in each config file's docstring. Without a preset, configs/joat.py

@@ -1,0 +1,582 @@
+"""Nothing lost, nothing mislabelled (issue 39): one writer per workdir, a NaN guard that checks
+what it saves, one loading path for every command, exports that never shadow a run, signals
+during start-up, and (slow tier) a chaos test of training killed at random moments.
+
+Most tests drive the run loop with `fake_algorithm.FakeAlgorithm` (seconds, not a compile);
+checkpoints come from `tests/fixtures/legacy` (no training needed).
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import queue
+import random
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import fake_algorithm
+import jax
+import numpy as np
+import pytest
+from fake_algorithm import FakeAlgorithm, fake_config
+
+from mmc_jax import checkpoint as checkpoint_lib
+from mmc_jax import export, runloop, storage
+from mmc_jax import metrics as metrics_lib
+
+TESTS = Path(__file__).resolve().parent
+ROOT = TESTS.parent
+
+
+def python(script: str, *args, timeout: float = 300) -> subprocess.CompletedProcess:
+    """`python -c script *args` from the repository root, `tests/` importable."""
+    return subprocess.run(
+        [sys.executable, "-c", f"import sys; sys.path.insert(0, {str(TESTS)!r})\n" + script]
+        + [str(a) for a in args],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=timeout,
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# Item 9: a signal during start-up
+
+
+SIGTERM_DURING_COMPILE = """
+import os, signal
+from fake_algorithm import FakeAlgorithm, fake_config
+from mmc_jax import runloop
+algorithm = FakeAlgorithm(on_compile=lambda: os.kill(os.getpid(), signal.SIGTERM))
+result = runloop.run(algorithm, fake_config(3), sys.argv[1])
+print("RESULT", result.stopped, result.record["iteration"])
+"""
+
+
+def test_sigterm_during_compilation_says_nothing_was_lost(tmp_path):
+    """A SIGTERM that arrives while the iteration compiles (a preempted VM during start-up) used
+    to kill the run silently with status 143; now the run stops before its first iteration and
+    says that nothing was lost and how to resume."""
+    done = python(SIGTERM_DURING_COMPILE, tmp_path / "run")
+    assert done.returncode == 0, (done.returncode, done.stderr[-2000:])
+    assert "RESULT True 0" in done.stdout
+    assert (
+        "stopped by SIGTERM during start-up, before iteration 1: nothing was lost (no "
+        "iteration had run). Run the same command to resume." in done.stdout
+    ), done.stdout
+
+
+# ---------------------------------------------------------------------------------------------
+# Item 2: the NaN guard checks what it saves
+
+
+def saved_params(workdir, step):
+    return checkpoint_lib.restore_subtree(
+        workdir, "params", fake_algorithm.PARAMS_TEMPLATE, step=step
+    )
+
+
+def test_a_checkpoint_an_explosion_started_from_is_not_called_good(tmp_path):
+    """Parameters that explode in an iteration's last learner step leave its losses finite
+    and its checkpoint at 7e29; the next iteration's losses are NaN. That checkpoint is not
+    the "last good" one: the error names the step before it, the suspect step is moved aside
+    (kept), and a re-run resumes from the good step and trains on."""
+    workdir = tmp_path / "run"
+    with pytest.raises(FloatingPointError) as error:
+        runloop.run(FakeAlgorithm(explode_after=3), fake_config(5), workdir, stream=None)
+    message = str(error.value)
+    assert "non-finite training metrics at iteration 4" in message
+    assert f"the last good checkpoint is step 2 in {workdir}/checkpoints" in message, message
+    assert "largest |parameter| is 7.1e+29" in message, message
+    assert f"moved to {workdir}/checkpoints_diverged/3" in message, message
+    assert checkpoint_lib.Checkpointer(workdir).all_steps() == [1, 2]
+    assert (workdir / "checkpoints_diverged" / "3" / "state").is_dir()  # kept for inspection
+    for step in (1, 2):
+        assert np.abs(saved_params(workdir, step)["w"]).max() < 1.0
+
+    log = io.StringIO()
+    resumed = runloop.run(FakeAlgorithm(), fake_config(5), workdir, stream=log)
+    assert resumed.start_iteration == 2 and not resumed.stopped
+    assert f"resumed from {workdir}/checkpoints/2" in log.getvalue()
+    assert np.abs(np.asarray(resumed.params["w"])).max() < 1.0
+    assert [r["step"] for r in metrics_lib.read_metrics(workdir)] == [1, 2, 3, 4, 5]
+
+
+def test_a_non_finite_optimizer_state_is_never_saved(tmp_path):
+    """An infinite optimizer moment with finite losses: the iteration is not checkpointed,
+    and the error names the leaf and the last good step."""
+    workdir = tmp_path / "run"
+    with pytest.raises(FloatingPointError) as error:
+        runloop.run(FakeAlgorithm(bad_opt_state_after=2), fake_config(4), workdir, stream=None)
+    message = str(error.value)
+    assert "non-finite values in the state after iteration 2: ['opt_state']['moment']" in message
+    assert f"the last good checkpoint is step 1 in {workdir}/checkpoints" in message, message
+    assert checkpoint_lib.Checkpointer(workdir).all_steps() == [1]
+    assert [r["step"] for r in metrics_lib.read_metrics(workdir)] == [1]  # nor its metrics
+
+
+def test_a_resume_skips_a_checkpoint_with_non_finite_values(tmp_path):
+    """A non-finite checkpoint (written by older code, or by hand) is not resumed from: it is
+    set aside as damaged, naming the leaf, and the run resumes from the step before."""
+    workdir = tmp_path / "run"
+    config = fake_config(2)
+    first = runloop.run(FakeAlgorithm(), config, workdir, stream=None)
+    poisoned = jax.tree.map(np.asarray, jax.device_get(first.state))
+    poisoned = poisoned.replace(params=dict(poisoned.params, w=np.full((2, 3), np.nan, np.float32)))
+    checkpoint_lib.save_checkpoint(
+        workdir,
+        3,
+        runloop.checkpoint_state(poisoned, 3, 30, 3, True),
+        config=config,
+        extra={"frames": 30, "games": 3},
+    )
+    log = io.StringIO()
+    resumed = runloop.run(FakeAlgorithm(), fake_config(3), workdir, stream=log)
+    assert "checkpoints/3 is damaged (non-finite values in ['params']['w'])" in log.getvalue()
+    assert resumed.start_iteration == 2 and np.isfinite(np.asarray(resumed.params["w"])).all()
+    assert (workdir / "checkpoints_damaged" / "3").is_dir()
+
+
+# ---------------------------------------------------------------------------------------------
+# Item 1: one writer per workdir
+
+HOLDER = """
+from fake_algorithm import FakeAlgorithm, fake_config
+from mmc_jax import runloop
+algorithm = FakeAlgorithm(seconds_per_iteration=float(sys.argv[2]))
+runloop.run(algorithm, fake_config(int(sys.argv[3])), sys.argv[1], stream=sys.stdout)
+print("HOLDER DONE", flush=True)
+"""
+
+
+def start(script: str, *args) -> subprocess.Popen:
+    return subprocess.Popen(
+        [sys.executable, "-c", f"import sys; sys.path.insert(0, {str(TESTS)!r})\n" + script]
+        + [str(a) for a in args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=ROOT,
+    )
+
+
+def wait_for(predicate, process, timeout: float = 120.0) -> None:
+    deadline = time.time() + timeout
+    while not predicate():
+        assert process.poll() is None, process.communicate()
+        assert time.time() < deadline, "timed out"
+        time.sleep(0.1)
+
+
+def test_two_trainers_cannot_share_a_workdir(tmp_path):
+    """A second run on a workdir in use is refused with one line naming the holder (in
+    process, and as `python -m mmc_jax.train`); the first run finishes with every record and
+    only its own checkpoints. Before the lock, the second rewrote `metrics.jsonl` under the
+    first (whose later records went to a deleted file) and mixed its steps with the first's."""
+    workdir = tmp_path / "run"
+    iterations = 25
+    holder = start(HOLDER, workdir, 0.3, iterations)
+    try:
+        wait_for(lambda: len(metrics_lib.read_metrics(workdir)) >= 2, holder)
+        with pytest.raises(storage.WorkdirBusy) as busy:
+            runloop.run(FakeAlgorithm(), fake_config(3), workdir, stream=None)
+        message = str(busy.value)
+        assert f"workdir {workdir} is in use by another run: pid {holder.pid} on " in message
+        assert "fake_config" not in message and "-c" in message  # the holder's command line
+        assert "pass another --workdir" in message
+
+        cli_run = subprocess.run(
+            [sys.executable, "-m", "mmc_jax.train", "--config", "configs/gardner.py:smoke"]
+            + ["--workdir", str(workdir)],
+            capture_output=True,
+            text=True,
+            cwd=ROOT,
+            timeout=300,
+        )
+        assert cli_run.returncode == 2
+        (line,) = cli_run.stderr.splitlines()
+        assert line.startswith(f"error: workdir {workdir} is in use by another run: pid "), line
+        stdout, stderr = holder.communicate(timeout=300)
+    finally:
+        if holder.poll() is None:
+            holder.kill()
+    assert holder.returncode == 0, stderr[-3000:]
+    assert "HOLDER DONE" in stdout
+    assert [r["step"] for r in metrics_lib.read_metrics(workdir)] == list(range(1, iterations + 1))
+    assert checkpoint_lib.Checkpointer(workdir).all_steps() == [iterations - 2, iterations - 1, 25]
+    assert not (workdir / storage.LOCK_FILE).exists()  # released
+
+
+LOCK_AND_SLEEP = """
+import time
+from mmc_jax import storage
+with storage.workdir_lock(sys.argv[1]):
+    print("HELD", flush=True)
+    time.sleep(120)
+"""
+
+
+def test_a_stale_lock_is_taken_over(tmp_path):
+    """A holder killed with SIGKILL leaves its lock file behind: the next run sees that no
+    process holds it any more, takes it over and says whose it was."""
+    workdir = tmp_path / "run"
+    holder = start(LOCK_AND_SLEEP, workdir)
+    try:
+        assert holder.stdout.readline() == "HELD\n"
+        with pytest.raises(storage.WorkdirBusy, match=f"pid {holder.pid} on "):
+            runloop.run(FakeAlgorithm(), fake_config(1), workdir, stream=None)
+    finally:
+        holder.kill()
+        holder.communicate()
+    assert (workdir / storage.LOCK_FILE).exists()  # left behind by the killed holder
+    log = io.StringIO()
+    result = runloop.run(FakeAlgorithm(), fake_config(1), workdir, stream=log)
+    assert result.record["iteration"] == 1
+    assert f"took over the lock of {workdir} from pid {holder.pid} on " in log.getvalue()
+    assert "which ended without releasing it" in log.getvalue()
+
+
+def test_a_bucket_lock_is_refreshed_and_taken_over_when_stale(tmp_path, monkeypatch):
+    """A bucket has no file locks: the lock is an object the holder refreshes, taken over once
+    it has not been refreshed for `LOCK_STALE_SECONDS` (here on a local folder)."""
+    monkeypatch.setattr(storage, "LOCK_REFRESH_SECONDS", 0.05)
+    workdir = tmp_path / "run"
+    with storage.workdir_lock(workdir, heartbeat=True) as previous:
+        assert previous is None
+        first = json.loads((workdir / storage.LOCK_FILE).read_text())
+        with pytest.raises(storage.WorkdirBusy, match=f"pid {os.getpid()} on "):
+            with storage.workdir_lock(workdir, heartbeat=True):
+                pass
+        time.sleep(0.3)
+        refreshed = json.loads((workdir / storage.LOCK_FILE).read_text())
+        assert refreshed["refreshed"] > first["refreshed"]
+    assert not (workdir / storage.LOCK_FILE).exists()
+    stale = dict(first, pid=1, refreshed=time.time() - storage.LOCK_STALE_SECONDS - 1)
+    (workdir / storage.LOCK_FILE).write_text(json.dumps(stale))
+    with storage.workdir_lock(workdir, heartbeat=True) as previous:
+        assert previous["pid"] == 1
+
+
+def test_adapt_refuses_a_workdir_in_use_before_writing(tmp_path):
+    from configs import joat
+    from mmc_jax import adapt
+
+    workdir = tmp_path / "adapt"
+    with storage.workdir_lock(workdir):
+        with pytest.raises(storage.WorkdirBusy, match=f"pid {os.getpid()} on "):
+            adapt.run_adaptation(
+                "gardner", "joat-cpu", workdir, config=joat.get_config("smoke"), stream=None
+            )
+    assert sorted(p.name for p in workdir.iterdir()) == []
+
+
+# ---------------------------------------------------------------------------------------------
+# Items 3-5: one loading path for every command; exports never shadow a run
+
+LEGACY = TESTS / "fixtures" / "legacy" / "gardner_smoke"
+
+
+def two_steps(tmp_path, damage=None) -> Path:
+    """A copy of the legacy smoke run with a second step (same arrays, 64 frames) whose files
+    `damage(step_folder)` spoils."""
+    workdir = tmp_path / "run"
+    shutil.copytree(LEGACY, workdir)
+    steps = workdir / "checkpoints"
+    shutil.copytree(steps / "1", steps / "2")
+    sidecar = steps / "2" / "meta" / "metadata"
+    meta = json.loads(sidecar.read_text())
+    sidecar.write_text(json.dumps(dict(meta, step=2, extra={"frames": 64, "games": 8})))
+    if damage is not None:
+        damage(steps / "2")
+    return workdir
+
+
+def lose_manifest(step):
+    (step / "state" / "manifest.ocdbt").unlink()
+
+
+def corrupt_sidecar(step):
+    (step / "meta" / "metadata").write_text('{"step": 2, "config": {')
+
+
+def lose_sidecar(step):
+    (step / "meta" / "metadata").unlink()
+
+
+DAMAGES = {
+    "manifest": (lose_manifest, "state/manifest.ocdbt is missing"),
+    "sidecar": (corrupt_sidecar, "its sidecar meta/metadata is not valid JSON"),
+    "no_sidecar": (lose_sidecar, "meta/metadata is missing"),
+}
+
+
+@pytest.mark.parametrize("damage", list(DAMAGES))
+def test_export_falls_back_past_a_damaged_step_and_labels_what_it_exported(
+    tmp_path, capsys, damage
+):
+    """Items 4 and 5: a damaged latest step (a lost manifest, a corrupt or lost sidecar) is
+    skipped with a warning that names the file and the step; the export's card says the step
+    and frames of the parameters it holds (it used to write the damaged step's, with the
+    reason "(Exception)"), and an explicit `--step` of the damaged one says which to try."""
+    spoil, reason = DAMAGES[damage]
+    workdir = two_steps(tmp_path, spoil)
+    out = tmp_path / "model"
+    assert export.main(["--checkpoint", str(workdir), "--out", str(out)]) == 0
+    err = capsys.readouterr().err
+    assert f"warning: checkpoint {workdir}/checkpoints/2 is damaged ({reason}" in err, err
+    record = json.loads((out / checkpoint_lib.EXPORT_FILE).read_text())
+    assert (record["step"], record["frames"], record["games"]) == (1, 32, 0)
+    assert record["description"].endswith("step 1")
+
+    with pytest.raises(SystemExit) as exit_info:
+        export.main(["--checkpoint", str(workdir), "--step", "2", "--out", str(tmp_path / "x")])
+    assert exit_info.value.code == 2
+    last = capsys.readouterr().err.strip().splitlines()[-1]
+    assert f"checkpoint {workdir}/checkpoints/2 is damaged ({reason}" in last, last
+    assert "try --step 1" in last, last
+
+
+@pytest.mark.parametrize("damage", ["sidecar", "manifest"])
+def test_evaluate_and_adapt_name_the_damaged_file_and_the_step_to_try(tmp_path, damage):
+    """Item 5: `evaluate --step` and `adapt --init_from <workdir>/checkpoints/<step>` of a
+    damaged step: one line naming the file and the step, and the step to try instead."""
+    spoil, reason = DAMAGES[damage]
+    workdir = two_steps(tmp_path, spoil)
+    evaluated = subprocess.run(
+        [sys.executable, "-m", "mmc_jax.evaluate", "--variant", "gardner", "--games", "2"]
+        + ["--checkpoint", str(workdir), "--step", "2"],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=300,
+    )
+    adapted = subprocess.run(
+        [sys.executable, "-m", "mmc_jax.adapt", "--variant", "gardner"]
+        + ["--init_from", f"{workdir}/checkpoints/2", "--workdir", str(tmp_path / "adapt")],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=300,
+    )
+    for done in (evaluated, adapted):
+        assert done.returncode == 2, done.stderr[-3000:]
+        assert "Traceback" not in done.stderr, done.stderr[-3000:]
+        last = done.stderr.strip().splitlines()[-1]
+        assert f"checkpoint {workdir}/checkpoints/2 is damaged ({reason}" in last, last
+        assert f"try --step 1 (or the path {workdir}/checkpoints/1)" in last, last
+    assert not (tmp_path / "adapt").exists()
+
+
+def test_export_into_the_runs_workdir_is_refused(tmp_path, capsys):
+    """Item 3: `export --out` into the run's own workdir (or its checkpoints folder) would
+    shadow its checkpoints: refused with one line, nothing written."""
+    workdir = two_steps(tmp_path)
+    before = sorted(str(p) for p in workdir.rglob("*"))
+    for out in (workdir, workdir / "checkpoints", workdir / "checkpoints" / "7"):
+        with pytest.raises(SystemExit) as exit_info:
+            export.main(["--checkpoint", str(workdir), "--out", str(out)])
+        assert exit_info.value.code == 2
+        last = capsys.readouterr().err.strip().splitlines()[-1]
+        assert f"--out {out}: " in last and f"the run in {workdir}" in last, last
+        assert "would shadow its checkpoints" in last, last
+    assert sorted(str(p) for p in workdir.rglob("*")) == before
+
+
+def test_an_export_never_shadows_a_runs_checkpoints(tmp_path, capsys):
+    """Item 3: a run's workdir that holds an export (written there by an older version) still
+    loads its checkpoints, with a note; training into an exported model's folder is refused."""
+    workdir = two_steps(tmp_path)
+    _, params, config = checkpoint_lib.load_model(workdir)
+    doubled = jax.tree.map(lambda x: 2 * np.asarray(x), params)
+    checkpoint_lib.export_model(workdir, config, doubled, {"step": 1})  # the shadowing export
+    capsys.readouterr()
+    _, loaded, _ = checkpoint_lib.load_model(workdir)
+    for a, b in zip(jax.tree.leaves(loaded), jax.tree.leaves(params), strict=True):
+        np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+    assert "holds an exported model besides its checkpoints" in capsys.readouterr().err
+
+    exported = tmp_path / "model"
+    checkpoint_lib.export_model(exported, config, params, {"step": 1})
+    trained = subprocess.run(
+        [sys.executable, "-m", "mmc_jax.train", "--config", "configs/gardner.py:smoke"]
+        + ["--workdir", str(exported)],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=300,
+    )
+    assert trained.returncode == 2
+    (line,) = trained.stderr.splitlines()
+    assert line == (
+        f"error: --workdir {exported} holds an exported model (model.json): a run there would be "
+        "confused with it; pass another --workdir"
+    ), line
+    assert sorted(p.name for p in exported.iterdir()) == ["model.json", "params.msgpack"]
+
+
+# ---------------------------------------------------------------------------------------------
+# Chaos: training killed at random moments ends as an unbroken run
+
+
+CHAOS_ITERATIONS = 10
+
+
+def train_command(workdir) -> list[str]:
+    """The user's command: `gardner.py:smoke`, 10 iterations."""
+    return [
+        sys.executable,
+        "-m",
+        "mmc_jax.train",
+        "--config",
+        "configs/gardner.py:smoke",
+        f"--config.num_iterations={CHAOS_ITERATIONS}",
+        "--workdir",
+        str(workdir),
+    ]
+
+
+class Lines:
+    """The lines a process prints, read in a thread, with the time each arrived."""
+
+    def __init__(self, process: subprocess.Popen):
+        self.process = process
+        self.lines: queue.Queue = queue.Queue()
+        self.seen: list[str] = []
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self) -> None:
+        for line in self.process.stdout:
+            self.lines.put(line.rstrip("\n"))
+        self.lines.put(None)
+
+    def wait_for(self, predicate, timeout: float = 600.0) -> str | None:
+        """The first new line for which `predicate` holds; None when the process ended."""
+        deadline = time.time() + timeout
+        while True:
+            line = self.lines.get(timeout=max(deadline - time.time(), 0.01))
+            if line is None:
+                return None
+            self.seen.append(line)
+            if predicate(line):
+                return line
+
+
+def final_state(workdir):
+    """Every array of the run's last checkpoint (parameters, optimizer state, games, replay)."""
+    from configs import gardner
+    from mmc_jax import alphazero
+
+    config = gardner.get_config("smoke")
+    config.num_iterations = CHAOS_ITERATIONS
+    config = alphazero.ALGORITHM.prepare_config(config)
+    mesh = alphazero.ALGORITHM.make_mesh(config)
+    abstract = alphazero.ALGORITHM.abstract_state(config, mesh)
+    template = runloop.checkpoint_state(abstract, 0, 0, 0, save_replay=True)
+    return checkpoint_lib.restore_checkpoint(workdir, template, step=CHAOS_ITERATIONS)
+
+
+@pytest.mark.slow
+def test_training_killed_at_random_moments_ends_bit_identical_to_an_unbroken_run(tmp_path):
+    """`gardner.py:smoke` for 10 iterations, a checkpoint after each, stopped four times in a
+    row: a SIGTERM during compilation (it says that nothing was lost), then SIGKILLs at random
+    moments inside an iteration (self-play, the learner, metrics, plots) and right after an
+    iteration's progress line (while its checkpoint is written); then run to the end. Every
+    array of its last checkpoint is that of an unbroken run, its metrics too, with every record
+    once; each relaunch after a SIGKILL took the killed run's lock over."""
+    rng = random.Random(39)
+    workdir = tmp_path / "chaos"
+    moments = ["compile", "iteration", "save", rng.choice(["iteration", "save"])]
+    log = []
+    for moment in moments:
+        process = subprocess.Popen(
+            train_command(workdir),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            cwd=ROOT,
+        )
+        lines = Lines(process)
+        try:
+            if moment == "compile":  # the iteration compiles for 15 s or more
+                lines.wait_for(lambda line: " games x " in line)
+                time.sleep(rng.uniform(0.5, 3.0))
+                assert process.poll() is None, "\n".join(lines.seen)
+                process.send_signal(signal.SIGTERM)
+                assert lines.wait_for(lambda line: "during start-up" in line) is not None
+                assert process.wait(timeout=300) == 0, "\n".join(lines.seen)
+            else:  # after 2 or 3 iterations of this process (at most 9 of the 10 in all)
+                lines.wait_for(lambda line: line.startswith("compiled the iteration"))
+                for _ in range(rng.randint(2, 3)):
+                    lines.wait_for(lambda line: line.startswith("it "))
+                if moment == "iteration":  # somewhere in the next iteration
+                    time.sleep(rng.uniform(0.0, 0.5))
+                # else at once: its checkpoint is being written
+                assert process.poll() is None, "\n".join(lines.seen)
+                process.kill()
+        finally:
+            if process.poll() is None:
+                process.kill()
+            process.wait()
+            process.stdout.close()
+        steps = checkpoint_lib.Checkpointer(workdir).all_steps()
+        log.append((moment, steps, [line for line in lines.seen if "resumed" in line]))
+        assert not steps or steps[-1] < CHAOS_ITERATIONS, log
+    finished = subprocess.run(
+        train_command(workdir), capture_output=True, text=True, timeout=900, cwd=ROOT
+    )
+    assert finished.returncode == 0, (log, finished.stdout[-3000:], finished.stderr[-3000:])
+    assert "took over the lock" in finished.stdout, finished.stdout[-3000:]
+    assert log[-1][1], log  # the killed runs left checkpoints: the last one resumed from one
+    assert f"resumed from {workdir}/checkpoints/{log[-1][1][-1]}" in finished.stdout, log
+    unbroken = tmp_path / "unbroken"
+    done = subprocess.run(
+        train_command(unbroken), capture_output=True, text=True, timeout=900, cwd=ROOT
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+
+    records = metrics_lib.read_metrics(workdir)
+    assert [r["step"] for r in records] == list(range(1, CHAOS_ITERATIONS + 1)), log
+    for got, want in zip(records, metrics_lib.read_metrics(unbroken), strict=True):
+        for key in ("train/policy_loss", "train/value_loss", "selfplay/games", "frames"):
+            assert got[key] == want[key], (key, got["step"], log)
+    print("chaos:", log)  # (moment, steps after it, resume lines) per stop, for -s
+    got, want = final_state(workdir), final_state(unbroken)
+    flat_got = jax.tree_util.tree_flatten_with_path(got)[0]
+    for (path, a), b in zip(flat_got, jax.tree.leaves(want), strict=True):
+        np.testing.assert_array_equal(np.asarray(a), np.asarray(b), err_msg=f"{path} {log}")
+
+
+def test_a_resume_steps_past_damaged_files_and_keeps_an_unreadable_workdir_as_it_is(tmp_path):
+    """The run loop's resume goes through the one loading path: a step whose arrays are lost is
+    skipped with a warning naming the damage and moved aside; when no step can be read, the
+    error says so and nothing in the workdir changes."""
+    workdir = tmp_path / "run"
+    runloop.run(FakeAlgorithm(), fake_config(2), workdir, stream=None)
+    steps = workdir / "checkpoints"
+
+    def damage(step):
+        for path in (steps / str(step) / "state").iterdir():
+            if "ocdbt" in path.name or path.name == "d":
+                shutil.rmtree(path) if path.is_dir() else path.unlink()
+
+    damage(2)
+    log = io.StringIO()
+    resumed = runloop.run(FakeAlgorithm(), fake_config(3), workdir, stream=log)
+    assert f"checkpoint {steps}/2 is damaged (state/manifest.ocdbt is missing)" in log.getvalue()
+    assert (workdir / "checkpoints_damaged" / "2" / "state").is_dir()
+    assert resumed.start_iteration == 1 and resumed.record["iteration"] == 3
+
+    for step in checkpoint_lib.Checkpointer(workdir).all_steps():
+        damage(step)
+    before = sorted(str(p.relative_to(workdir)) for p in workdir.rglob("*"))
+    with pytest.raises(ValueError, match=r"no checkpoint in .* could be restored .* nothing there"):
+        runloop.run(FakeAlgorithm(), fake_config(4), workdir, stream=None)
+    assert sorted(str(p.relative_to(workdir)) for p in workdir.rglob("*")) == before
