@@ -194,3 +194,12 @@ def test_a_resumed_pretraining_unit_equals_an_unbroken_one_and_its_pack_round_tr
     other = study.Study("cpu", preset, tmp_path / "d", tmp_path / "d_art")
     with pytest.raises(ValueError, match="preset 'smoke'"):
         study.unpack(other, pack)
+
+
+def test_a_second_study_process_on_a_workdir_is_refused(tmp_path, capsys):
+    from mmc_jax import storage
+
+    with storage.workdir_lock(tmp_path):
+        status = study.main(["--preset", "smoke", "--workdir", str(tmp_path), "--only", "pretrain"])
+    assert status == 2
+    assert "in use" in capsys.readouterr().err

@@ -1374,16 +1374,22 @@ def main(argv=None) -> int:
         return 0
     complete = True
     if args.only != "report":
+        from mmc_jax import storage
+
         try:
-            complete = run(
-                study,
-                log,
-                only=args.only,
-                budget_minutes=args.budget_minutes,
-                pack=Path(args.pack) if args.pack else None,
-                seeds=seeds,
-                variants=variants,
-            )
+            with storage.workdir_lock(workdir):  # one study process per workdir
+                complete = run(
+                    study,
+                    log,
+                    only=args.only,
+                    budget_minutes=args.budget_minutes,
+                    pack=Path(args.pack) if args.pack else None,
+                    seeds=seeds,
+                    variants=variants,
+                )
+        except storage.WorkdirBusy as error:
+            print(f"error: {error}", file=sys.stderr)
+            return 2
         except KeyboardInterrupt:
             log("interrupted: finished units are kept; rerun the same command to continue")
             return 130
