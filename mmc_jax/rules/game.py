@@ -225,58 +225,97 @@ class Analysis(struct.PyTreeNode):
     in_check: jax.Array  # bool
 
 
-def _lowest_square(x):
-    """(bit, index) of the lowest set bit of a non-zero bitboard."""
-    bit = x & (~x + jnp.uint32(1))
-    return bit, jax.lax.population_count(bit - jnp.uint32(1)).astype(jnp.int32)
+def _blast_cover(squares, pawns):
+    """The capture squares t whose explosion removes a piece standing on `squares`.
+
+    A capture on t removes t and the non-pawns next to it, so a piece on s goes for t = s and,
+    unless it is a pawn, for the t next to s (being neighbours is symmetric).
+    """
+    return squares | king_neighbourhood(squares & ~pawns)
 
 
 def _atomic_capture_sources(pieces, own, rules, targets):
     """[40] for each move vector, the from-squares whose atomic capture along it is legal.
 
-    Loops over the squares in `targets` (the squares we can capture on) only: each capture on
-    square t removes the same blast, so one king-safety test per target square suffices, plus
-    the rule that the capturer must not be the last piece shielding our king from a slider.
-    A `while_loop` under `vmap` runs as many rounds as the busiest game needs, so batches
-    without atomic games skip it entirely.
+    A capture on square t is legal when it does not explode our king and leaves it safe: the
+    opponent's king explodes, or the kings touch after the blast, or no piece checks our king
+    once the blast is gone and the capturer is not the last piece shielding our king from a
+    slider. Everything here is a set of capture squares t, one bitboard, computed for all t at
+    once with a fixed number of bit operations (no loop over the targets, whose count depends
+    on the position): a blast changes the king's safety only through the at most 32 squares on
+    the king's 8 rays (a piece there survives for the t outside its `_blast_cover`) and the at
+    most 10 knights and pawns that could check it.
     """
     allowed = rules.vector_allowed
     occ = pieces[0] | pieces[1] | pieces[2] | pieces[3] | pieces[4] | pieces[5]
     opp = occ & ~own
-    king = pieces[T.KING]
+    pawns, king = pieces[T.PAWN], pieces[T.KING]
     own_king, opp_king = king & own, king & opp
-    own_king_zone = king_neighbourhood(own_king)
-    neighbours = jnp.asarray(T.NEIGHBOURS)
-    source_bits = jnp.asarray(T.SOURCE_BITS)
-
-    def body(carry):
-        remaining, sources = carry
-        target_bit, target = _lowest_square(remaining)
-        blast = target_bit | (neighbours[target] & ~pieces[T.PAWN])
-        survivors = occ & ~blast
-        own_exploded = _any(own_king & (neighbours[target] | target_bit))
-        opp_exploded = _any(opp_king & blast)
-        touching = _any(own_king_zone & opp_king & survivors)
-        them = opp & survivors
-        survivors_pieces = pieces & survivors
-        orth = (survivors_pieces[T.ROOK] | survivors_pieces[T.QUEEN]) & them
-        diag = (survivors_pieces[T.BISHOP] | survivors_pieces[T.QUEEN]) & them
-        checkers, _, xray_first = king_rays(own_king, survivors, orth, diag, allowed)
-        checkers = checkers | short_checkers(own_king, survivors_pieces, them, allowed)
-        # Our capturer leaves its square too: it must not be the last shield of our king.
-        shields = xray_first[0]
-        for x in xray_first[1:]:
-            shields = shields | x
-        safe = jnp.where(_any(checkers), ZERO, FULL & ~shields)
-        legal_from = jnp.where(own_exploded, ZERO, jnp.where(opp_exploded | touching, FULL, safe))
-        legal_from = computed_once(legal_from)  # not once per vector of `sources`
-        return remaining & ~target_bit, sources | (legal_from & source_bits[:, target])
-
     targets = jnp.where(rules.capture_mode == CAPTURE_ATOMIC, targets & opp, ZERO)
-    _, sources = jax.lax.while_loop(
-        lambda carry: _any(carry[0]), body, (targets, jnp.zeros(T.NUM_VECTORS, jnp.uint32))
+
+    own_blown = own_king | king_neighbourhood(own_king)
+    touching = king_neighbourhood(own_king) & opp_king
+    # No safety test: their king explodes, or the kings touch and theirs survives.
+    free = _blast_cover(opp_king, pawns) | jnp.where(
+        _any(touching), FULL & ~_blast_cover(touching, pawns), ZERO
     )
-    return sources
+    # Knights and pawns that check our king; the check stays unless the blast takes them all.
+    short = [
+        _gate(allowed[32 + k], shift(own_king, df, dr) & pieces[T.KNIGHT] & opp)
+        for k, (df, dr) in enumerate(T.KNIGHT_VECTORS)
+    ]
+    short += [
+        _gate(allowed[T.vector_index(d, 1)], shift_dir(own_king, d) & pawns & opp) for d in (5, 6)
+    ]
+    short = jnp.stack(short)
+    short_gone = jnp.where(_any(short), _blast_cover(short, pawns), FULL)
+    checked = FULL & ~jax.lax.reduce(short_gone, FULL, jax.lax.bitwise_and, (0,))
+
+    # The rays: ray[d, i] is the square at distance i + 1 from our king in direction d.
+    ray = jnp.stack([jnp.stack([shift_dir(own_king, d, n) for n in range(1, 5)]) for d in range(8)])
+    sliders = [
+        ((pieces[T.ROOK] if T.ORTHOGONAL[d] else pieces[T.BISHOP]) | pieces[T.QUEEN]) & opp
+        for d in range(8)
+    ]
+    attacker_ok = jnp.stack(
+        [
+            jnp.stack([allowed[T.vector_index(T.OPPOSITE[d], n)] for n in range(1, 5)])
+            for d in range(8)
+        ]
+    )
+    # attacker[d, i]: the piece there checks our king if nothing surviving stands between.
+    attacker = _any(ray & jnp.stack(sliders)[:, None]) & attacker_ok
+    # survives[d, i]: the t for which an occupied ray[d, i] is still occupied after the blast.
+    survives = jnp.where(_any(ray & occ), FULL & ~_blast_cover(ray, pawns), ZERO)
+    # beyond[i]: the t for which the first surviving piece at distance > i (on each ray) is an
+    # attacker; beyond[0] is a check.
+    beyond = [ZERO] * 5
+    for i in reversed(range(4)):
+        beyond[i] = (survives[:, i] & jnp.where(attacker[:, i], FULL, ZERO)) | (
+            ~survives[:, i] & beyond[i + 1]
+        )
+    checked = checked | jax.lax.reduce(beyond[0], ZERO, jax.lax.bitwise_or, (0,))
+    # shield[d, i]: the t for which ray[d, i] holds the first surviving piece with an attacker
+    # right behind it (a piece at distance 4 has nothing behind it).
+    in_front = ZERO
+    shield = []
+    for i in range(3):
+        shield.append(survives[:, i] & ~in_front & beyond[i + 1])
+        in_front = in_front | survives[:, i]
+    shield = jnp.stack(shield, axis=1).reshape(-1)
+    shield_square = ray[:, :3].reshape(-1)
+
+    legal = targets & ~own_blown
+    anywhere = legal & free  # any capturer
+    unshielded = legal & ~free & ~checked  # a capturer that is not the t's shield
+    anywhere, unshielded, *shield = computed_once(jnp.stack([anywhere, unshielded, *shield]))
+    shield = jnp.stack(shield)
+    sources = []
+    for vec in range(T.NUM_VECTORS):
+        shielding = shield_square & _back_vec(shield, vec)
+        shielding = jax.lax.reduce(shielding, ZERO, jax.lax.bitwise_or, (0,))
+        sources.append(_back_vec(anywhere, vec) | (_back_vec(unshielded, vec) & ~shielding))
+    return computed_once(jnp.stack(sources))
 
 
 def analyse(rules: Rules, pieces, own) -> Analysis:
