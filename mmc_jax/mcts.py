@@ -12,11 +12,16 @@ both the root rule and the interior rule at every depth (a `lax.cond` on a batch
 runs both branches), another quarter; the network was a fifth (experiments/bench/README.md).
 
 Here the same algorithm is written for the batch. The walk takes its first step with the root
-rule for every game, then loops with the interior rule only, and records the nodes it passes.
+rule for every game, then steps with the interior rule only, and records the nodes it passes.
 The backup then reads and writes the tree once for the whole path (scatters with
 `mode="drop"` for the entries past a game's leaf): only the value recurrence up the path
-loops, over [B] vectors. On a 2-core CPU that made a self-play scan 5-18% faster than the
-backup that walked up one edge per loop step (experiments/bench/README.md).
+runs level by level, over [B] vectors. On a 2-core CPU that made a self-play scan 5-18%
+faster than the backup that walked up one edge per loop step (experiments/bench/README.md).
+No loop inside a simulation has a trip count that depends on the data (issue 38: on an
+accelerator each iteration of such a loop waits on the host): the walk runs a number of steps
+fixed by the tree's size and `max_depth` (`walk_steps`), masked for the games that have
+stopped, and the backup covers every level of the path (tests/test_static_search.py checks
+the self-play program).
 mctx's own pieces are used unchanged wherever they are per node: the `mctx.Tree` layout, the
 action-selection rules (`mctx.gumbel_muzero_root_action_selection`,
 `mctx.muzero_action_selection`, vmapped over the batch) and the Q transforms. The interior
