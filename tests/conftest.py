@@ -1,13 +1,12 @@
 """What every test process shares: one compilation cache, the XLA flags, the repository root on
-`sys.path`, the rules fixtures (tests/rules_support.py), the Fairy-Stockfish engine, and helpers
-to start children on fake devices."""
+`sys.path`, the Fairy-Stockfish engine; and the plugins with the rules fixtures
+(tests/rules_support.py) and the smoke runs (tests/runs_support.py)."""
 
 from __future__ import annotations
 
 import atexit
 import os
 import shutil
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
@@ -16,7 +15,9 @@ import pytest
 
 from mmc_jax import cache, startup
 
-pytest_plugins = ("rules_support",)  # the engine, fsf and rollout fixtures of the rules tests
+# The rules tests' engine, oracles and rollout; the smoke runs of every algorithm and the
+# children that compile on other device counts.
+pytest_plugins = ("rules_support", "runs_support")
 
 # The commands the tests start (in this process or as children) share one compilation cache
 # (`mmc_jax.cache`), fresh for the session: the user's cache is neither read nor written, and a
@@ -45,35 +46,9 @@ os.environ["XLA_FLAGS"] = " ".join(
 cache.enable_compilation_cache()
 
 
-# ------------------------------------------------------------------ subprocesses on fake devices
-
 ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:  # `from configs import gardner` in tests and their subprocesses
     sys.path.insert(0, str(ROOT))
-
-
-def start_on_fake_devices(script: str, num_devices: int, *args) -> subprocess.Popen:
-    """Starts `python -c script *args` in the repository root with `num_devices` fake CPU
-    devices (XLA_FLAGS); stdout/stderr piped. Started early, its compile overlaps the tests'."""
-    env = dict(os.environ, JAX_PLATFORMS="cpu")
-    env["XLA_FLAGS"] = (
-        env.get("XLA_FLAGS", "") + f" --xla_force_host_platform_device_count={num_devices}"
-    ).strip()
-    return subprocess.Popen(
-        [sys.executable, "-c", script, *map(str, args)],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env=env,
-        cwd=ROOT,
-    )
-
-
-def stop_process(process: subprocess.Popen) -> None:
-    """Kills `process` if it is still running (fixture teardown)."""
-    if process.poll() is None:
-        process.kill()
-        process.communicate()
 
 
 @pytest.fixture(scope="session")
