@@ -38,6 +38,11 @@ from mmc_jax.rules import notation
 if "MMC_COMPILE_CACHE" not in os.environ:
     os.environ["MMC_COMPILE_CACHE"] = tempfile.mkdtemp(prefix="mmc_jax_test_xla_")
     atexit.register(shutil.rmtree, os.environ["MMC_COMPILE_CACHE"], ignore_errors=True)
+# ... but this process never writes it: a command called in-process (`train.train`, a CLI's
+# `main`) would turn it on mid-session, and JAX 0.10.2 then crashed the whole run twice in CI
+# (a segfault inside `compilation_cache.put_executable_and_time`, 2026-11-26). Programs compiled
+# here are shared through jit's in-memory caches; children still use the directory above.
+jax.config.update("jax_enable_compilation_cache", False)
 # The tests compile with the XLA flags the commands use (`mmc_jax.startup`), so a result computed
 # here and one from a command started as a child agree.
 startup.apply_xla_flags()
