@@ -12,11 +12,16 @@ both the root rule and the interior rule at every depth (a `lax.cond` on a batch
 runs both branches), another quarter; the network was a fifth (experiments/bench/README.md).
 
 Here the same algorithm is written for the batch. The walk takes its first step with the root
-rule for every game, then loops with the interior rule only, and records the nodes it passes.
+rule for every game, then steps with the interior rule only, and records the nodes it passes.
 The backup then reads and writes the tree once for the whole path (scatters with
 `mode="drop"` for the entries past a game's leaf): only the value recurrence up the path
-loops, over [B] vectors. On a 2-core CPU that made a self-play scan 5-18% faster than the
-backup that walked up one edge per loop step (experiments/bench/README.md).
+runs level by level, over [B] vectors. On a 2-core CPU that made a self-play scan 5-18%
+faster than the backup that walked up one edge per loop step (experiments/bench/README.md).
+No loop inside a simulation has a trip count that depends on the data (issue 38: on an
+accelerator each iteration of such a loop waits on the host): the walk runs a number of steps
+fixed by the tree's size and `max_depth` (`walk_steps`), masked for the games that have
+stopped, and the backup covers every level of the path (tests/test_static_search.py checks
+the self-play program).
 mctx's own pieces are used unchanged wherever they are per node: the `mctx.Tree` layout, the
 action-selection rules (`mctx.gumbel_muzero_root_action_selection`,
 `mctx.muzero_action_selection`, vmapped over the batch) and the Q transforms. The interior
@@ -113,7 +118,29 @@ def _set_node(tree: Tree, node, prior_logits, value, embedding) -> Tree:
     )
 
 
-def simulate(key, tree: Tree, root_selection, interior_selection, max_depth: int):
+WALKS = ("steps", "nodes")
+
+
+def walk_steps(width: int) -> int:
+    """Static bound on the interior steps of a walk whose path has `width` entries.
+
+    A walk takes its first step with the root rule (child depth 1) and then one interior step
+    per level; it stops at an unexpanded edge or at `max_depth`. Every node it walks through
+    exists, and at simulation s the tree holds s + 1 <= num_simulations nodes, so a child's
+    depth is at most min(max_depth, nodes - 1) = width - 1: at most width - 2 interior steps.
+    """
+    return max(width - 2, 0)
+
+
+def simulate(
+    key,
+    tree: Tree,
+    root_selection,
+    interior_selection,
+    max_depth: int,
+    node_depth: jax.Array | None = None,
+    walk: str | None = None,
+):
     """Walk every game's tree from the root to an unexpanded edge (or to `max_depth`).
 
     Returns (node [B], action [B], path int32 [B, width], depth int32 [B]): the edge to
@@ -122,6 +149,18 @@ def simulate(key, tree: Tree, root_selection, interior_selection, max_depth: int
     `width` is one more than the deepest possible child, max(min(max_depth, nodes - 1), 1). The
     first step uses the root rule for all games; later steps the interior rule, only for the
     games still walking.
+
+    The walk always runs `walk_steps(width)` interior steps, a number fixed at trace time; a
+    game that has stopped keeps its values (masking). No loop waits for the last game, so on
+    an accelerator nothing waits on the host. `walk` says where the interior rule runs:
+    "steps" at each step for every game, skipping a step with a `lax.cond` once no game walks
+    (free on the CPU, where the early exit of a `while_loop` was the cheap part; on an
+    accelerator a `cond` reads its predicate on the host); "nodes" once for every node of the
+    tree, before the walk, which then only follows the nodes' choices (no branch at all; wide
+    work an accelerator does in a few kernels, but on the CPU 32 nodes cost ~10x the ~3.6
+    levels a walk visits). None: "steps" on the CPU, "nodes" elsewhere. "nodes" needs
+    `node_depth` [B, nodes], each node's depth, for the rules that read their key or depth
+    (each node gets the key and depth the walk would give it at that node).
     """
     batch, nodes = tree.node_values.shape
     keys, selection_keys = _split_each(sharding.draw_for_games(jax.random.split, key, batch))
@@ -133,16 +172,12 @@ def simulate(key, tree: Tree, root_selection, interior_selection, max_depth: int
     walking = (next_node != Tree.UNVISITED) & (depth < max_depth)
     width = max(min(max_depth, nodes - 1), 1) + 1  # the first step is taken whatever max_depth
     path = jnp.full((batch, width), nodes, jnp.int32).at[:, 0].set(Tree.ROOT_INDEX)
+    steps = walk_steps(width)
+    carry = (keys, node, action, next_node, depth, path, walking)
 
-    def cond(carry):
-        return jnp.any(carry[-1])
-
-    def body(carry):
+    def advance(carry, step_action):
+        """One level down for the games still walking, `step_action` [B] chosen at next_node."""
         keys, node, action, next_node, depth, path, walking = carry
-        keys, selection_keys = _split_each(keys)
-        step_action = _select_batched(
-            interior_selection, selection_keys, tree, next_node, depth.astype(depth_dtype)
-        )
         step_next = get_per_game(tree.children_index, next_node, step_action)
         step_depth = depth + 1
         still = (step_next != Tree.UNVISITED) & (step_depth < max_depth)
@@ -157,9 +192,53 @@ def simulate(key, tree: Tree, root_selection, interior_selection, max_depth: int
             walking & still,
         )
 
-    _, node, action, _, depth, path, _ = jax.lax.while_loop(
-        cond, body, (keys, node, action, next_node, depth, path, walking)
-    )
+    def by_steps(carry):
+        def step(carry):
+            keys, selection_keys = _split_each(carry[0])
+            _, _, _, next_node, depth, _, _ = carry
+            step_action = _select_batched(
+                interior_selection, selection_keys, tree, next_node, depth.astype(depth_dtype)
+            )
+            return advance((keys,) + carry[1:], step_action)
+
+        def body(_, carry):
+            return jax.lax.cond(jnp.any(carry[-1]), step, lambda carry: carry, carry)
+
+        return jax.lax.fori_loop(0, steps, body, carry)
+
+    def by_nodes(carry):
+        # The key of interior step d (depth d) is the d-th of the chain the steps would split.
+        keys, by_depth = carry[0], []
+        for _ in range(steps):
+            keys, selection_keys = _split_each(keys)
+            by_depth.append(selection_keys)
+        by_depth = jnp.stack(by_depth, axis=1)  # [B, steps]
+        others = jnp.arange(1, nodes, dtype=jnp.int32)  # the root takes the root rule
+        depths = node_depth[:, 1:]
+        node_keys = jnp.take_along_axis(by_depth, jnp.clip(depths - 1, 0, steps - 1), axis=1)
+
+        def choose(keys, tree, depths):
+            return jax.vmap(interior_selection, in_axes=(0, None, 0, 0))(
+                keys, tree, others, depths.astype(depth_dtype)
+            )
+
+        choice = jax.vmap(choose)(node_keys, tree, depths)  # [B, nodes - 1]
+
+        def body(_, carry):
+            return advance(carry, get_per_game(choice, carry[3] - 1))
+
+        return jax.lax.fori_loop(0, steps, body, (keys,) + carry[1:])
+
+    if steps > 0:
+        if walk is None:
+            carry = jax.lax.platform_dependent(carry, cpu=by_steps, default=by_nodes)
+        elif walk == "steps":
+            carry = by_steps(carry)
+        elif walk == "nodes":
+            carry = by_nodes(carry)
+        else:
+            raise ValueError(f"unknown walk {walk!r}; expected one of {WALKS} or None")
+    _, node, action, _, depth, path, _ = carry
     return node, action, path, depth
 
 
@@ -184,10 +263,12 @@ def backward(tree: Tree, path: jax.Array, leaf_depth: jax.Array) -> Tree:
 
     mctx walks up one edge per loop step and writes the tree at every step. Here the path is
     known from the walk, so the tree is read and written once for all of it: only the value
-    recurrence `v_d = r_d + discount_d * v_(d+1)` runs as a loop, over [B] vectors, for as
-    many steps as the deepest leaf of the batch (the same operations in the same order as
-    mctx's, so the same values). Entries of `path` beyond a leaf are out of range and their
-    writes are dropped.
+    recurrence `v_d = r_d + discount_d * v_(d+1)` runs level by level, over [B] vectors (the
+    same operations in the same order as mctx's, so the same values). It runs over every level
+    of the path, unrolled (a number of levels fixed at trace time, no loop: on an accelerator a
+    loop bounded by the batch's deepest leaf would wait on the host), and a level below a
+    game's leaf leaves its value unchanged. Entries of `path` beyond a leaf are out of range
+    and their writes are dropped.
     """
     nodes = tree.node_values.shape[1]
     edges = path.shape[1] - 1
@@ -200,19 +281,11 @@ def backward(tree: Tree, path: jax.Array, leaf_depth: jax.Array) -> Tree:
     discount = get_per_game(tree.children_discounts, parent, action)
     leaf = jnp.take_along_axis(path, leaf_depth[:, None], axis=1)[:, 0]
     leaf_value = get_per_game(tree.node_values, leaf)
-    deepest = jnp.max(leaf_depth)
-
-    def body(step, carry):
-        value, values_up = carry
-        d = deepest - 1 - step
-        up = (
-            jax.lax.dynamic_index_in_dim(reward, d, 1, False)
-            + jax.lax.dynamic_index_in_dim(discount, d, 1, False) * value
-        )
-        value = jnp.where(d < leaf_depth, up, value)
-        return value, jax.lax.dynamic_update_index_in_dim(values_up, value, d, 1)
-
-    _, value_up = jax.lax.fori_loop(0, deepest, body, (leaf_value, jnp.zeros_like(reward)))
+    value, value_up = leaf_value, [None] * edges
+    for d in reversed(range(edges)):
+        value = jnp.where(d < leaf_depth, reward[:, d] + discount[:, d] * value, value)
+        value_up[d] = value
+    value_up = jnp.stack(value_up, axis=1)
     count = get_per_game(tree.node_visits, parent)
     parent_value = (get_per_game(tree.node_values, parent) * count + value_up) / (count + 1.0)
     # The child of edge d holds its new value, or the leaf's own value on the last edge.
@@ -250,11 +323,13 @@ def search(
     max_depth: int | None = None,
     invalid_actions: jax.Array | None = None,
     extra_data: Any = None,
+    walk: str | None = None,
 ) -> Tree:
     """`mctx.search` (same arguments but `loop_fn`, same result), batch-first.
 
     `root_action_selection_fn(key, tree, node)` and `interior_action_selection_fn(key, tree,
-    node, depth)` are mctx's per-node rules: they see one game's tree.
+    node, depth)` are mctx's per-node rules: they see one game's tree. Every loop inside a
+    simulation has a trip count fixed at trace time (see `simulate` for `walk`).
     """
     if max_depth is None:
         max_depth = num_simulations
@@ -262,19 +337,27 @@ def search(
         invalid_actions = jnp.zeros_like(root.prior_logits)
 
     def body(sim, carry):
-        key, tree = carry
+        key, tree, node_depth = carry
         key, simulate_key, expand_key = jax.random.split(key, 3)
         parent, action, path, depth = simulate(
-            simulate_key, tree, root_action_selection_fn, interior_action_selection_fn, max_depth
+            simulate_key,
+            tree,
+            root_action_selection_fn,
+            interior_action_selection_fn,
+            max_depth,
+            node_depth,
+            walk,
         )
         node = get_per_game(tree.children_index, parent, action)
         node = jnp.where(node == Tree.UNVISITED, sim + 1, node)
         tree = expand(params, expand_key, tree, recurrent_fn, parent, action, node)
         path = set_per_game(path, depth, value=node)
-        return key, backward(tree, path, depth)
+        node_depth = set_per_game(node_depth, node, value=depth)
+        return key, backward(tree, path, depth), node_depth
 
     tree = instantiate_tree(root, num_simulations, invalid_actions, extra_data)
-    return jax.lax.fori_loop(0, num_simulations, body, (rng_key, tree))[1]
+    node_depth = jnp.zeros(tree.node_visits.shape, jnp.int32)
+    return jax.lax.fori_loop(0, num_simulations, body, (rng_key, tree, node_depth))[1]
 
 
 def _mask_invalid(logits: jax.Array, invalid_actions) -> jax.Array:
@@ -325,13 +408,14 @@ def gumbel_muzero_policy(
     qtransform=mctx.qtransform_completed_by_mix_value,
     max_num_considered_actions: int = 16,
     gumbel_scale: float = 1.0,
+    walk: str | None = None,
 ) -> mctx.PolicyOutput:
     """`mctx.gumbel_muzero_policy` on the batch-first `search`: equal outputs for equal inputs.
 
     The root samples `max_num_considered_actions` actions by Gumbel top-k and narrows them by
     sequential halving; interior nodes pick deterministically towards softmax(prior + completed
     Q). The action is the considered action with the best Gumbel + logit + completed Q, and the
-    weights are softmax(prior + completed Q) over valid actions.
+    weights are softmax(prior + completed Q) over valid actions. `walk`: see `simulate`.
     """
     root = root.replace(prior_logits=_mask_invalid(root.prior_logits, invalid_actions))
     rng_key, gumbel_key = jax.random.split(rng_key)
@@ -355,6 +439,7 @@ def gumbel_muzero_policy(
         max_depth=max_depth,
         invalid_actions=invalid_actions,
         extra_data=mctx.GumbelMuZeroExtraData(root_gumbel=gumbel),
+        walk=walk,
     )
     visits = tree.summary().visit_counts
     completed_q = jax.vmap(qtransform, in_axes=(0, None))(tree, Tree.ROOT_INDEX)
@@ -385,11 +470,12 @@ def muzero_policy(
     pb_c_init: float = 1.25,
     pb_c_base: float = 19652.0,
     temperature: float = 1.0,
+    walk: str | None = None,
 ) -> mctx.PolicyOutput:
     """`mctx.muzero_policy` on the batch-first `search`: equal outputs for equal inputs.
 
     PUCT selection; the root prior is mixed with Dirichlet noise; the action is sampled from
-    the root visit counts raised to 1 / `temperature`.
+    the root visit counts raised to 1 / `temperature`. `walk`: see `simulate`.
     """
     rng_key, noise_key, search_key = jax.random.split(rng_key, 3)
     batch, num_actions = root.prior_logits.shape
@@ -416,6 +502,7 @@ def muzero_policy(
         num_simulations=num_simulations,
         max_depth=max_depth,
         invalid_actions=invalid_actions,
+        walk=walk,
     )
     weights = tree.summary().visit_probs
     logits = _log_probs(weights)

@@ -225,58 +225,137 @@ class Analysis(struct.PyTreeNode):
     in_check: jax.Array  # bool
 
 
-def _lowest_square(x):
-    """(bit, index) of the lowest set bit of a non-zero bitboard."""
-    bit = x & (~x + jnp.uint32(1))
-    return bit, jax.lax.population_count(bit - jnp.uint32(1)).astype(jnp.int32)
+def _blast_cover(squares, pawns):
+    """The capture squares t whose explosion removes a piece standing on `squares`.
+
+    A capture on t removes t and the non-pawns next to it, so a piece on s goes for t = s and,
+    unless it is a pawn, for the t next to s (being neighbours is symmetric).
+    """
+    return squares | king_neighbourhood(squares & ~pawns)
+
+
+def _shift_table(vectors) -> tuple[np.ndarray, np.ndarray]:
+    """(amounts, masks) int32 / uint32 arrays of `shift` for an array of (df, dr) vectors."""
+    vectors = np.asarray(vectors)
+    params = [T.shift_params(int(df), int(dr)) for df, dr in vectors.reshape(-1, 2)]
+    shape = vectors.shape[:-1]
+    amounts = np.array([a for a, _ in params], np.int32).reshape(shape)
+    masks = np.array([m for _, m in params], np.uint32).reshape(shape)
+    return amounts, masks
+
+
+def _shift_each(x, table):
+    """`shift(x, df, dr)` for every vector of a `_shift_table` at once (one elementwise op
+    with per-element shift amounts, so XLA keeps it in one loop)."""
+    amounts, masks = table
+    up = jnp.asarray(np.maximum(amounts, 0).astype(np.uint32))
+    down = jnp.asarray(np.maximum(-amounts, 0).astype(np.uint32))
+    return jnp.where(jnp.asarray(amounts >= 0), x << up, x >> down) & jnp.asarray(masks)
+
+
+# The square at distance n + 1 from the king along direction d: [8, 4].
+_RAY_SHIFTS = _shift_table([[(df * n, dr * n) for n in range(1, 5)] for df, dr in T.DIRECTIONS])
+# A piece at distance n + 1 in direction d attacks the king along the opposite vector.
+_RAY_ATTACK_VECTOR = np.array(
+    [[T.vector_index(T.OPPOSITE[d], n) for n in range(1, 5)] for d in range(8)], np.int32
+)
+# Squares from which a knight (8) or a pawn (2, moving down the board) attacks the king.
+_SHORT_SHIFTS = _shift_table(list(T.KNIGHT_VECTORS) + [T.DIRECTIONS[5], T.DIRECTIONS[6]])
+_SHORT_VECTOR = np.array([32 + k for k in range(8)] + [T.vector_index(d, 1) for d in (5, 6)])
+# `_back_vec` for the 40 vectors, as one table: [40].
+_BACK_SHIFTS = _shift_table(
+    [(-df * n, -dr * n) for (df, dr) in T.DIRECTIONS for n in range(1, 5)]
+    + [(-df, -dr) for df, dr in T.KNIGHT_VECTORS]
+)
+_BACK_SHIFTS_BY_SHIELD = tuple(x[:, None] for x in _BACK_SHIFTS)  # [40, 1]: against [24]
 
 
 def _atomic_capture_sources(pieces, own, rules, targets):
     """[40] for each move vector, the from-squares whose atomic capture along it is legal.
 
-    Loops over the squares in `targets` (the squares we can capture on) only: each capture on
-    square t removes the same blast, so one king-safety test per target square suffices, plus
-    the rule that the capturer must not be the last piece shielding our king from a slider.
-    A `while_loop` under `vmap` runs as many rounds as the busiest game needs, so batches
-    without atomic games skip it entirely.
+    A capture on square t is legal when it does not explode our king and leaves it safe: the
+    opponent's king explodes, or the kings touch after the blast, or no piece checks our king
+    once the blast is gone and the capturer is not the last piece shielding our king from a
+    slider. Everything here is a set of capture squares t, one bitboard, computed for all t at
+    once with a fixed number of bit operations (no loop over the targets, whose count depends
+    on the position): a blast changes the king's safety only through the 32 squares on the
+    king's 8 rays (a piece there survives for the t outside its `_blast_cover`) and the 10
+    squares a knight or pawn checks it from. It runs in three stages, each one XLA loop over
+    a few words per game computed once (see `computed_once`): XLA:CPU's cost here is the
+    number of such loops, and a non-atomic game pays it too (nothing can skip it).
     """
     allowed = rules.vector_allowed
+    # Computed once (`analyse` did it for the position): each loop below would otherwise
+    # recompute the move generation's attacks for each of its words.
+    targets = computed_once(targets)
     occ = pieces[0] | pieces[1] | pieces[2] | pieces[3] | pieces[4] | pieces[5]
     opp = occ & ~own
-    king = pieces[T.KING]
+    pawns, king = pieces[T.PAWN], pieces[T.KING]
     own_king, opp_king = king & own, king & opp
-    own_king_zone = king_neighbourhood(own_king)
-    neighbours = jnp.asarray(T.NEIGHBOURS)
-    source_bits = jnp.asarray(T.SOURCE_BITS)
 
-    def body(carry):
-        remaining, sources = carry
-        target_bit, target = _lowest_square(remaining)
-        blast = target_bit | (neighbours[target] & ~pieces[T.PAWN])
-        survivors = occ & ~blast
-        own_exploded = _any(own_king & (neighbours[target] | target_bit))
-        opp_exploded = _any(opp_king & blast)
-        touching = _any(own_king_zone & opp_king & survivors)
-        them = opp & survivors
-        survivors_pieces = pieces & survivors
-        orth = (survivors_pieces[T.ROOK] | survivors_pieces[T.QUEEN]) & them
-        diag = (survivors_pieces[T.BISHOP] | survivors_pieces[T.QUEEN]) & them
-        checkers, _, xray_first = king_rays(own_king, survivors, orth, diag, allowed)
-        checkers = checkers | short_checkers(own_king, survivors_pieces, them, allowed)
-        # Our capturer leaves its square too: it must not be the last shield of our king.
-        shields = xray_first[0]
-        for x in xray_first[1:]:
-            shields = shields | x
-        safe = jnp.where(_any(checkers), ZERO, FULL & ~shields)
-        legal_from = jnp.where(own_exploded, ZERO, jnp.where(opp_exploded | touching, FULL, safe))
-        legal_from = computed_once(legal_from)  # not once per vector of `sources`
-        return remaining & ~target_bit, sources | (legal_from & source_bits[:, target])
-
-    targets = jnp.where(rules.capture_mode == CAPTURE_ATOMIC, targets & opp, ZERO)
-    _, sources = jax.lax.while_loop(
-        lambda carry: _any(carry[0]), body, (targets, jnp.zeros(T.NUM_VECTORS, jnp.uint32))
+    # Stage 1, per square: ray[d, i] is the square at distance i + 1 from our king in
+    # direction d; survives[d, i] the t for which a piece there still stands after the blast;
+    # attacker[d, i] whether it is their slider that checks our king along the ray (if nothing
+    # surviving stands between). short_gone: the t whose blast takes a knight or pawn that
+    # checks our king (all t where there is none).
+    ray = _shift_each(own_king, _RAY_SHIFTS)
+    sliders = (
+        jnp.where(jnp.asarray(T.ORTHOGONAL)[:, None], pieces[T.ROOK], pieces[T.BISHOP])
+        | pieces[T.QUEEN]
     )
-    return sources
+    attacker = _any(ray & sliders & opp) & allowed[_RAY_ATTACK_VECTOR]
+    survives = jnp.where(_any(ray & occ), FULL & ~_blast_cover(ray, pawns), ZERO)
+    short = (
+        _shift_each(own_king, _SHORT_SHIFTS)
+        & opp
+        & jnp.where(jnp.arange(10) < 8, pieces[T.KNIGHT], pawns)
+    )
+    short = jnp.where(allowed[_SHORT_VECTOR], short, ZERO)
+    short_gone = jnp.where(_any(short), _blast_cover(short, pawns), FULL)
+    stage = computed_once(
+        jnp.concatenate([survives.ravel(), jnp.where(attacker, FULL, ZERO).ravel(), short_gone])
+    )
+    survives, attacker, short_gone = (
+        stage[:32].reshape(8, 4),
+        stage[32:64].reshape(8, 4),
+        stage[64:],
+    )
+
+    # Stage 2, per ray: beyond[i] the t for which the first surviving piece at distance > i
+    # is an attacker (beyond[0]: a check); shield[d, i] the t for which ray[d, i] holds the
+    # first surviving piece with an attacker right behind it (at distance 4 nothing is behind).
+    beyond = [ZERO] * 5
+    for i in reversed(range(4)):
+        beyond[i] = (survives[:, i] & attacker[:, i]) | (~survives[:, i] & beyond[i + 1])
+    in_front = ZERO
+    shield = []
+    for i in range(3):
+        shield.append(survives[:, i] & ~in_front & beyond[i + 1])
+        in_front = in_front | survives[:, i]
+    checked = jax.lax.reduce(beyond[0], ZERO, jax.lax.bitwise_or, (0,))
+    checked = checked | (FULL & ~jax.lax.reduce(short_gone, FULL, jax.lax.bitwise_and, (0,)))
+    targets = jnp.where(rules.capture_mode == CAPTURE_ATOMIC, targets & opp, ZERO)
+    legal = targets & ~(own_king | king_neighbourhood(own_king))  # not next to our king
+    touching = king_neighbourhood(own_king) & opp_king
+    # No safety test: their king explodes, or the kings touch and theirs survives.
+    free = _blast_cover(opp_king, pawns) | jnp.where(
+        _any(touching), FULL & ~_blast_cover(touching, pawns), ZERO
+    )
+    stage = computed_once(
+        jnp.concatenate(
+            [jnp.stack([legal & free, legal & ~free & ~checked]), jnp.stack(shield, 1).ravel()]
+        )
+    )
+    anywhere, unshielded, shield = stage[0], stage[1], stage[2:]
+
+    # Stage 3, per vector: from s along the vector onto t = s + vector, legal when t is free,
+    # or t is safe and s is not its shield.
+    shielding = ray[:, :3].ravel() & _shift_each(shield, _BACK_SHIFTS_BY_SHIELD)
+    shielding = jax.lax.reduce(shielding, ZERO, jax.lax.bitwise_or, (1,))
+    sources = _shift_each(anywhere, _BACK_SHIFTS) | (
+        _shift_each(unshielded, _BACK_SHIFTS) & ~shielding
+    )
+    return computed_once(sources)
 
 
 def analyse(rules: Rules, pieces, own) -> Analysis:
@@ -286,6 +365,11 @@ def analyse(rules: Rules, pieces, own) -> Analysis:
     position already decided (king captured or exploded, extinction) has no moves.
     """
     allowed = rules.vector_allowed
+    # The position often comes straight from a step's state update: computed once, not in
+    # each fusion that reads it (see `computed_once`; the atomic captures' `while_loop` used to
+    # force this, as a loop's operands are materialized).
+    position = computed_once(jnp.concatenate([pieces, own[None]]))
+    pieces, own = position[:6], position[6]
     pawn, knight, bishop, rook, queen, king = pieces
     occ = pawn | knight | bishop | rook | queen | king
     opp = occ & ~own
