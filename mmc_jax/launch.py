@@ -572,8 +572,14 @@ def local_environment(
 ) -> dict[str, str]:
     """The environment of process `process_id` of a local multi-process run: the coordinator
     variables `mmc_jax.distributed.initialize` reads (`JAX_COORDINATOR_ADDRESS`,
-    `JAX_NUM_PROCESSES`, `JAX_PROCESS_ID`) and `devices_per_process` fake CPU devices."""
+    `JAX_NUM_PROCESSES`, `JAX_PROCESS_ID`) and `devices_per_process` fake CPU devices (added to
+    the other flags of `XLA_FLAGS`, which every process keeps)."""
     env = dict(os.environ if base is None else base)
+    kept = [
+        flag
+        for flag in env.get("XLA_FLAGS", "").split()
+        if not flag.startswith("--xla_force_host_platform_device_count")
+    ]
     for name in (
         "MMC_DISTRIBUTED",
         "SLURM_JOB_ID",
@@ -583,7 +589,9 @@ def local_environment(
         env.pop(name, None)  # nothing else may claim the run
     env.update(
         JAX_PLATFORMS="cpu",
-        XLA_FLAGS=f"--xla_force_host_platform_device_count={devices_per_process}",
+        XLA_FLAGS=" ".join(
+            [*kept, f"--xla_force_host_platform_device_count={devices_per_process}"]
+        ),
         JAX_COORDINATOR_ADDRESS=f"127.0.0.1:{port}",
         JAX_NUM_PROCESSES=str(num_processes),
         JAX_PROCESS_ID=str(process_id),

@@ -249,3 +249,11 @@ def test_local_runs_one_jax_run_of_n_processes(tmp_path, capfd):
     assert "PROBE 0 2 4 2" in capfd.readouterr().out
     assert "PROBE 1 2 4 2" in (tmp_path / "ok" / "process_1.log").read_text()
     assert launch.main([*args, str(tmp_path / "bad"), *command, "1"]) == 3
+
+
+def test_local_processes_keep_the_other_xla_flags():
+    base = {"XLA_FLAGS": "--xla_dump_to=/tmp/d --xla_force_host_platform_device_count=8 --x=1"}
+    env = launch.local_environment(1, 2, 1234, 2, base)
+    assert env["XLA_FLAGS"] == (
+        "--xla_dump_to=/tmp/d --x=1 --xla_force_host_platform_device_count=2"
+    )

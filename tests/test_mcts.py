@@ -91,11 +91,22 @@ def _compiled(policy_name: str, side: int, num_actions: int, sims: int, max_dept
     return run
 
 
-@pytest.mark.parametrize("policy_name", list(POLICIES))
-@pytest.mark.parametrize(
-    "num_actions, sims, max_depth",
-    [(5, 1, None), (7, 24, None), (40, 16, 3), (9, 12, 1), (12, 32, None)],
-)
+SHAPES = [(5, 1, None), (7, 24, None), (40, 16, 3), (9, 12, 1), (12, 32, None)]
+
+
+def cases():
+    """Every policy with every (num_actions, sims, max_depth); the fast tier runs a diagonal
+    (shape i with policy i mod 4: every policy and every shape once), the slow tier the rest."""
+    names = list(POLICIES)
+    for i, shape in enumerate(SHAPES):
+        for j, name in enumerate(names):
+            marks = () if j == i % len(names) else (pytest.mark.slow,)
+            yield pytest.param(
+                name, *shape, marks=marks, id=f"{shape[0]}-{shape[1]}-{shape[2]}-{name}"
+            )
+
+
+@pytest.mark.parametrize("policy_name, num_actions, sims, max_depth", list(cases()))
 def test_batch_first_search_equals_mctx(policy_name, num_actions, sims, max_depth):
     for seed in range(2):
         root, invalid = toy_root(num_actions, seed)

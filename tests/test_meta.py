@@ -1,19 +1,15 @@
 """Tests for mmc_jax.meta (JOAT / Reptile), mmc_jax.adapt and configs/joat.py (tiny configs).
 
-Compile time dominates on a 2-core CPU, so this module compiles few programs and overlaps the
-two big ones: the smoke config's outer iteration (in this process, shared by the first run and
-the resume) and, in a subprocess started by the first fixture, the adaptation's training
-iteration and evaluation arena (warmed up before the meta checkpoint it adapts exists). The
-pure pieces (inner loop, outer update, the k = 1 path) are tested on a tiny net with synthetic
-task data, each with one small compile.
+Compile time dominates on a 2-core CPU, so the pure pieces (inner loop, outer update, the k = 1
+path) are tested on a tiny net with synthetic task data, each with one small compile; the smoke
+meta-training is the run loop's (tests/runs_support.py: its properties, for every algorithm,
+are in tests/test_runloop.py), and its adaptation to the held-out variant runs in a child that
+compiles the adaptation while this process works (`adaptation`, runs_support.py).
 """
 
 from __future__ import annotations
 
 import functools
-import io
-import json
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -24,131 +20,18 @@ import jax.numpy as jnp
 import ml_collections
 import numpy as np
 import pytest
-from conftest import start_on_fake_devices, stop_process
+from runs_support import HELD_OUT
 
 from configs import joat as joat_config
-from mmc_jax import checkpoint, learner, meta, metrics, network, sharding, train
+from mmc_jax import checkpoint, learner, meta, network, sharding, train
 from mmc_jax import rules as R
 
 ROOT = Path(__file__).resolve().parents[1]
 CONFIG_PATH = ROOT / "configs" / "joat.py"
-HELD_OUT = "dark"  # the smoke preset's holdout
 
 
 def load_config(preset: str | None = None):
     return joat_config.get_config(preset)
-
-
-# ---------------------------------------------------------------------------------------------
-# The adaptation, in a subprocess that compiles while this process compiles the meta step
-
-
-ADAPT_SCRIPT = """
-import json, os, sys, time
-import jax
-from mmc_jax import adapt, checkpoint, match, network, rules as R, train
-
-from configs import joat as module
-config = module.get_config("smoke")
-meta_workdir, adapt_workdir, variant = sys.argv[2], sys.argv[3], sys.argv[4]
-
-# Warm up with the smoke network (what the meta checkpoint will hold): the adaptation's
-# training iteration (one iteration from scratch in a scratch workdir: the same code path, so
-# the same compiled program) and the baseline arena, before the checkpoint exists.
-warm = adapt.adaptation_config(variant, 1, config.network, config=config)
-train.train(warm, adapt_workdir + "-warm-up", stream=None)
-net = network.make_network(warm.network)
-params = adapt.on_device(network.init_params(net, jax.random.key(0), R.OBS_SHAPE))
-match.play_match(net, params, variant, "random", 4, 0, jax.random.key(0), max_plies=16)
-
-deadline = time.time() + 900
-while checkpoint.latest_step(meta_workdir) is None or checkpoint.latest_step(meta_workdir) < 2:
-    if time.time() > deadline:
-        sys.exit("no meta checkpoint")
-    time.sleep(1)
-results = adapt.run_adaptation(
-    variant,
-    os.path.join(meta_workdir, "checkpoints", "2"),
-    adapt_workdir,
-    iterations=1,
-    head_to_head=False,
-    stream=sys.stderr,
-)
-print("RESULT " + json.dumps(results))
-"""
-
-
-FOUR_DEVICES_SCRIPT = r"""
-import functools, json, re, sys
-import jax
-import jax.numpy as jnp
-from mmc_jax import learner, meta, network, sharding, train
-from mmc_jax import rules as R
-
-assert jax.device_count() == 4, jax.devices()
-from configs import joat as module
-config = module.get_config("smoke")
-config.num_iterations = 1
-out = {"result": train.train(config, sys.argv[2], stream=None)}
-
-# The inner loop with the tasks in sequence (the CPU default) splits every minibatch over the
-# devices: each 3x3 convolution's batch is inner.batch_size / 4 = 2 (it once ran all 8 on
-# every device). Compiled from shapes alone.
-net = network.make_network(config.network)
-params = jax.eval_shape(lambda k: network.init_params(net, k, R.OBS_SHAPE), jax.random.key(0))
-opt_state = jax.eval_shape(learner.make_optimizer(config.learner).init, params)
-def rings(n=16):
-    batch = learner.Batch(
-        jnp.zeros((n, *R.OBS_SHAPE)), jnp.ones((n, R.NUM_ACTIONS), bool),
-        jnp.zeros((n, R.NUM_ACTIONS)), jnp.zeros(n), jnp.ones(n, bool),
-    )
-    ring = learner.replay_add(learner.replay_init(batch, n), batch)
-    return jax.tree.map(lambda x: jnp.stack([x, x]), ring)
-adapt = functools.partial(
-    meta.adapt_tasks, config=config, mesh=sharding.make_mesh(), sequential=True
-)
-hlo = jax.jit(adapt).lower(
-    params, opt_state, jax.eval_shape(rings), jax.random.split(jax.random.key(0), 2)
-).compile().as_text()
-conv = re.compile(r"= f32\[(\d+),5,5,\d+\]\S* convolution\(.*size=3x3")
-out["inner_conv_batches"] = sorted({int(m) for m in conv.findall(hlo)})
-print("RESULT " + json.dumps(out))
-"""
-
-
-@pytest.fixture(scope="module")
-def four_device_process(tmp_path_factory):
-    """The smoke meta-training's first iteration on 4 fake CPU devices (a subprocess)."""
-    workdir = tmp_path_factory.mktemp("four_devices")
-    process = start_on_fake_devices(FOUR_DEVICES_SCRIPT, 4, CONFIG_PATH, workdir)
-    yield process
-    stop_process(process)
-
-
-@pytest.fixture(scope="module")
-def workdirs(tmp_path_factory):
-    base = tmp_path_factory.mktemp("meta")
-    return base / "joat", base / "adapt"
-
-
-@pytest.fixture(scope="module")
-def adapt_process(workdirs):
-    meta_workdir, adapt_workdir = workdirs
-    process = start_on_fake_devices(
-        ADAPT_SCRIPT, 1, CONFIG_PATH, meta_workdir, adapt_workdir, HELD_OUT
-    )
-    yield process
-    stop_process(process)
-
-
-@pytest.fixture(scope="module")
-def meta_run(workdirs, adapt_process, four_device_process):
-    """configs/joat.py:smoke meta-trained for its two outer iterations."""
-    del adapt_process, four_device_process  # started first: their compiles overlap ours
-    meta_workdir, _ = workdirs
-    stream = io.StringIO()
-    result = train.train(load_config("smoke"), meta_workdir, stream=stream)
-    return meta_workdir, result, stream.getvalue()
 
 
 # ---------------------------------------------------------------------------------------------
@@ -448,60 +331,11 @@ def test_cli_errors_list_the_variants(tmp_path):
 
 
 # ---------------------------------------------------------------------------------------------
-# Meta-training: smoke run, resume, refusals, adaptation
+# Adaptation of the smoke meta-training
 
 
-def test_smoke_meta_training_writes_metrics_checkpoints_and_plots(meta_run):
-    workdir, result, log = meta_run
-    assert result["iteration"] == 2 and result["start_iteration"] == 0
-    records = metrics.read_metrics(workdir)
-    assert [r["step"] for r in records] == [1, 2]
-    config = load_config("smoke")
-    per_iteration = config.meta.num_tasks * config.meta.games_per_task
-    assert records[-1]["frames"] == 2 * per_iteration * config.selfplay.num_plies
-    for record in records:
-        tasks = record["meta/tasks"].split(";")
-        assert len(set(tasks)) == 2 and HELD_OUT not in tasks
-        for task in tasks:
-            assert np.isfinite(record[f"train/{task}/policy_loss"])
-            assert f"selfplay/{task}/frames" in record
-        assert np.isfinite(record["train/policy_loss"]) and record["meta/eps"] == 1.0
-    assert sorted(os.listdir(workdir / "checkpoints")) == ["1", "2"]
-    assert (workdir / "plots" / "policy_loss.png").stat().st_size > 0
-    assert os.listdir(workdir / "tensorboard")
-    assert "compiled the iteration" in log and "it 2/2" in log
-    saved = checkpoint.load_metadata(workdir)["config"]
-    assert HELD_OUT in saved["holdout"].split(";") and HELD_OUT not in saved["variants"]
-    assert saved["network"]["rule_planes"] == "none"
-
-
-def test_resume_continues_and_refuses_a_mismatch(meta_run):
-    workdir, _, _ = meta_run
-    config = load_config("smoke")
-    config.num_iterations = 3
-    stream = io.StringIO()
-    resumed = train.train(config, workdir, stream=stream)
-    assert resumed["start_iteration"] == 2 and resumed["iteration"] == 3
-    assert "resumed from" in stream.getvalue()
-    assert [r["step"] for r in metrics.read_metrics(workdir)] == [1, 2, 3]
-
-    planes = load_config("smoke")
-    planes.network.rule_planes = "descriptor"
-    with pytest.raises(ValueError, match="rule_planes"):
-        train.train(planes, workdir, stream=None)
-    other = load_config("smoke")
-    other.task_space.seed = 1  # other tasks drawn from the space
-    with pytest.raises(ValueError, match="'variants'"):
-        train.train(other, workdir, stream=None)
-
-
-def test_adapts_to_a_held_out_variant(meta_run, adapt_process, workdirs):
-    del meta_run  # wrote the checkpoint the subprocess waits for
-    _, adapt_workdir = workdirs
-    stdout, stderr = adapt_process.communicate(timeout=900)
-    assert adapt_process.returncode == 0, stderr[-4000:]
-    (line,) = [x for x in stdout.splitlines() if x.startswith("RESULT ")]
-    results = json.loads(line[len("RESULT ") :])
+def test_adapts_to_a_held_out_variant(runs, adaptation):
+    results, adapt_workdir = adaptation
     assert results["variant"] == HELD_OUT
     assert [p["iteration"] for p in results["points"]] == [0, 1]
     config = load_config("smoke")
@@ -524,7 +358,7 @@ def test_adapts_to_a_held_out_variant(meta_run, adapt_process, workdirs):
     # Another variant in the same workdir, and missing checkpoints, are refused clearly.
     with pytest.raises(ValueError, match="another variant 'dark'"):
         adapt.run_adaptation(
-            "atomic", str(workdirs[0] / "checkpoints" / "2"), adapt_workdir, stream=None
+            "atomic", str(runs["joat"].workdir / "checkpoints" / "2"), adapt_workdir, stream=None
         )
     with pytest.raises(FileNotFoundError, match="no such checkpoint directory"):
         adapt.run_adaptation("atomic", str(adapt_workdir / "nothing"), adapt_workdir, stream=None)
@@ -554,19 +388,3 @@ def test_scratch_initialisation_seed_is_separate_from_the_adaptation_seed(monkey
                 "atomic", "scratch", tmp_path, config=config, stream=None, **kwargs
             )
     assert seen == [3, 5]
-
-
-def test_four_devices_match_one_device(meta_run, four_device_process):
-    workdir, _, _ = meta_run
-    stdout, stderr = four_device_process.communicate(timeout=900)
-    assert four_device_process.returncode == 0, stderr[-4000:]
-    (line,) = [x for x in stdout.splitlines() if x.startswith("RESULT ")]
-    out = json.loads(line[len("RESULT ") :])
-    assert out["inner_conv_batches"] == [2]
-    four = out["result"]
-    one = metrics.read_metrics(workdir)[0]
-    assert four["meta/tasks"] == one["meta/tasks"]
-    for key in ("selfplay/frames", "selfplay/games"):
-        assert four[key] == one[key], key
-    for key in ("train/policy_loss", "meta/loss_before", "meta/loss_after", "meta/update_norm"):
-        np.testing.assert_allclose(four[key], one[key], rtol=2e-3, atol=1e-5, err_msg=key)

@@ -9,7 +9,7 @@ from pathlib import Path
 import jax
 import numpy as np
 import pytest
-from conftest import VARIANTS, flip_fen, flip_move, reference_positions
+from rules_support import VARIANTS, flip_fen, flip_move, reference_positions
 
 from mmc_jax import rules as R
 

@@ -26,7 +26,7 @@ import functools
 import numpy as np
 import pytest
 import reference_engine as REF
-from conftest import B, descriptor_planes, fen_of, obs_board, uci_set
+from rules_support import B, descriptor_planes, fen_of, obs_board, uci_set
 
 from mmc_jax import rules as R
 

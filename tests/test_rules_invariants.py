@@ -22,7 +22,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 import reference_engine as REF
-from conftest import (
+from rules_support import (
     CHECK_BASED,
     ROLLOUT_PLIES,
     VARIANTS,

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from conftest import FSF_VARIANTS, board_of, obs_board, uci_set
+from rules_support import FSF_VARIANTS, board_of, obs_board, uci_set
 
 from mmc_jax import rules as R
 

@@ -17,7 +17,7 @@ import numpy as np
 import pgx  # installed by the test extra: the oracle must not be skippable
 import pgx.gardner_chess as gardner_chess
 import pytest
-from conftest import B, fen_of
+from rules_support import B, fen_of
 
 from mmc_jax import rules as R
 

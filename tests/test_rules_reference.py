@@ -15,7 +15,7 @@ import random
 import numpy as np
 import pytest
 import reference_engine as REF
-from conftest import (
+from rules_support import (
     MONO_PLAYABLE,
     VARIANTS,
     B,

@@ -11,7 +11,7 @@ import ml_collections
 import numpy as np
 import pytest
 import reference_engine as REF
-from conftest import B, descriptor_planes
+from rules_support import B, descriptor_planes
 
 from mmc_jax import network
 from mmc_jax import rules as R

@@ -7,7 +7,7 @@ import random
 import jax
 import jax.numpy as jnp
 import numpy as np
-from conftest import random_placement
+from rules_support import random_placement
 
 from mmc_jax import rules as R
 from mmc_jax import search

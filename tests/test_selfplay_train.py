@@ -1,17 +1,15 @@
 """Tests for mmc_jax.selfplay, mmc_jax.train and configs/gardner.py (tiny configs).
 
-Compile time dominates on a 2-core CPU (one self-play scan compiles in about a minute and a
-half), so the module compiles exactly three programs: the `played` self-play scan, the smoke
-config's training iteration (shared by every in-process `train` call: same config, same mesh)
-and, in a subprocess with 8 fake CPU devices, the same iteration sharded 8 ways. The subprocess
-starts with the first fixture so that its compilation overlaps this process's.
+Compile time dominates on a 2-core CPU, so the module compiles one self-play scan (`played`,
+hand-made positions) and runs training only through the smoke iteration that the run loop's
+tests compile (tests/runs_support.py): the properties of a training run (metrics, checkpoints,
+resume, devices) are tested for every algorithm in tests/test_runloop.py.
 """
 
 from __future__ import annotations
 
 import functools
 import io
-import json
 import os
 import subprocess
 import sys
@@ -22,15 +20,13 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from conftest import start_on_fake_devices, stop_process
+from runs_support import smoke
 
 from configs import gardner as gardner_config
 from mmc_jax import (
     alphazero,
-    checkpoint,
     learner,
     match,
-    metrics,
     network,
     runloop,
     selfplay,
@@ -59,117 +55,6 @@ def load_config(preset: str | None = None):
 
 
 # ---------------------------------------------------------------------------------------------
-# 8 fake devices, in a subprocess started before anything compiles here
-
-
-MULTI_DEVICE_SCRIPT = r"""
-import json, sys
-import jax
-from mmc_jax import alphazero, sharding, train
-from mmc_jax import rules as R
-
-assert jax.device_count() == 8, jax.devices()
-from configs import gardner as module
-out = {}
-
-bad = module.get_config("smoke")
-bad.selfplay.batch_size = 12
-try:
-    train.train(bad, sys.argv[2] + "/bad", stream=None)
-except ValueError as error:
-    out["error"] = str(error)
-
-def smoke():
-    config = module.get_config("smoke")
-    config.replay.backfill_outcomes = True  # as the in-process smoke runs
-    return config
-
-config = alphazero.prepare_config(smoke())
-mesh = sharding.make_mesh()
-rules_b = R.batch(list(config.variants), config.selfplay.batch_size)
-rules_b = jax.device_put(rules_b, sharding.sharded_leaves(rules_b, mesh))
-state = alphazero.init_train_state(config, rules_b, jax.random.key(0), mesh)
-turn = state.game_state.turn
-out["game_devices"] = len(turn.sharding.device_set)
-out["game_shard_shape"] = list(turn.addressable_shards[0].data.shape)
-out["param_devices"] = len(jax.tree.leaves(state.params)[0].sharding.device_set)
-
-config = smoke()
-config.num_iterations = 1
-out["result"] = train.train(config, sys.argv[2] + "/run", stream=None)
-
-# The compiled iteration (the one train just compiled): its loops must not gather the sharded
-# game batch onto every device (the search's tree once did, every simulation).
-iteration = alphazero.make_iteration(alphazero.prepare_config(config), mesh)
-hlo = iteration.lower(state, rules_b, sharding.put_key(jax.random.key(1), mesh)).compile()
-out["gathers_in_loops"] = [
-    line.strip()[:160]
-    for line in hlo.as_text().splitlines()
-    if " all-gather(" in line and "/while/" in line
-]
-# The batch of every 3x3 convolution a device runs (self-play's and the learner's): 8 games
-# and a learner batch of 8 over 8 devices are 1 each; the learner once ran its whole
-# minibatch on every device.
-import re
-conv = re.compile(r"= f32\[(\d+),5,5,\d+\]\S* convolution\(.*size=3x3")
-out["conv_batches"] = sorted({int(m) for m in conv.findall(hlo.as_text())})
-
-# Self-play under shard_map (each device its own games, alphazero.play_games on the mesh) plays
-# the games that the partitioned whole batch plays.
-import numpy as np
-from mmc_jax import network
-net = network.make_network(config.network)
-config = alphazero.prepare_config(config)
-def play(on_mesh):
-    fn = lambda p, r, g, k: alphazero.play_games(net, p, r, g, k, config, False, on_mesh)
-    return jax.device_get(jax.jit(fn)(state.params, rules_b, state.game_state, jax.random.key(5)))
-whole, mapped = play(None), play(mesh)
-out["selfplay_equal"] = [
-    jax.tree_util.keystr(path)
-    for (path, a), b in zip(jax.tree.leaves_with_path(whole), jax.tree.leaves(mapped))
-    if a.dtype.kind != "f" and not np.array_equal(a, b)
-]
-out["selfplay_float_diff"] = max(
-    float(np.max(np.abs(a - b))) for a, b in zip(jax.tree.leaves(whole), jax.tree.leaves(mapped))
-    if a.dtype.kind == "f"
-)
-# A draw for 8 games on a (task, data) = (2, 4) mesh equals the draw for the whole batch.
-grid = sharding.make_mesh(task_parallel=2)
-draw = lambda k, b: (jax.random.uniform(k, (b, 3)), jax.random.split(k, b))
-def local(key, x):
-    noise, keys = sharding.draw_for_games(draw, key, x.shape[0])
-    return noise, jax.random.key_data(keys), sharding.categorical(key, noise)
-mapped = jax.jit(sharding.map_games(local, grid, (None, 0), (0, 0, 0)))
-mapped = mapped(jax.random.key(2), np.zeros(8))
-noise, keys = draw(jax.random.key(2), 8)
-whole = (noise, jax.random.key_data(keys), jax.random.categorical(jax.random.key(2), noise))
-out["draw_equal"] = [bool(np.array_equal(a, b)) for a, b in zip(whole, mapped)]
-# `bench selfplay` on several devices: batches that do not split and --breakdown are refused.
-import argparse
-from mmc_jax import bench
-out["bench_errors"] = []
-for fields in (dict(batch=12), dict(memory_batch=4), dict(breakdown=True)):
-    args = argparse.Namespace(**{**dict(batch=64, memory_batch=0, breakdown=False), **fields})
-    try:
-        bench.selfplay_mesh(args)
-    except SystemExit as error:
-        out["bench_errors"].append(str(error))
-out["bench_mesh_devices"] = bench.selfplay_mesh(
-    argparse.Namespace(batch=64, memory_batch=0, breakdown=False)
-).size
-print("RESULT " + json.dumps(out))
-"""
-
-
-@pytest.fixture(scope="module")
-def multi_device_process(tmp_path_factory):
-    workdir = tmp_path_factory.mktemp("eight_devices")
-    process = start_on_fake_devices(MULTI_DEVICE_SCRIPT, 8, CONFIG_PATH, workdir)
-    yield process
-    stop_process(process)
-
-
-# ---------------------------------------------------------------------------------------------
 # Self-play on hand-made positions
 
 
@@ -184,10 +69,9 @@ def played_config():
 
 
 @pytest.fixture(scope="module")
-def played(multi_device_process):
+def played():
     """Three plies of 6 games: Black forced then mated, its colour-swapped twin, 2 x the start
     position, and the `MIRROR_PAIR`."""
-    del multi_device_process  # started first: its compile overlaps ours
     config = played_config()
     net = network.make_network(config.network)
     params = jax.jit(lambda key: network.init_params(net, key, R.OBS_SHAPE))(jax.random.key(0))
@@ -505,63 +389,10 @@ def test_non_finite_loss_is_a_clear_error():
 
 
 # ---------------------------------------------------------------------------------------------
-# Training: smoke run, resume, evaluation hook, 8 devices
+# Training: the evaluation hook (the run loop's properties: tests/test_runloop.py)
 
 
-@pytest.fixture(scope="module")
-def smoke_run(tmp_path_factory, multi_device_process):
-    del multi_device_process
-    workdir = tmp_path_factory.mktemp("smoke")
-    stream = io.StringIO()
-    result = train.train(load_config("smoke"), workdir, stream=stream)
-    return workdir, result, stream.getvalue()
-
-
-def test_smoke_run_writes_metrics_checkpoints_and_plots(smoke_run):
-    workdir, result, log = smoke_run
-    assert result["iteration"] == 2 and result["start_iteration"] == 0
-    records = metrics.read_metrics(workdir)
-    assert [r["step"] for r in records] == [1, 2]
-    for key in ("train/policy_loss", "train/value_loss", "selfplay/frames", "perf/games_per_s"):
-        assert all(np.isfinite(r[key]) for r in records), key
-    # The back-filled ring reports what it resolved and what still waits for a result.
-    assert all(r["replay/resolved"] >= 0 for r in records)
-    assert all(0.0 <= r["replay/pending_fraction"] <= 1.0 for r in records)
-    assert records[-1]["frames"] == 2 * 8 * 4
-    assert sorted(os.listdir(workdir / "checkpoints")) == ["1", "2"]
-    assert (workdir / "plots" / "policy_loss.png").stat().st_size > 0
-    assert (workdir / "plots" / "value_loss.png").stat().st_size > 0
-    assert os.listdir(workdir / "tensorboard")
-    assert "compiled the iteration" in log and "it 2/2" in log
-    meta = checkpoint.load_metadata(workdir)
-    assert meta["config"]["variants"] == ["gardner"]
-    assert meta["config"]["network"]["channels"] == 8
-
-
-def test_resume_continues_and_reproduces_an_unbroken_run(smoke_run, tmp_path):
-    workdir, _, _ = smoke_run
-    stream = io.StringIO()
-    again = train.train(load_config("smoke"), workdir, stream=stream)
-    assert again["start_iteration"] == 2 and again["iteration"] == 2
-    assert "compiled" not in stream.getvalue()  # nothing left to do: not even a compile
-    assert [r["step"] for r in metrics.read_metrics(workdir)] == [1, 2]
-
-    config = load_config("smoke")
-    config.num_iterations = 3
-    resumed = train.train(config, workdir, stream=io.StringIO())
-    assert resumed["start_iteration"] == 2 and resumed["iteration"] == 3
-    records = metrics.read_metrics(workdir)
-    assert [r["step"] for r in records] == [1, 2, 3]
-    assert records[-1]["frames"] == 3 * 8 * 4
-
-    # The same three iterations without a break (reuses the compiled iteration).
-    unbroken = train.train(config, tmp_path, stream=None)
-    for key in ("train/policy_loss", "train/value_loss", "train/grad_norm", "selfplay/frames"):
-        np.testing.assert_allclose(resumed[key], unbroken[key], rtol=1e-5, err_msg=key)
-
-
-def test_evaluation_hook_logs_scores(smoke_run, tmp_path, monkeypatch):
-    del smoke_run  # compiled the iteration
+def test_evaluation_hook_logs_scores(tmp_path, monkeypatch):
     calls = []
 
     def fake_play_match(
@@ -571,8 +402,8 @@ def test_evaluation_hook_logs_scores(smoke_run, tmp_path, monkeypatch):
         return {"score": 0.75, "score_ci95": [0.6, 0.9], "wins": 3, "draws": 0, "losses": 1}
 
     monkeypatch.setattr(match, "play_match", fake_play_match)
-    config = load_config("smoke")
-    config.num_iterations, config.eval.every = 1, 1
+    config = smoke("alphazero", 1)  # the program of the run loop's tests (runs_support.py)
+    config.eval.every = 1
     stream = io.StringIO()
     result = train.train(config, tmp_path, stream=stream)
     assert calls == [("gardner", "random", 4, 4), ("gardner", "greedy", 4, 4)]
@@ -580,33 +411,3 @@ def test_evaluation_hook_logs_scores(smoke_run, tmp_path, monkeypatch):
     assert result["eval/score_high_vs_greedy"] == 0.9
     assert "eval@1 random 0.75 [0.60,0.90]" in stream.getvalue()
     assert (tmp_path / "plots" / "score_vs_random.png").exists()
-
-
-def test_eight_devices_match_one_device(smoke_run, multi_device_process):
-    workdir, _, _ = smoke_run
-    stdout, stderr = multi_device_process.communicate(timeout=900)
-    assert multi_device_process.returncode == 0, stderr[-4000:]
-    (line,) = [x for x in stdout.splitlines() if x.startswith("RESULT ")]
-    out = json.loads(line[len("RESULT ") :])
-    assert "not divisible by the 8 devices" in out["error"]
-    assert out["game_devices"] == 8 and out["game_shard_shape"] == [1]
-    assert out["param_devices"] == 8
-    assert out["gathers_in_loops"] == []
-    assert out["conv_batches"] == [1]
-    # Self-play on the mesh: every device its own games, the same games as the whole batch
-    # (integers equal; floats differ only by the network's batch size per device).
-    assert out["selfplay_equal"] == []
-    assert out["selfplay_float_diff"] < 1e-4
-    assert out["draw_equal"] == [True, True, True]
-    assert [e.split(" does not")[0] for e in out["bench_errors"][:2]] == [
-        "error: --batch=12",
-        "error: --memory-batch=4",
-    ]
-    assert "--breakdown times its parts on one device" in out["bench_errors"][2]
-    assert out["bench_mesh_devices"] == 8
-    eight = out["result"]
-    one = metrics.read_metrics(workdir)[0]
-    for key in ("selfplay/frames", "selfplay/games", "replay/size"):
-        assert eight[key] == one[key], key
-    for key in ("train/policy_loss", "train/value_loss", "train/policy_entropy", "train/grad_norm"):
-        np.testing.assert_allclose(eight[key], one[key], rtol=2e-3, atol=1e-5, err_msg=key)

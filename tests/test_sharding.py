@@ -2,8 +2,8 @@
 
 Self-play runs under `sharding.map_games` (each device its own games) and draws its randomness
 with `sharding.draw_for_games` / `sharding.categorical`. Here, in one process with one device,
-they must equal the plain draws; the 8-device subprocess of tests/test_selfplay_train.py checks
-that a sharded draw (on a `data` and a (`task`, `data`) mesh) and sharded self-play equal the
+they must equal the plain draws; the 4-device child of tests/test_runloop.py (runs_support.py)
+checks that a sharded draw (on a (`task`, `data`) mesh) and sharded self-play equal the
 unsharded ones.
 """
 
