@@ -64,6 +64,7 @@ def test_greedy_takes_the_most_material(variant, fen, best, also_legal):
     assert chosen == {best}
 
 
+@pytest.mark.slow
 def test_greedy_without_captures_plays_varied_legal_moves():
     chosen, legal = greedy_choices("gardner", R.START_FENS["gardner"], num_games=64)
     assert chosen <= legal
@@ -88,6 +89,7 @@ def check_match(result: dict, num_games: int) -> None:
     json.dumps(result)  # JSON-able
 
 
+@pytest.mark.slow
 def test_random_vs_random_statistics():
     result = match.play_match("random", None, "gardner", "random", NUM_GAMES, 0, jax.random.key(0))
     check_match(result, NUM_GAMES)
@@ -97,6 +99,7 @@ def test_random_vs_random_statistics():
     assert again == result  # reproducible from the key
 
 
+@pytest.mark.slow
 def test_greedy_beats_random():
     result = match.play_match("greedy", None, "gardner", "random", NUM_GAMES, 0, jax.random.key(1))
     check_match(result, NUM_GAMES)
@@ -109,7 +112,9 @@ def test_greedy_beats_random():
     assert result["wins"] - result["losses"] >= 8
 
 
-@pytest.mark.parametrize("variant", R.VARIANTS)
+@pytest.mark.parametrize(
+    "variant", [pytest.param(v, marks=[pytest.mark.slow] * (v != "gardner")) for v in R.VARIANTS]
+)
 def test_greedy_plays_only_legal_moves(variant):
     result = match.play_match(
         "greedy",
@@ -129,6 +134,7 @@ def test_greedy_plays_only_legal_moves(variant):
         assert result["draws"] == NUM_GAMES and result["mean_plies"] == 0
 
 
+@pytest.mark.slow
 def test_colour_balance_with_an_illegal_mover():
     """A model that always plays an illegal move loses every game at its first move: at ply 0
     when it is White (the first half of the games), after the opponent's move when Black."""
@@ -249,6 +255,7 @@ def test_load_model_errors(saved_run, tmp_path):
 MODEL_MATCH = dict(num_games=4, num_simulations=2, opponent_simulations=0, max_plies=16)
 
 
+@pytest.mark.slow
 def test_model_vs_checkpoint_opponent_and_cli(saved_run, capsys):
     """The search model against the raw policy of the same checkpoint; then the same match
     through the CLI (the same compiled arena), whose JSON must agree."""

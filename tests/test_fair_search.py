@@ -62,6 +62,7 @@ def test_omniscient_search_reads_hidden_pieces(searches):
     assert np.abs(weights[0] - weights[1]).max() > 0.05
 
 
+@pytest.mark.slow
 def test_fog_selfplay_records_fair_targets(tiny):
     network, params = tiny
     config = ml_collections.ConfigDict(

@@ -202,6 +202,7 @@ def test_compute_targets_boundaries_draws_and_invalid_samples():
     np.testing.assert_array_equal(mask[:, 1], [False, True, True, True, True, True])
 
 
+@pytest.mark.slow
 def test_muzero_selfplay_traces():
     # Shapes only (tracing, no compile): the PUCT path with Dirichlet noise and argmax play.
     config = load_config("smoke")
