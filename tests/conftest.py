@@ -12,6 +12,7 @@ import tempfile
 from pathlib import Path
 
 import pytest
+import xla_flags
 
 from mmc_jax import cache, startup
 
@@ -33,19 +34,8 @@ jax.config.update("jax_enable_compilation_cache", False)
 # The tests compile with the XLA flags the commands use (`mmc_jax.startup`), so a result computed
 # here and one from a command started as a child agree.
 startup.apply_xla_flags()
-# ... plus two that make XLA:CPU compile faster: no LLVM optimisation of the generated code. The
-# tests' programs are compiled once and run briefly, so optimising them costs more than it saves
-# (the smoke iterations, each compiled in a fresh process on the 2-core CPU: 23 s of CPU time
-# instead of 35 for AlphaZero's, 28 instead of 45 for JOAT's). They change the rounding of some
-# floats (last bits), so every process of a test must have them: the children inherit XLA_FLAGS
-# (a command's `startup` keeps the flags it finds, and so does `launch.start_local`). A flag
-# already in XLA_FLAGS wins (`XLA_FLAGS=--xla_backend_optimization_level=2 pytest ...`).
-TEST_XLA_FLAGS = ("--xla_backend_optimization_level=0", "--xla_llvm_disable_expensive_passes=true")
-_flags = os.environ.get("XLA_FLAGS", "")
-_present = {flag.split("=")[0] for flag in _flags.split()}
-os.environ["XLA_FLAGS"] = " ".join(
-    [_flags, *(flag for flag in TEST_XLA_FLAGS if flag.split("=")[0] not in _present)]
-).strip()
+# ... plus the tests' own (tests/xla_flags.py): no LLVM optimisation, a third less compile time.
+os.environ["XLA_FLAGS"] = xla_flags.with_test_flags(os.environ.get("XLA_FLAGS", ""))
 # This process uses the session's compilation cache too: a program compiled again (another jit of
 # the same function, another test's run of the same config) is loaded instead.
 cache.enable_compilation_cache()

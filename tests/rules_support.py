@@ -37,6 +37,17 @@ CHECK_BASED = ("gardner", "baby", "mallet", "rifle", "atomic", "monochromatic", 
 MONO_PLAYABLE = "rnbqk/1p1p1/5/1P1P1/RNBQK w - - 0 1"
 
 
+# The fast tier compares a sample of an oracle's positions (every SAMPLE_EVERY-th), the slow
+# tier the others: together every position, once (`TIERS`, `tier_part`).
+SAMPLE_EVERY = 4
+TIERS = [pytest.param("sample"), pytest.param("rest", marks=pytest.mark.slow)]
+
+
+def tier_part(items, tier: str) -> list:
+    """The items a tier compares: every SAMPLE_EVERY-th for "sample", the others for "rest"."""
+    return [x for i, x in enumerate(items) if (i % SAMPLE_EVERY == 0) == (tier == "sample")]
+
+
 def playable_start(variant: str) -> str:
     """Start FEN for random play (the Gardner start is a dead draw in monochromatic)."""
     return MONO_PLAYABLE if variant == "monochromatic" else R.START_FENS[variant]

@@ -339,7 +339,10 @@ def child_result(name: str, timeout: float = 1500) -> Any:
 
 
 def pytest_collection_finish(session):
-    """Starts the children the selected tests need: they compile while the tests run."""
+    """Starts the children the selected tests need: they compile while the tests run. (Under
+    pytest-xdist every worker collects every test: there a child starts when a test needs it.)"""
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        return
     needed = {name for item in session.items for name in getattr(item, "fixturenames", ())}
     for name in CHILDREN:
         if name in needed:

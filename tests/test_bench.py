@@ -59,6 +59,7 @@ def test_the_state_advances_every_call():
     assert seen == [0, 1, 2, 3, 4]  # warm-up from the start, then each round from the last
 
 
+@pytest.mark.slow
 def test_selfplay_vs_pgx_reports_the_median_ratio_of_paired_rounds(capsys):
     # End to end on a tiny search (2 games, 1 ply, 2 simulations, 1x8 net): every arm timed in
     # every round, and the JSON's ratio is the median of the rounds' pgx / mmc_jax ratios.

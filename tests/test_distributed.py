@@ -190,6 +190,7 @@ WORKER = textwrap.dedent(
 )
 
 
+@pytest.mark.slow
 def test_two_processes_on_localhost(tmp_path):
     """Two processes x 2 CPU devices each: a global array made of per-process rows, its sum
     (jit) and a psum (shard_map) over all 4 devices agree on both processes (0+...+11 = 66)."""

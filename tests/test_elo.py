@@ -48,6 +48,7 @@ def test_recovers_known_ratings():
         assert pair["expected_score"] == pytest.approx(pair["score"], abs=0.03)
 
 
+@pytest.mark.slow
 def test_interval_coverage_over_seeds():
     """Intervals at 400 games per pair cover the true rating in most of 40 seeded trials
     (over 100 trials: bootstrap 93%, Fisher 98%; the bootstrap's width matches the spread of

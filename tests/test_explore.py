@@ -16,6 +16,7 @@ def test_iou_matrix():
     assert matrix[0, 2] == 0.0 and np.all(np.diag(matrix) == 1.0)
 
 
+@pytest.mark.slow
 def test_explore_cli_small_run(tmp_path, capsys):
     out = tmp_path / "explore"
     argv = ["--variants", "gardner", "atomic", "--games", "7", "--max-plies", "30"]

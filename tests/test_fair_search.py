@@ -26,6 +26,8 @@ def tiny():
 
 @pytest.fixture(scope="module")
 def searches(tiny):
+    """`searches(omniscient)`: the action weights of both `PAIR` positions, each search
+    compiled when a test first asks for it."""
     network, params = tiny
     rules = R.batch("dark", 1)
 
@@ -43,25 +45,28 @@ def searches(tiny):
         ).action_weights
 
     # The same key for each position, one game per call (rows of a batch get different keys).
-    return {
-        omniscient: np.concatenate(
+    @functools.cache
+    def weights(omniscient: bool) -> np.ndarray:
+        return np.concatenate(
             [np.asarray(run(R.stack([R.from_fen(f)]), jax.random.key(3), omniscient)) for f in PAIR]
         )
-        for omniscient in (False, True)
-    }
+
+    return weights
 
 
 def test_fair_search_is_invariant_to_hidden_pieces(searches):
-    weights = searches[False]
+    weights = searches(False)
     assert weights[0].sum() == pytest.approx(1.0, abs=1e-5)
     np.testing.assert_array_equal(weights[0], weights[1])
 
 
+@pytest.mark.slow
 def test_omniscient_search_reads_hidden_pieces(searches):
-    weights = searches[True]
+    weights = searches(True)
     assert np.abs(weights[0] - weights[1]).max() > 0.05
 
 
+@pytest.mark.slow
 def test_fog_selfplay_records_fair_targets(tiny):
     network, params = tiny
     config = ml_collections.ConfigDict(

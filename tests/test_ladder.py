@@ -20,6 +20,7 @@ pytestmark = pytest.mark.usefixtures("fairy_stockfish")
 RUNGS = ["random", "greedy", "engine:nodes=1", "engine:nodes=10"]
 
 
+@pytest.mark.slow
 def test_ladder_cli_writes_table_json_and_png():
     run = ladder_run.ladder()
     assert run["status"] == 0, run["stderr"]
@@ -52,6 +53,7 @@ def test_ladder_cli_writes_table_json_and_png():
     assert "Elo anchored at random = 0" in run["stdout"]
 
 
+@pytest.mark.slow
 def test_tournament_cli_rates_every_saved_step():
     run = ladder_run.tournament()
     assert run["status"] == 0, run["stderr"]
@@ -130,6 +132,7 @@ def test_help_mentions_the_subcommands(capsys):
     assert "--nodes" in capsys.readouterr().out
 
 
+@pytest.mark.slow
 def test_adaptation_evaluation_plays_the_reference_at_two_strengths_and_the_engine():
     """`adapt.evaluate_point`: the frozen reference with search and as its raw policy, and
     Fairy-Stockfish where it plays the variant (not rifle: no such engine variant)."""

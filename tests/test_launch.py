@@ -240,6 +240,7 @@ sys.exit(3 if info.process_id == int(sys.argv[1]) else 0)
 """
 
 
+@pytest.mark.slow
 def test_local_runs_one_jax_run_of_n_processes(tmp_path, capfd):
     """Two processes x 2 fake devices join into one run of 4 devices; process 0 streams, the
     other logs; a failing process makes the launcher fail with its exit code."""

@@ -126,6 +126,7 @@ def test_outer_update_endpoints_are_exact(tiny):
     assert averaged["count"] == 7 and averaged["mu"] == 1.5
 
 
+@pytest.mark.slow
 def test_k1_is_joint_training_and_equals_averaged_one_step_adaptation(tiny):
     # With SGD (linear in the gradient) the k = 1 joint step equals averaging n one-step
     # adapted parameter sets; both equal one SGD step on the mean of the task losses.
@@ -266,6 +267,7 @@ def test_meta_training_and_adapt_run_one_inner_procedure(tiny):
     assert not np.allclose(first[0], jax.tree.leaves(params)[0])  # adapted away from phi
 
 
+@pytest.mark.slow
 def test_reptile_inner_optimizer_state_is_reset_per_task(tiny):
     """With momentum (b1 = 0.9) a carried state would move the parameters: the thetas do not
     depend on the optimizer state handed in, and the meta-update leaves it untouched."""

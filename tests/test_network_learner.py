@@ -355,6 +355,7 @@ def test_train_epoch_matches_the_xla_conv_gradient_path(net_and_params):
     chex.assert_trees_all_close(outs[0], outs[1], rtol=1e-5, atol=1e-6)
 
 
+@pytest.mark.slow
 def test_joat_inner_loop_paths_agree(net_and_params):
     """meta.adapt_tasks: tasks in sequence (lax.map, the CPU default) == vmapped over the tasks
     == vmapped with XLA's own convolution gradient (the path before issue 10)."""

@@ -90,6 +90,7 @@ def check_with_pyffish(ffish, game: pgn.PgnGame) -> None:
         assert game.result == ("1-0" if len(game.moves) % 2 else "0-1")
 
 
+@pytest.mark.slow
 def test_ladder_pgn_is_read_by_the_project_and_by_pyffish(ffish):
     run = ladder_run.ladder()
     assert run["status"] == 0, run["stderr"]
@@ -106,6 +107,7 @@ def test_ladder_pgn_is_read_by_the_project_and_by_pyffish(ffish):
         assert fens[-1] == final
 
 
+@pytest.mark.slow
 def test_match_records_replay_under_pyffish(ffish, tmp_path):
     """`play_match(..., games_out=...)` (the `--pgn` of the match CLI): the same call as
     test_evaluate's greedy-vs-random match (so the same compiled arena), whose records agree

@@ -59,6 +59,7 @@ def test_perft_start_depth_1_to_4(variant):
     assert [R.perft(variant, fen, d) for d in range(1, 5)] == PERFT[variant][:4]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("variant", sorted(PERFT))
 def test_perft_start_depth_5(variant):
     # The whole depth-5 set takes ~7 s on a small CPU; bichromatic alone ~0.3 s.

@@ -200,6 +200,7 @@ def test_random_legal_action_never_illegal():
 # ------------------------------------------------------------------------------------- CLI
 
 
+@pytest.mark.slow
 def test_cli_plays_a_game():
     proc = subprocess.run(
         [sys.executable, "-m", "mmc_jax.rules", "--variant", "atomic", "--games", "1"],

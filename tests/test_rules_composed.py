@@ -67,12 +67,24 @@ class Step:
         self.after, self.terminated, self.rewards, self.obs = after, terminated, rewards, obs
 
 
-@pytest.fixture(scope="module")
-def composed_games(engine) -> list[list[Step]]:
-    """Per combination, the random-play positions of the jitted engine (auto-reset)."""
-    games: list[list[Step]] = [[] for _ in COMBOS]
-    for chunk in range(0, len(COMBOS), B):
+class ComposedGames:
+    """Per combination, the random-play positions of the jitted engine (auto-reset): the
+    combinations are played `B` at a time, each batch when a test first needs it."""
+
+    def __init__(self, engine):
+        self.engine = engine
+        self.batches: dict[int, list[list[Step]]] = {}
+
+    def __getitem__(self, i: int) -> list[Step]:
+        start = i - i % B
+        if start not in self.batches:
+            self.batches[start] = self.play(start)
+        return self.batches[start][i - start]
+
+    def play(self, chunk: int) -> list[list[Step]]:
+        engine = self.engine
         specs = COMBOS[chunk : chunk + B]
+        games: list[list[Step]] = [[] for _ in specs]
         rules = engine.rules(specs)
         start = engine.states([R.start_fen(s) for s in specs])
         state = start
@@ -82,7 +94,7 @@ def composed_games(engine) -> list[list[Step]]:
                 fen = fen_of(state, i)
                 legal = uci_set(spec, fen, out.mask[i])
                 move = R.action_to_uci(spec, fen, int(out.action[i]))
-                games[chunk + i].append(
+                games[i].append(
                     Step(
                         spec,
                         fen,
@@ -95,11 +107,21 @@ def composed_games(engine) -> list[list[Step]]:
                     )
                 )
             state = out.reset
-    return games
+        return games
+
+
+@pytest.fixture(scope="module")
+def composed_games(engine) -> ComposedGames:
+    return ComposedGames(engine)
 
 
 def chunks(n):
-    return [pytest.param(k, id=f"combos{k * n}-{k * n + n - 1}") for k in range(len(COMBOS) // n)]
+    """The parts of `COMBOS`, `n` combinations each: the fast tier checks the first, the slow
+    tier the others."""
+    return [
+        pytest.param(k, id=f"combos{k * n}-{k * n + n - 1}", marks=[pytest.mark.slow] * (k > 0))
+        for k in range(len(COMBOS) // n)
+    ]
 
 
 def _expected_end(spec: str, steps: list[Step], k: int):
@@ -124,9 +146,8 @@ def _expected_end(spec: str, steps: list[Step], k: int):
 @pytest.mark.parametrize("part", chunks(36))
 def test_composed_games_match_the_reference_engine(composed_games, part):
     checked = {"positions": 0, "fog": 0, "finished": 0}
-    for spec, steps in zip(
-        COMBOS[part * 36 : part * 36 + 36], composed_games[part * 36 : part * 36 + 36], strict=True
-    ):
+    for i in range(part * 36, part * 36 + 36):
+        spec, steps = COMBOS[i], composed_games[i]
         for k, step in enumerate(steps):
             if k and steps[k - 1].terminated:
                 continue  # the reset start position, checked at the top of the game
@@ -188,10 +209,12 @@ def test_fairy_stockfish_expresses_the_declared_combinations():
     assert R.fairy_stockfish_name("colour=other") is None
 
 
+@pytest.mark.slow
 def test_composed_games_match_fairy_stockfish(fsf, composed_games):
     sf = fsf.sf
     checked = {"positions": 0, "finished": 0, "combos": 0}
-    for spec, steps in zip(COMBOS, composed_games, strict=True):
+    for i, spec in enumerate(COMBOS):
+        steps = composed_games[i]
         name = R.fairy_stockfish_name(spec)
         if name is None:
             continue

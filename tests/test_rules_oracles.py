@@ -4,7 +4,8 @@
   against a perft computed by recursion on `pyffish.legal_moves`;
 - on positions of seeded random games played by pyffish (some capture-greedy, so that games
   end) and on random placements: full legal-move sets, the FEN after every move of the games,
-  game end and winner, and (dark) the fog-of-war FEN and the `observe` planes;
+  game end and winner (the fast tier: every 4th position, the slow tier the others), and (dark)
+  the fog-of-war FEN and the `observe` planes;
 - the jitted batched engine (`R.step` + `R.random_legal_action` on a mixed batch): the legal
   mask of every third reached position, decoded to UCI, and the rewards of every finished game.
 """
@@ -13,7 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from rules_support import FSF_VARIANTS, board_of, obs_board, uci_set
+from rules_support import FSF_VARIANTS, TIERS, board_of, obs_board, tier_part, uci_set
 
 from mmc_jax import rules as R
 
@@ -67,44 +68,49 @@ def test_perft_start_matches_pyffish_recursion(fsf, variant):
 # ------------------------------------------------------------------------------------- positions
 
 
+@pytest.mark.parametrize("tier", TIERS)
 @pytest.mark.parametrize("variant", FSF_VARIANTS)
-def test_legal_moves_match(fsf, variant):
+def test_legal_moves_match(fsf, variant, tier):
     games = fsf.games(variant)
     assert len(games) >= 200
     failures = []
-    for p in positions(fsf, variant):
+    compared = tier_part(positions(fsf, variant), tier)
+    for p in compared:
         ours = R.legal_moves(variant, p.fen)
         if ours != p.legal:
             failures.append(
                 f"  {variant} {p.fen!r}: only ours {sorted(set(ours) - set(p.legal))}, "
                 f"only Fairy-Stockfish {sorted(set(p.legal) - set(ours))}"
             )
-    assert not failures, report(failures, len(positions(fsf, variant)), "legal-move sets")
+    assert not failures, report(failures, len(compared), "legal-move sets")
 
 
+@pytest.mark.parametrize("tier", TIERS)
 @pytest.mark.parametrize("variant", FSF_VARIANTS)
-def test_apply_move_matches_get_fen(fsf, variant):
+def test_apply_move_matches_get_fen(fsf, variant, tier):
     played = [p for p in fsf.games(variant) if p.move is not None]
     assert len(played) >= 150
     failures = []
-    for p in played:
+    compared = tier_part(played, tier)
+    for p in compared:
         ours = R.apply_move(variant, p.fen, p.move)
         if ours != p.next_fen:
             failures.append(f"  {variant} {p.fen!r} + {p.move}: ours {ours!r}, FSF {p.next_fen!r}")
-    assert not failures, report(failures, len(played), "FENs after a move")
+    assert not failures, report(failures, len(compared), "FENs after a move")
 
 
+@pytest.mark.parametrize("tier", TIERS)
 @pytest.mark.parametrize("variant", FSF_VARIANTS)
-def test_results_match(fsf, variant):
+def test_results_match(fsf, variant, tier):
     failures = []
-    finished = 0
-    for p in positions(fsf, variant):
+    finished = sum(p.result is not None for p in positions(fsf, variant))
+    assert finished >= 20, f"{variant}: only {finished} finished positions to compare"
+    compared = tier_part(positions(fsf, variant), tier)
+    for p in compared:
         ours = R.result(variant, p.fen)
-        finished += p.result is not None
         if ours != p.result:
             failures.append(f"  {variant} {p.fen!r}: ours {ours}, Fairy-Stockfish {p.result}")
-    assert not failures, report(failures, len(positions(fsf, variant)), "results")
-    assert finished >= 20, f"{variant}: only {finished} finished positions were compared"
+    assert not failures, report(failures, len(compared), "results")
 
 
 def test_dark_fog_matches_get_fog_fen(fsf, engine):

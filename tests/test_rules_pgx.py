@@ -24,6 +24,8 @@ from mmc_jax import rules as R
 START_IDS = [62, 289, 293, 307, 552, 797, 1042]  # rules.md: a2a3 b1a3 b1c3 b2b3 c2c3 d2d3 e2e3
 GAMES, PLIES = 8, 32  # per seed
 SEEDS = {"gardner": (0, 1), "baby": (2,), "mallet": (3,)}
+# The fast tier compares the mallet games; the slow tier Gardner's and baby's too.
+PGX_VARIANTS = [pytest.param(v, marks=[pytest.mark.slow] * (v != "mallet")) for v in SEEDS]
 
 
 @functools.cache
@@ -103,7 +105,7 @@ def test_start_position_ids(engine):
     assert pgx_start._to_fen() == fen
 
 
-@pytest.mark.parametrize("variant", ["gardner", "baby", "mallet"])
+@pytest.mark.parametrize("variant", PGX_VARIANTS)
 def test_legal_action_ids_match_pgx(engine, variant):
     games = pgx_games(variant)
     minimum = 200 if variant == "gardner" else 100
@@ -120,7 +122,7 @@ def test_legal_action_ids_match_pgx(engine, variant):
         )
 
 
-@pytest.mark.parametrize("variant", ["gardner", "baby", "mallet"])
+@pytest.mark.parametrize("variant", PGX_VARIANTS)
 def test_step_matches_pgx(engine, variant):
     """The jitted step plays pgx's action to pgx's next position (promotions included), and
     a game pgx ends by checkmate ends with the same rewards."""

@@ -4,8 +4,9 @@ The reference is the only oracle for rifle, monochromatic and bichromatic (Fairy
 cannot express them); it is itself checked against Fairy-Stockfish by test_reference_engine.py.
 Compared, for every variant, on positions of seeded random games and of random placements:
 legal-move sets, results, `R.apply_move`, and the jitted `R.step` on EVERY legal move of every
-position. Plus hand-made edge positions (rifle pins and checks, promotions under the colour
-rules), each also with colours mirrored, and the monochromatic start.
+position (the fast tier: every 4th position, the slow tier the others). Plus hand-made edge
+positions (rifle pins and checks, promotions under the colour rules), each also with colours
+mirrored, and the monochromatic start.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import pytest
 import reference_engine as REF
 from rules_support import (
     MONO_PLAYABLE,
+    TIERS,
     VARIANTS,
     B,
     fen_of,
@@ -25,6 +27,7 @@ from rules_support import (
     is_capture,
     random_placement,
     reference_positions,
+    tier_part,
     uci_set,
 )
 
@@ -72,25 +75,26 @@ def test_perft_random_positions(variant):
 # ------------------------------------------------------------------------------------- positions
 
 
+@pytest.mark.parametrize("tier", TIERS)
 @pytest.mark.parametrize("variant", VARIANTS)
-def test_legal_moves_and_results(variant):
+def test_legal_moves_and_results(variant, tier):
     positions = sample(variant)
     assert len(positions) >= (260 if variant in KEY_VARIANTS else 140)
-    finished = 0
-    for p in positions:
+    finished = sum(p.result is not None for p in positions)
+    assert finished >= 20, f"{variant}: only {finished} finished positions"
+    for p in tier_part(positions, tier):
         ours = R.legal_moves(variant, p.fen)
         assert ours == p.legal, (
             f"{variant} {p.fen!r}: only ours {sorted(set(ours) - set(p.legal))}, "
             f"only reference {sorted(set(p.legal) - set(ours))}"
         )
         assert R.result(variant, p.fen) == p.result, f"{variant} result of {p.fen!r}"
-        finished += p.result is not None
-    assert finished >= 20, f"{variant}: only {finished} finished positions"
 
 
+@pytest.mark.parametrize("tier", TIERS)
 @pytest.mark.parametrize("variant", VARIANTS)
-def test_apply_move(variant):
-    n = 0
+def test_apply_move(variant, tier):
+    jobs = []  # (fen, move)
     for p in sample(variant):
         if p.move is None:
             continue
@@ -98,17 +102,20 @@ def test_apply_move(variant):
         if variant in KEY_VARIANTS:  # plus a capture and a promotion, if any
             moves += [m for m in p.legal if is_capture(p.fen, m) and m != p.move][:1]
             moves += [m for m in p.legal if len(m) == 5 and m != p.move][:1]
-        for m in moves:
-            expected = REF.make_move(variant, p.fen, m)
-            assert R.apply_move(variant, p.fen, m) == expected, f"{variant} {p.fen!r} + {m}"
-            n += 1
-    assert n >= (250 if variant in KEY_VARIANTS else 60), n
+        jobs += [(p.fen, m) for m in moves]
+    assert len(jobs) >= (250 if variant in KEY_VARIANTS else 60), len(jobs)
+    for fen, m in tier_part(jobs, tier):
+        expected = REF.make_move(variant, fen, m)
+        assert R.apply_move(variant, fen, m) == expected, f"{variant} {fen!r} + {m}"
 
 
+@pytest.mark.parametrize("tier", TIERS)
 @pytest.mark.parametrize("variant", VARIANTS)
-def test_jitted_step_on_every_legal_move(engine, variant):
+def test_jitted_step_on_every_legal_move(engine, variant, tier):
     """Every legal move of every sampled position through the compiled batched step."""
     positions = [p for p in sample(variant) if p.legal]
+    assert sum(len(p.legal) for p in positions) >= 500
+    positions = tier_part(positions, tier)
     masks, _ = engine.analyse([variant] * len(positions), [p.fen for p in positions])
     jobs = []  # (fen, move, action, expected FEN)
     for p, mask in zip(positions, masks, strict=True):
@@ -129,7 +136,6 @@ def test_jitted_step_on_every_legal_move(engine, variant):
                 failures.append(f"  {fen!r} + {uci} (action {action}): {ours!r} != {expected!r}")
             elif not out.after.terminated[i] and out.after.rewards[i].any():
                 failures.append(f"  {fen!r} + {uci}: rewards {out.after.rewards[i]} mid-game")
-    assert len(jobs) >= 500
     assert not failures, (
         f"{variant}: {len(failures)} of {len(jobs)} jitted steps differ from the reference:\n"
         + "\n".join(failures[:8])

@@ -7,6 +7,7 @@ import random
 import jax
 import jax.numpy as jnp
 import numpy as np
+import pytest
 from rules_support import random_placement
 
 from mmc_jax import rules as R
@@ -80,6 +81,7 @@ def test_slot_maps_hold_every_legal_move_once(engine, rollout):
     np.testing.assert_array_equal(expanded, np.where(masks, values, 0.0))
 
 
+@pytest.mark.slow
 def test_search_weights_and_action_live_on_legal_moves_of_crowded_positions():
     """Run the search on positions with many legal moves, including one finished game: the
     weights are a distribution over exactly the legal moves, and the action is legal."""

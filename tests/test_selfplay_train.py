@@ -1,9 +1,10 @@
 """Tests for mmc_jax.selfplay, mmc_jax.train and configs/gardner.py (tiny configs).
 
 Compile time dominates on a 2-core CPU, so the module compiles one self-play scan (`played`,
-hand-made positions) and runs training only through the smoke iteration that the run loop's
-tests compile (tests/runs_support.py): the properties of a training run (metrics, checkpoints,
-resume, devices) are tested for every algorithm in tests/test_runloop.py.
+hand-made positions; the slow tier's: the fast tier plays through the smoke iterations) and
+runs training only through the smoke iteration that the run loop's tests compile
+(tests/runs_support.py): the properties of a training run (metrics, checkpoints, resume,
+devices) are tested for every algorithm in tests/test_runloop.py.
 """
 
 from __future__ import annotations
@@ -89,6 +90,7 @@ def played():
     return final_state, trajectory, jax.device_get(start)
 
 
+@pytest.mark.slow
 def test_trajectory_shapes_and_search_distributions(played):
     _, trajectory, _ = played
     num_plies, batch_size = 3, 6
@@ -112,6 +114,7 @@ def test_trajectory_shapes_and_search_distributions(played):
     assert played_legal.all()
 
 
+@pytest.mark.slow
 def test_forced_mate_ends_the_game_and_resets(played):
     final_state, trajectory, start = played
     # Game 0: Black (forced), then White mates. Game 1: the colour-swapped twin.
@@ -134,6 +137,7 @@ def test_forced_mate_ends_the_game_and_resets(played):
     np.testing.assert_array_equal(start.ply, 0)
 
 
+@pytest.mark.slow
 def test_value_targets_signs_and_masks(played):
     _, trajectory, _ = played
     batch = selfplay.compute_targets(jax.tree.map(jnp.asarray, trajectory))
@@ -202,6 +206,7 @@ def test_compute_targets_boundaries_draws_and_invalid_samples():
     np.testing.assert_array_equal(mask[:, 1], [False, True, True, True, True, True])
 
 
+@pytest.mark.slow
 def test_muzero_selfplay_traces():
     # Shapes only (tracing, no compile): the PUCT path with Dirichlet noise and argmax play.
     config = load_config("smoke")
@@ -228,6 +233,7 @@ def test_no_current_variant_is_file_symmetric():
     assert selfplay._board_is_file_symmetric("rnknr/ppppp/5/PPPPP/RNKNR w - - 0 1")
 
 
+@pytest.mark.slow
 def test_mirror_action_map_matches_the_engine(played):
     _, trajectory, _ = played
     mirror = selfplay.MIRROR_FILE_ACTIONS

@@ -115,6 +115,7 @@ def test_built_engine_plays_atomic_and_extinction(fairy_stockfish, ffish):
                 moves.append(move)
 
 
+@pytest.mark.slow
 def test_not_a_uci_engine_fails_fast(capsys, tmp_path):
     """`uci --engine /bin/cat` (issue 13): no `uciok`, one line, status 1, within seconds; a
     program that exits at once likewise."""

@@ -1,0 +1,31 @@
+"""The XLA flags the tests add to the commands' own (`mmc_jax.startup`): XLA:CPU without LLVM
+optimisation of the generated code.
+
+The tests' programs are compiled once and run briefly, so optimising them costs more than it
+saves: the smoke iterations, each compiled in a fresh process on the 2-core CPU, took 23 s of CPU
+time instead of 35 for AlphaZero's and 28 instead of 45 for JOAT's; the belief and fair-analysis
+tests 37 s instead of 70. The flags change the rounding of some floats (last bits) and let
+XLA:CPU's max flush a subnormal input to zero, so every process of a test must have them (the
+children inherit XLA_FLAGS: a command's `startup` keeps the flags it finds, and so does
+`launch.start_local`), and a test of the optimised program removes them (`without_test_flags`).
+"""
+
+from __future__ import annotations
+
+TEST_XLA_FLAGS = ("--xla_backend_optimization_level=0", "--xla_llvm_disable_expensive_passes=true")
+
+
+def _name(flag: str) -> str:
+    return flag.split("=", 1)[0]
+
+
+def with_test_flags(value: str) -> str:
+    """`XLA_FLAGS` value `value` plus the tests' flags (a flag already in it wins)."""
+    present = {_name(flag) for flag in value.split()}
+    return " ".join([value, *(f for f in TEST_XLA_FLAGS if _name(f) not in present)]).strip()
+
+
+def without_test_flags(value: str) -> str:
+    """`XLA_FLAGS` value `value` without the tests' flags: what the commands compile with."""
+    names = {_name(flag) for flag in TEST_XLA_FLAGS}
+    return " ".join(flag for flag in value.split() if _name(flag) not in names)
