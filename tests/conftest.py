@@ -1,5 +1,5 @@
-"""What every test process shares: one compilation cache, the XLA flags, the repository root on
-`sys.path`, the Fairy-Stockfish engine; and the plugins with the rules fixtures
+"""What every test process shares: one compilation cache for the children, the XLA flags, the
+repository root on `sys.path`, the Fairy-Stockfish engine; and the plugins with the rules fixtures
 (tests/rules_support.py) and the smoke runs (tests/runs_support.py)."""
 
 from __future__ import annotations
@@ -11,10 +11,11 @@ import sys
 import tempfile
 from pathlib import Path
 
+import jax
 import pytest
 import xla_flags
 
-from mmc_jax import cache, startup
+from mmc_jax import startup
 
 # The rules tests' engine, oracles and rollout; the smoke runs of every algorithm and the
 # children that compile on other device counts.
@@ -26,19 +27,16 @@ pytest_plugins = ("rules_support", "runs_support")
 if "MMC_COMPILE_CACHE" not in os.environ:
     os.environ["MMC_COMPILE_CACHE"] = tempfile.mkdtemp(prefix="mmc_jax_test_xla_")
     atexit.register(shutil.rmtree, os.environ["MMC_COMPILE_CACHE"], ignore_errors=True)
-# ... but this process never writes it: a command called in-process (`train.train`, a CLI's
-# `main`) would turn it on mid-session, and JAX 0.10.2 then crashed the whole run twice in CI
-# (a segfault inside `compilation_cache.put_executable_and_time`, 2026-11-26). Programs compiled
-# here are shared through jit's in-memory caches; children still use the directory above.
-jax.config.update("jax_enable_compilation_cache", False)
 # The tests compile with the XLA flags the commands use (`mmc_jax.startup`), so a result computed
 # here and one from a command started as a child agree.
 startup.apply_xla_flags()
 # ... plus the tests' own (tests/xla_flags.py): no LLVM optimisation, a third less compile time.
 os.environ["XLA_FLAGS"] = xla_flags.with_test_flags(os.environ.get("XLA_FLAGS", ""))
-# This process uses the session's compilation cache too: a program compiled again (another jit of
-# the same function, another test's run of the same config) is loaded instead.
-cache.enable_compilation_cache()
+# This process never writes the compilation cache: a command called in-process (`train.train`,
+# a CLI's `main`) would turn it on mid-session, and JAX 0.10.2 then crashed the whole run twice
+# in CI (a segfault inside `compilation_cache.put_executable_and_time`, 2026-11-26). Programs
+# compiled here are shared through jit's in-memory caches; children use the directory above.
+jax.config.update("jax_enable_compilation_cache", False)
 
 
 ROOT = Path(__file__).resolve().parents[1]
