@@ -186,3 +186,18 @@ def test_every_folder_is_a_part_and_the_top_holds_only_commands():
         if path.stem != "__init__":
             text = path.read_text(encoding="utf-8")
             assert "def main(" in text, f"mmc_jax/{path.name} is no command: move it into a part"
+
+
+def test_the_old_flat_module_names_import_the_modules_of_their_parts():
+    import importlib
+
+    import mmc_jax
+
+    for name, part in mmc_jax.OLD_NAMES.items():
+        moved = importlib.import_module(f"mmc_jax.{part}.{name}")
+        assert importlib.import_module(f"mmc_jax.{name}") is moved
+        assert getattr(mmc_jax, name) is moved
+        assert moved.__spec__.name == f"mmc_jax.{part}.{name}"
+        assert (PACKAGE / part / f"{name}.py").is_file()
+    with pytest.raises(AttributeError):
+        mmc_jax.no_such_module  # noqa: B018
