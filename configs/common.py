@@ -52,15 +52,15 @@ def selfplay() -> ml_collections.ConfigDict:
     section.temperature = 1.0
     section.dirichlet_alpha = 0.3  # "muzero" only
     section.dirichlet_fraction = 0.25  # "muzero" only
-    # Under fog (mmc_jax.pimc): K sampled worlds per move and candidates per world; True for
-    # `omniscient` searches the true state (the old behaviour: an upper bound, not fair).
+    # Under fog (mmc_jax.evaluation.pimc): K sampled worlds per move and candidates per world; True
+    # for `omniscient` searches the true state (the old behaviour: an upper bound, not fair).
     section.num_worlds = 4
     section.num_candidates = 32
     section.omniscient = False
     # Games cut off by the end of a scan: the search's value as their result (else no target).
     section.value_bootstrap = False
     # Value target = (1 - w) * the game's result + w * the search's value of the position
-    # (0: the result alone, as AlphaZero; mmc_jax.selfplay.compute_targets).
+    # (0: the result alone, as AlphaZero; mmc_jax.training.selfplay.compute_targets).
     section.value_q_weight = 0.0
     return section
 

@@ -1,7 +1,7 @@
 """JOAT / Reptile meta-training over the rule space: `python -m mmc_jax.train` config.
 
-What it trains (mmc_jax/meta.py): `task_space.size` variants are drawn once from a declared
-region of the rule space (`task_space`: starts gardner/baby/mallet/any of the 240 shuffles,
+What it trains (mmc_jax/algorithms/meta.py): `task_space.size` variants are drawn once from a
+declared region of the rule space (`task_space`: starts gardner/baby/mallet/any of the 240 shuffles,
 every capture, every goal/fog pair, colour any/other; each of those values equally likely,
 `task_space.sampling`), never one of the 8 evaluation variants
 `HELD_OUT` (dark, atomic, rifle, extinction and four composed points). Every outer iteration
@@ -39,8 +39,9 @@ misspelt field is an error):
                                     starts) instead of uniform per component
   --config.meta.fresh_inner_state=False   the first JOAT's shared, averaged inner Adam state
   --config.meta.inner_steps=1 --config.meta.fresh_inner_state=False
-                                    joint multi-task training, the control (mmc_jax/meta.py);
-                                    with --config.meta.updates_per_iteration=8 it takes as many
+                                    joint multi-task training, the control
+                                    (mmc_jax/algorithms/meta.py); with
+                                    --config.meta.updates_per_iteration=8 it takes as many
                                     sequential gradient steps as k = 8
   --config.meta.outer_lr=0.5 --config.meta.outer_lr_schedule=linear   Reptile's annealed eps
   --config.network.rule_planes=descriptor   tell the network the rules (capture, goal, fog,
@@ -128,7 +129,8 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
         raise ValueError(f"unknown preset {preset!r} for configs/joat.py; one of {PRESETS}")
 
     config = ml_collections.ConfigDict()
-    config.variants = ()  # derived from task_space (or task_weights) and holdout by mmc_jax.meta
+    config.variants = ()  # derived from task_space (or task_weights) and holdout by
+    # mmc_jax.algorithms.meta
     # Registry weights, used only with task_space.size = 0 (the first JOAT's distribution).
     config.task_weights = ml_collections.ConfigDict(dict(ALL_WEIGHTS))
     # Tasks: `size` points drawn once from this region (never a held-out point); every outer

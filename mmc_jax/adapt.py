@@ -9,7 +9,7 @@
 `--init_from` is a run's workdir (or `<workdir>/checkpoints/<step>`): a meta-training run
 (configs/joat.py), a single-variant run (configs/gardner.py), or `scratch` for a fresh
 network. The network is rebuilt from the checkpoint's saved config. The adaptation is one
-`mmc_jax.runloop.run` of AlphaZero on `--variant` from those parameters (fresh optimizer
+`mmc_jax.training.runloop.run` of AlphaZero on `--variant` from those parameters (fresh optimizer
 state), its evaluations a hook called after the iterations of `--eval_at`, with the
 AlphaZero settings (games, plies, simulations, learner, replay) of, in this order: the `adapt`
 section of `--config`, a single-variant `--config` itself, the `adapt` section saved with the
@@ -37,11 +37,15 @@ from typing import Any
 import jax
 import ml_collections
 
-from mmc_jax import alphazero, arena, cli, match, runloop, storage, uci
-from mmc_jax import checkpoint as checkpoint_lib
-from mmc_jax import metrics as metrics_lib
-from mmc_jax import network as network_lib
 from mmc_jax import rules as R
+from mmc_jax import uci
+from mmc_jax.algorithms import alphazero
+from mmc_jax.evaluation import arena, match
+from mmc_jax.infra import checkpoint as checkpoint_lib
+from mmc_jax.infra import cli, storage
+from mmc_jax.infra import metrics as metrics_lib
+from mmc_jax.model import network as network_lib
+from mmc_jax.training import runloop
 
 SCRATCH = ("scratch", "none")
 # The model `--init_from` defaults to: shipped in the package (mmc_jax/data/models).

@@ -12,7 +12,7 @@ BOUND that reads hidden squares, labelled so in the output. Without fog the sear
 `search.run_search`, as everywhere else.
 
 Without `--checkpoint` the network is a fresh, untrained `PolicyValueNet` with parameters
-from seed 0 (the output says so); with it, `mmc_jax.checkpoint.load_model` (a run, an
+from seed 0 (the output says so); with it, `mmc_jax.infra.checkpoint.load_model` (a run, an
 exported model or a shipped model's name). `--json` prints one object with `policy` (UCI
 move -> probability) and `value`, plus the settings. Bad input (FEN, variant, checkpoint)
 ends with a one-line error and exit status 2.
@@ -30,9 +30,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from mmc_jax import network as network_lib
-from mmc_jax import pimc, startup
 from mmc_jax import rules as R
+from mmc_jax.evaluation import pimc
+from mmc_jax.infra import startup
+from mmc_jax.model import network as network_lib
 
 UNTRAINED_SEED = 0
 
@@ -173,7 +174,7 @@ def main(argv: list[str] | None = None) -> int:
         params = network_lib.init_params(network, jax.random.key(UNTRAINED_SEED), R.OBS_SHAPE)
         source = f"untrained network (seed {UNTRAINED_SEED})"
     else:
-        from mmc_jax import checkpoint, storage
+        from mmc_jax.infra import checkpoint, storage
 
         try:
             network, params, _ = checkpoint.load_model(args.checkpoint)

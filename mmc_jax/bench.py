@@ -14,12 +14,12 @@ median of `--repeats` scans, ratios the median of the rounds' ratios.
 
 `selfplay` measures self-play moves per second: B games (default 64) each searched with
 Gumbel MuZero (32 simulations, a 2-block x 32-channel net) and stepped, inside one jitted scan,
-with the project's search (`mmc_jax.search` over the batch-first loop `mmc_jax.mcts`: the rules
-inside the tree, a compact action space of 160 slots). `--vs-pgx` runs the same search, same
+with the project's search (`mmc_jax.search` over the batch-first loop `mmc_jax.search.mcts`: the
+rules inside the tree, a compact action space of 160 slots). `--vs-pgx` runs the same search, same
 network shape, over pgx `gardner_chess` in the same process (pgx carries its observation and
 mask in its state; the tree spans its 1225 actions), once with `mctx.gumbel_muzero_policy` (pgx
-as people use it: the ratio the targets name) and once with `mmc_jax.mcts` (so the rest of the
-ratio is the engine, not the loop). The arms are timed round-robin, one scan of `--plies` plies
+as people use it: the ratio the targets name) and once with `mmc_jax.search.mcts` (so the rest of
+the ratio is the engine, not the loop). The arms are timed round-robin, one scan of `--plies` plies
 each per round for `--repeats` rounds (default 5), each carrying its own games on; moves/s come
 from the median scan time, and `ratio` is the median of the rounds' ratios (`ratio_min`,
 `ratio_max`: their range), so a slow moment of a shared machine lands on one round of every
@@ -43,7 +43,7 @@ in one process, medians of `--repeats` rounds.
 iteration times each run records, alternated `--repeats` times; `two_processes_vs_one` is the
 time ratio.
 
-`xla-flags` measures the project's XLA flags (`mmc_jax.startup`): `selfplay` at each
+`xla-flags` measures the project's XLA flags (`mmc_jax.infra.startup`): `selfplay` at each
 `--batch-sizes` and `learner`, each run as its own process with XLA's defaults
 (`MMC_XLA_FLAGS=off`) and with the project's flags, alternated `--rounds` times; it reports the
 medians and `speedup` (default time / flagged time, above 1: the flags help).
@@ -66,7 +66,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from mmc_jax import rules as R
-from mmc_jax import startup
+from mmc_jax.infra import startup
 
 
 def _tree_bytes(tree) -> int:
@@ -272,7 +272,7 @@ def bench_env(args) -> dict:
 def _selfplay_network(channels_in: int, blocks: int, channels: int):
     import ml_collections
 
-    from mmc_jax.network import init_params, make_network
+    from mmc_jax.model.network import init_params, make_network
 
     cfg = ml_collections.ConfigDict(dict(num_blocks=blocks, channels=channels))
     network = make_network(cfg)
@@ -282,7 +282,7 @@ def _selfplay_network(channels_in: int, blocks: int, channels: int):
 def _mapped_scan(scan, mesh, batched_args: tuple = ()):
     """`jax.jit` of `run(state, key) = scan(*batched_args, state, key)`; on a mesh under
     `sharding.map_games`, every device playing its share of the games (as training does)."""
-    from mmc_jax import sharding
+    from mmc_jax.infra import sharding
 
     axes = (0,) * len(batched_args) + (0, None)
     mapped = sharding.map_games(lambda *args: (scan(*args),), mesh, axes, (0,))
@@ -326,7 +326,7 @@ def pgx_selfplay_runner(
     import mctx
     import pgx
 
-    from mmc_jax import mcts
+    from mmc_jax.search import mcts
 
     policy = {"mctx": mctx.gumbel_muzero_policy, "mcts": mcts.gumbel_muzero_policy}[loop]
 
@@ -388,7 +388,7 @@ def _bookkeeping_runner(batch: int, simulations: int, num_actions: int, node_byt
     network's, so this is a lower bound on the search's own time."""
     import mctx
 
-    from mmc_jax import mcts
+    from mmc_jax.search import mcts
 
     width = max(node_bytes // 4, 1)
 
@@ -498,7 +498,7 @@ def _time_parts(network, params, rules, batch, plies, simulations, repeats, self
 def selfplay_mesh(args):
     """None on one device; else a `data` mesh over every device, once the batches are checked
     to split over it (`--breakdown` times its parts on one device, so it needs one)."""
-    from mmc_jax import sharding
+    from mmc_jax.infra import sharding
 
     devices = jax.device_count()
     if devices == 1:
@@ -572,7 +572,7 @@ def bench_selfplay(args) -> dict:
                 flush=True,
             )
             print(
-                f"pgx with mmc_jax.mcts: {moves['pgx_mcts']:,.1f} self-play moves/s | "
+                f"pgx with mmc_jax.search.mcts: {moves['pgx_mcts']:,.1f} self-play moves/s | "
                 f"ratio {result['ratio_vs_pgx_mcts']:.2f}x",
                 flush=True,
             )
@@ -660,7 +660,7 @@ def _learner_config(args):
 
 def _random_batch(key, num_samples: int):
     """Samples shaped like self-play's: observations, sparse legal masks, targets on them."""
-    from mmc_jax import learner
+    from mmc_jax.training import learner
 
     k_obs, k_mask, k_policy, k_value = jax.random.split(key, 4)
     obs = (jax.random.uniform(k_obs, (num_samples, *R.OBS_SHAPE)) < 0.1).astype(jnp.float32)
@@ -680,7 +680,7 @@ def _before_adapt_tasks(params, opt_state, rings, keys, config):
     convolution gradient (`config.network.xla_conv_grad` set by the caller)."""
     import functools
 
-    from mmc_jax import meta
+    from mmc_jax.algorithms import meta
 
     minibatches = jax.vmap(functools.partial(meta.task_minibatches, config=config))(rings, keys)
     inner = functools.partial(meta.inner_updates, config=config)
@@ -693,8 +693,9 @@ def bench_learner(args) -> dict:
 
     import ml_collections
 
-    from mmc_jax import learner, meta
-    from mmc_jax import network as network_lib
+    from mmc_jax.algorithms import meta
+    from mmc_jax.model import network as network_lib
+    from mmc_jax.training import learner
 
     config = _learner_config(args)
     before = _learner_config(args)
@@ -833,7 +834,7 @@ def _with_xla_conv_grad(config):
 def _checkpoint_seconds(saved) -> float:
     import tempfile
 
-    from mmc_jax import checkpoint as checkpoint_lib
+    from mmc_jax.infra import checkpoint as checkpoint_lib
 
     with tempfile.TemporaryDirectory() as workdir:
         start = time.perf_counter()
@@ -862,8 +863,10 @@ def _iteration_gardner(args) -> dict:
     """One `configs/gardner.py:cpu` iteration, whole and in separately jitted parts."""
     import ml_collections
 
-    from mmc_jax import alphazero, learner, selfplay, sharding
-    from mmc_jax import network as network_lib
+    from mmc_jax.algorithms import alphazero
+    from mmc_jax.infra import sharding
+    from mmc_jax.model import network as network_lib
+    from mmc_jax.training import learner, selfplay
 
     config = alphazero.prepare_config(_load_preset("gardner", args.gardner_preset))
     before_dict = _with_xla_conv_grad(config)
@@ -954,8 +957,10 @@ def _iteration_joat(args) -> dict:
     """One outer iteration of `configs/joat.py:quick`, whole and in separately jitted parts."""
     import ml_collections
 
-    from mmc_jax import alphazero, learner, meta, selfplay, sharding
-    from mmc_jax import network as network_lib
+    from mmc_jax.algorithms import alphazero, meta
+    from mmc_jax.infra import sharding
+    from mmc_jax.model import network as network_lib
+    from mmc_jax.training import learner, selfplay
 
     config = meta.prepare_meta_config(_load_preset("joat", args.joat_preset))
     before_dict = _with_xla_conv_grad(config)
@@ -1060,7 +1065,8 @@ def _iteration_seconds(config: str, iterations: int, processes: int, devices: in
     dropped)."""
     import tempfile
 
-    from mmc_jax import launch, metrics
+    from mmc_jax import launch
+    from mmc_jax.infra import metrics
 
     with tempfile.TemporaryDirectory(prefix="mmc_bench_processes_") as folder:
         workdir = os.path.join(folder, "run")

@@ -50,8 +50,8 @@ Anything else is answered with `info string ignored ...` naming the line and the
 nothing changes. `bestmove` is always a legal move (`bestmove (none)` only when the game is over
 in the position); if `stop` or the deadline comes before the first search has finished (the
 first search after start-up compiles it: tens of seconds on a small CPU, then cached on disk by
-`mmc_jax.cache`), it is the first legal move in alphabetical order, and an `info string` says so.
-A warm-up search of the start position (Simulations) is compiled at start-up and whenever the
+`mmc_jax.infra.cache`), it is the first legal move in alphabetical order, and an `info string` says
+so. A warm-up search of the start position (Simulations) is compiled at start-up and whenever the
 variant changes. Each `go` searches in a thread of its own: after `stop` the engine goes on with
 the next commands at once, while an abandoned search that was still compiling finishes in the
 background (its result is dropped).
@@ -99,8 +99,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from mmc_jax import pimc, policies, search, startup
 from mmc_jax import rules as R
+from mmc_jax import search
+from mmc_jax.evaluation import pimc, policies
+from mmc_jax.infra import startup
 from mmc_jax.rules import notation
 from mmc_jax.rules import tables as T
 
@@ -1104,7 +1106,7 @@ def load_engine(model: str, step: int | None = None, **kwargs: Any) -> ModelEngi
     message naming the problem."""
     if model.lower() == "none":
         return ModelEngine(None, None, "uniform-prior", **kwargs)
-    from mmc_jax import checkpoint
+    from mmc_jax.infra import checkpoint
 
     network, params, _ = checkpoint.load_model(model, step)
     name = os.path.basename(os.path.normpath(model)) if os.path.exists(model) else model

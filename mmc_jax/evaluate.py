@@ -3,9 +3,9 @@
     python -m mmc_jax.evaluate --checkpoint runs/gardner --variant gardner --opponent greedy \\
         --games 400 [--simulations 32] [--seed 0] [--json] [--pgn FILE]
 
-Plays a colour-balanced match (`mmc_jax.match.play_match`) of a checkpoint against `random`,
-`greedy` (`mmc_jax.policies`) or another run's checkpoint, and prints W/D/L per colour, the
-score with its 95% interval and the Elo difference (`mmc_jax.elo`).
+Plays a colour-balanced match (`mmc_jax.evaluation.match.play_match`) of a checkpoint against
+`random`, `greedy` (`mmc_jax.evaluation.policies`) or another run's checkpoint, and prints W/D/L per
+colour, the score with its 95% interval and the Elo difference (`mmc_jax.evaluation.elo`).
 
 Statistics: a game scores 1 / 0.5 / 0 for a model win / draw / loss; the match score is the
 mean over N games. `score_ci95` is the normal approximation on the per-game scores with their
@@ -20,12 +20,12 @@ match, since its games would not be independent.
 `--checkpoint none` (or omitting it) evaluates the uniform-prior search: a stand-in network
 with zero logits and zero value, so the search sees only the game's terminal rewards (a
 shallow mate-and-king-capture finder). The network is rebuilt from the config saved with the
-checkpoint (`mmc_jax.checkpoint.load_model`).
+checkpoint (`mmc_jax.infra.checkpoint.load_model`).
 
 Either side may be any UCI engine, `uci:COMMAND`: a model served by `python -m mmc_jax.engine`
 (fair under fog), Fairy-Stockfish, or any other; it searches `go nodes <--simulations>` (the
-opponent: `--opponent-simulations`). Such a match runs in the stepwise `mmc_jax.arena` (each
-engine in its own process; every engine move is checked against the rules), e.g. the shipped
+opponent: `--opponent-simulations`). Such a match runs in the stepwise `mmc_jax.evaluation.arena`
+(each engine in its own process; every engine move is checked against the rules), e.g. the shipped
 Gardner model through UCI against Fairy-Stockfish at 100 nodes:
 
     python -m mmc_jax.evaluate --variant gardner --games 20 \\
@@ -34,7 +34,7 @@ Gardner model through UCI against Fairy-Stockfish at 100 nodes:
 
 Subcommands: `python -m mmc_jax.evaluate ladder ...` rates a checkpoint in Elo against random,
 greedy and Fairy-Stockfish at increasing node limits, `... tournament ...` every checkpoint of
-a run (`mmc_jax.ladder`; those games run in the stepwise `mmc_jax.arena`).
+a run (`mmc_jax.evaluation.ladder`; those games run in the stepwise `mmc_jax.evaluation.arena`).
 """
 
 from __future__ import annotations
@@ -48,10 +48,10 @@ from typing import Any
 import jax
 import numpy as np
 
-from mmc_jax import cli, startup, storage
 from mmc_jax import rules as R
-from mmc_jax.match import NETWORK_OPENING_PLIES, play_match
-from mmc_jax.policies import NAMED_OPPONENTS
+from mmc_jax.evaluation.match import NETWORK_OPENING_PLIES, play_match
+from mmc_jax.evaluation.policies import NAMED_OPPONENTS
+from mmc_jax.infra import cli, startup, storage
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -143,8 +143,9 @@ def _uci_match(args, sides) -> tuple[dict[str, Any], list]:
     engine side. `sides` are (name, kind, payload) for the model and the opponent: kind
     "engine" (payload: (command, nodes)), "model" (network, params, simulations), "random",
     "greedy". Returns (`elo.match_statistics` of the model's games, the game records)."""
-    from mmc_jax import arena, uci
-    from mmc_jax import elo as elo_lib
+    from mmc_jax import uci
+    from mmc_jax.evaluation import arena
+    from mmc_jax.evaluation import elo as elo_lib
 
     players, pools = [], {}
     try:
@@ -221,11 +222,11 @@ def main(argv: list[str] | None = None) -> int:
     """Command-line entry point; returns the exit status.
 
     `ladder` and `tournament` as the first argument select those subcommands
-    (`mmc_jax.ladder`); anything else is the match CLI, unchanged."""
+    (`mmc_jax.evaluation.ladder`); anything else is the match CLI, unchanged."""
     argv = sys.argv[1:] if argv is None else list(argv)
     startup.start()
     if argv and argv[0] in SUBCOMMANDS:
-        from mmc_jax import ladder  # imports this module: load it only when asked
+        from mmc_jax.evaluation import ladder
 
         return (ladder.ladder_main if argv[0] == "ladder" else ladder.tournament_main)(argv[1:])
     parser = _parser()
@@ -280,7 +281,7 @@ def main(argv: list[str] | None = None) -> int:
         result["model"] = model_name
     result["seed"] = args.seed
     if games is not None:
-        from mmc_jax import pgn
+        from mmc_jax.evaluation import pgn
 
         for g, record in enumerate(games):  # the model is White in the first half
             model_side, other = ("white", "black") if g < len(games) // 2 else ("black", "white")
@@ -305,7 +306,8 @@ def uci_engine_command(spec: str) -> list[str] | None:
 
 def _uci_main(parser, args, model_engine, opponent_engine) -> int:
     """`main` when a side is a UCI engine (see the module docstring)."""
-    from mmc_jax import pgn, uci
+    from mmc_jax import uci
+    from mmc_jax.evaluation import pgn
 
     if args.pgn:
         cli.check_output_file(parser, "--pgn", args.pgn)

@@ -5,8 +5,8 @@
 
 Plays `--games` games per variant with uniformly random moves and, given a checkpoint, as
 many with the model playing both sides (its self-play search, `gumbel_scale=1`, so the games
-differ). All variants run in one mixed batch (`mmc_jax.arena`). Every position reached (start
-and final included) is recorded by its key: the FEN's board and side-to-move fields, without
+differ). All variants run in one mixed batch (`mmc_jax.evaluation.arena`). Every position reached
+(start and final included) is recorded by its key: the FEN's board and side-to-move fields, without
 clocks. Per policy it writes
 
   - the pairwise overlap of the variants' position sets, intersection over union (IoU), as
@@ -31,8 +31,9 @@ from typing import Any
 
 import numpy as np
 
-from mmc_jax import arena, cli, startup
 from mmc_jax import rules as R
+from mmc_jax.evaluation import arena
+from mmc_jax.infra import cli, startup
 
 DEFAULT_VARIANTS = ("gardner", "baby", "mallet", "rifle", "atomic", "dark")
 

@@ -20,7 +20,7 @@ import json
 import os
 import sys
 
-from mmc_jax import checkpoint, cli
+from mmc_jax.infra import checkpoint, cli
 
 
 def main(argv: list[str] | None = None) -> int:

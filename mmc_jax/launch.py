@@ -11,7 +11,7 @@
 `tpu`: creates a TPU VM slice through a queued resource (`gcloud compute tpus queued-resources
 create`, `--spot` optional), waits until it is ACTIVE, copies this checkout (`git archive
 HEAD`) to every worker and installs it with `jax[tpu]`, starts the same command on all workers
-(`gcloud compute tpus tpu-vm ssh --worker=all`; each calls `mmc_jax.distributed.initialize`,
+(`gcloud compute tpus tpu-vm ssh --worker=all`; each calls `mmc_jax.infra.distributed.initialize`,
 which finds the slice's workers through the TPU metadata), streams worker 0's log until the
 command ends, and deletes the queued resource and its slice (kept with `--keep`). Ctrl-C or a
 failure also deletes it.
@@ -415,7 +415,7 @@ def jobset_manifest(
     TPU: GKE injects TPU_WORKER_HOSTNAMES / TPU_WORKER_ID into the pods, which JAX's GKE TPU
     detection reads. GPU: the pods get JAX_COORDINATOR_ADDRESS (the first pod's DNS name in
     the JobSet's headless service), JAX_NUM_PROCESSES and JAX_PROCESS_ID (the Job completion
-    index), read by `mmc_jax.distributed.initialize` (no `kubernetes` package or pod-reading
+    index), read by `mmc_jax.infra.distributed.initialize` (no `kubernetes` package or pod-reading
     RBAC needed)."""
     if (tpu_type is None) == (gpu_type is None):
         raise LaunchError("give exactly one of --tpu-type and --gpu-type")
@@ -571,7 +571,7 @@ def local_environment(
     base: dict[str, str] | None = None,
 ) -> dict[str, str]:
     """The environment of process `process_id` of a local multi-process run: the coordinator
-    variables `mmc_jax.distributed.initialize` reads (`JAX_COORDINATOR_ADDRESS`,
+    variables `mmc_jax.infra.distributed.initialize` reads (`JAX_COORDINATOR_ADDRESS`,
     `JAX_NUM_PROCESSES`, `JAX_PROCESS_ID`) and `devices_per_process` fake CPU devices (added to
     the other flags of `XLA_FLAGS`, which every process keeps)."""
     env = dict(os.environ if base is None else base)

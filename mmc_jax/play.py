@@ -23,8 +23,9 @@ from typing import TextIO
 
 import jax
 
-from mmc_jax import arena, checkpoint, cli, startup
 from mmc_jax import rules as R
+from mmc_jax.evaluation import arena
+from mmc_jax.infra import checkpoint, cli, startup
 from mmc_jax.rules import notation
 
 HELP = (
@@ -205,7 +206,7 @@ def main(
         winner = {"1-0": "White wins", "0-1": "Black wins", "1/2-1/2": "draw"}[result]
         say(f"result: {result} ({winner})")
     if args.pgn:
-        from mmc_jax import pgn
+        from mmc_jax.evaluation import pgn
 
         white, black = ("you", name) if human == 0 else (name, "you")
         record = {

@@ -44,8 +44,10 @@ import urllib.parse
 from importlib import resources
 from typing import Any
 
-from mmc_jax import checkpoint, engine, pgn, startup
+from mmc_jax import engine
 from mmc_jax import rules as R
+from mmc_jax.evaluation import pgn
+from mmc_jax.infra import checkpoint, startup
 
 DEFAULT_PORT = 8040
 DEFAULT_SIMULATIONS = 256

@@ -5,9 +5,9 @@
         --config.variant=atomic
     python -m mmc_jax.train --config configs/gardner.py --workdir runs/gardner     # accelerator
 
-A config with a `meta` section (configs/joat.py) trains `mmc_jax.meta.ALGORITHM` (JOAT /
-Reptile over several variants); any other config `mmc_jax.alphazero.ALGORITHM`. Both run in
-the one loop of `mmc_jax.runloop.run`: a progress line per iteration with an ETA,
+A config with a `meta` section (configs/joat.py) trains `mmc_jax.algorithms.meta.ALGORITHM` (JOAT /
+Reptile over several variants); any other config `mmc_jax.algorithms.alphazero.ALGORITHM`. Both run
+in the one loop of `mmc_jax.training.runloop.run`: a progress line per iteration with an ETA,
 `metrics.jsonl`, TensorBoard events, PNG plots and orbax checkpoints in the workdir;
 evaluation every `eval.every` iterations. Re-running the same command resumes from the latest
 checkpoint (a finished workdir says so and trains nothing). SIGTERM or Ctrl-C stop after the
@@ -33,7 +33,9 @@ from typing import Any
 import jax
 import ml_collections
 
-from mmc_jax import alphazero, cli, meta, runloop, storage
+from mmc_jax.algorithms import alphazero, meta
+from mmc_jax.infra import cli, storage
+from mmc_jax.training import runloop
 
 
 def is_meta_config(config: ml_collections.ConfigDict) -> bool:

@@ -15,20 +15,20 @@ import jax
 import pytest
 import xla_flags
 
-from mmc_jax import startup
+from mmc_jax.infra import startup
 
 # The rules tests' engine, oracles and rollout; the smoke runs of every algorithm and the
 # children that compile on other device counts.
 pytest_plugins = ("rules_support", "runs_support")
 
 # The commands the tests start (in this process or as children) share one compilation cache
-# (`mmc_jax.cache`), fresh for the session: the user's cache is neither read nor written, and a
-# relaunched or resumed command loads what an earlier test compiled.
+# (`mmc_jax.infra.cache`), fresh for the session: the user's cache is neither read nor written, and
+# a relaunched or resumed command loads what an earlier test compiled.
 if "MMC_COMPILE_CACHE" not in os.environ:
     os.environ["MMC_COMPILE_CACHE"] = tempfile.mkdtemp(prefix="mmc_jax_test_xla_")
     atexit.register(shutil.rmtree, os.environ["MMC_COMPILE_CACHE"], ignore_errors=True)
-# The tests compile with the XLA flags the commands use (`mmc_jax.startup`), so a result computed
-# here and one from a command started as a child agree.
+# The tests compile with the XLA flags the commands use (`mmc_jax.infra.startup`), so a result
+# computed here and one from a command started as a child agree.
 startup.apply_xla_flags()
 # ... plus the tests' own (tests/xla_flags.py): no LLVM optimisation, a third less compile time.
 os.environ["XLA_FLAGS"] = xla_flags.with_test_flags(os.environ.get("XLA_FLAGS", ""))

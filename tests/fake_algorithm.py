@@ -1,4 +1,4 @@
-"""A stand-in training method for tests of the run loop (`mmc_jax.runloop.run`) itself.
+"""A stand-in training method for tests of the run loop (`mmc_jax.training.runloop.run`) itself.
 
 No games, no network: the state is a few small arrays and the "iteration" a jitted update, so a
 test of the loop's own duties (the workdir lock, signals, the NaN guard, checkpoints, resume)
@@ -28,7 +28,8 @@ import jax.numpy as jnp
 import ml_collections
 import numpy as np
 
-from mmc_jax import runloop, sharding
+from mmc_jax.infra import sharding
+from mmc_jax.training import runloop
 
 PARAM = 0.7  # every parameter's start: x 1e30 gives the 7e29 of the issue's probe
 PARAMS_TEMPLATE = {"w": np.zeros((2, 3), np.float32), "b": np.zeros((3,), np.float32)}

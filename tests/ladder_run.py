@@ -22,8 +22,10 @@ import jax.numpy as jnp
 import ml_collections
 import numpy as np
 
-from mmc_jax import checkpoint, evaluate, network
+from mmc_jax import evaluate
 from mmc_jax import rules as R
+from mmc_jax.infra import checkpoint
+from mmc_jax.model import network
 
 TINY = dict(num_blocks=1, channels=8, policy_channels=4, value_channels=2, value_hidden=8)
 LADDER_GAMES = 14  # 4 rungs x 2 games + 3 neighbour pairs x 2 games

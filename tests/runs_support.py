@@ -31,7 +31,8 @@ import numpy as np
 import pytest
 
 from configs import gardner, joat
-from mmc_jax import alphazero, meta, runloop
+from mmc_jax.algorithms import alphazero, meta
+from mmc_jax.training import runloop
 
 ROOT = Path(__file__).resolve().parents[1]
 ALGORITHMS = {"alphazero": (alphazero.ALGORITHM, gardner), "joat": (meta.ALGORITHM, joat)}
@@ -123,7 +124,11 @@ import numpy as np
 
 sys.path.insert(0, "tests")
 from runs_support import ALGORITHMS, leaves, smoke
-from mmc_jax import alphazero, bench, learner, meta, network, runloop, sharding, train
+from mmc_jax import bench, train
+from mmc_jax.algorithms import alphazero, meta
+from mmc_jax.infra import sharding
+from mmc_jax.model import network
+from mmc_jax.training import learner, runloop
 from mmc_jax import rules as R
 
 workdir = sys.argv[1]
@@ -249,7 +254,10 @@ HELD_OUT = "dark"  # configs/joat.py:smoke's first held-out variant
 ADAPT_SCRIPT = """
 import json, os, sys, time
 import jax
-from mmc_jax import adapt, checkpoint, match, network, rules as R, train
+from mmc_jax import adapt, rules as R, train
+from mmc_jax.evaluation import match
+from mmc_jax.infra import checkpoint
+from mmc_jax.model import network
 
 from configs import joat as module
 config = module.get_config("smoke")

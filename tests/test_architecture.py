@@ -1,7 +1,9 @@
-"""The module graph of `mmc_jax`: no import cycle, no upward import, no use of another module's
-`_private` names (read with `ast`, lazy imports inside functions included).
+"""The module graph of `mmc_jax`: its parts are folders in layers, no part imports a higher part
+or a command, no import cycle, no use of another module's `_private` names (read with `ast`,
+lazy imports inside functions included).
 
-Layers, bottom to top (a module may import its own layer or lower ones):
+The commands are the modules at the top of `mmc_jax/` (`python -m mmc_jax.NAME`); below them the
+parts, bottom to top (a part may import its own layer or lower ones, never a command):
 """
 
 from __future__ import annotations
@@ -13,46 +15,61 @@ import pytest
 
 PACKAGE = Path(__file__).resolve().parents[1] / "mmc_jax"
 
-LAYERS = (
-    {"rules", "storage", "cache", "startup", "sharding", "mcts"},
-    {"network", "elo", "metrics", "uci", "distributed"},
-    {"search", "learner", "checkpoint", "belief"},
-    {"selfplay", "policies", "pimc"},
-    {"match", "arena", "runloop"},
-    {"alphazero", "pgn", "ladder", "cli", "engine"},
-    {"meta"},
-    {
-        "train",
-        "adapt",
-        "evaluate",
-        "play",
-        "explore",
-        "bench",
-        "analyse",
-        "export",
-        "serve",
-        "launch",
-        "__main__",
-        "__init__",
-    },
+PARTS = (
+    {"rules"},  # the rules kernel: a pure, jitted function of the rule space
+    {"model"},  # the network
+    {"infra"},  # storage, caches, start-up, devices, metrics, checkpoints, CLI pieces
+    {"search", "uci"},  # the batched search; the UCI client and the engine build
+    {"training"},  # self-play, the learner, the one run loop
+    {"evaluation"},  # players, matches, arenas, Elo, PGN, the fog player, the ladder
+    {"algorithms"},  # AlphaZero and JOAT / Reptile, as the run loop runs them
 )
-__doc__ += "\n".join(f"  {i}: {', '.join(sorted(layer))}" for i, layer in enumerate(LAYERS))
+COMMANDS = "commands"
+__doc__ += "\n".join(f"  {i}: {', '.join(sorted(layer))}" for i, layer in enumerate(PARTS))
 
 
-def top_module(path: Path) -> str:
-    relative = path.relative_to(PACKAGE)
-    return relative.parts[0] if len(relative.parts) > 1 else relative.stem
+def module_of(path: Path) -> str:
+    """The dotted name of a module under `mmc_jax` (the rules kernel counts as one module)."""
+    parts = list(path.relative_to(PACKAGE).with_suffix("").parts)
+    if parts[0] == "rules":
+        return "rules"
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts) or "__init__"
 
 
-def layer_of(name: str) -> int:
-    for index, layer in enumerate(LAYERS):
-        if name in layer:
+def part_of(module: str) -> str:
+    head = module.split(".")[0]
+    return head if (PACKAGE / head).is_dir() else COMMANDS
+
+
+def layer_of(module: str) -> int:
+    part = part_of(module)
+    if part == COMMANDS:
+        return len(PARTS)
+    for index, layer in enumerate(PARTS):
+        if part in layer:
             return index
-    raise AssertionError(f"mmc_jax.{name} is in no layer of tests/test_architecture.py")
+    raise AssertionError(f"mmc_jax/{part}/ is a part in no layer of tests/test_architecture.py")
+
+
+def resolve(module: list[str], name: str | None = None) -> str:
+    """The module an import names: `mmc_jax.a.b` (and `b`'s `name` when that is a module)."""
+    dotted = module[1:] + ([name] if name else [])
+    while dotted:
+        path = PACKAGE.joinpath(*dotted)
+        if path.with_suffix(".py").is_file() or (path / "__init__.py").is_file():
+            return module_of(
+                path.with_suffix(".py")
+                if path.with_suffix(".py").is_file()
+                else path / "__init__.py"
+            )
+        dotted.pop()
+    return "__init__"
 
 
 def imports(path: Path) -> list[tuple[str, list[str]]]:
-    """(imported top-level mmc_jax module, names taken from it) of every import in `path`."""
+    """(imported mmc_jax module, names taken from it) of every import in `path`."""
     tree = ast.parse(path.read_text(encoding="utf-8"))
     package_parts = path.relative_to(PACKAGE.parent).with_suffix("").parts[:-1]
     found = []
@@ -61,7 +78,7 @@ def imports(path: Path) -> list[tuple[str, list[str]]]:
             for alias in node.names:
                 parts = alias.name.split(".")
                 if parts[0] == "mmc_jax" and len(parts) > 1:
-                    found.append((parts[1], []))
+                    found.append((resolve(parts), []))
         elif isinstance(node, ast.ImportFrom):
             if node.level:
                 base = list(package_parts[: len(package_parts) - node.level + 1])
@@ -70,18 +87,21 @@ def imports(path: Path) -> list[tuple[str, list[str]]]:
                 module = (node.module or "").split(".")
             if module[0] != "mmc_jax":
                 continue
-            names = [a.name for a in node.names]
-            if len(module) > 1:
-                found.append((module[1], names))
-            else:
-                found.extend((name, []) for name in names)
+            for alias in node.names:
+                target = resolve(module, alias.name)
+                taken = (
+                    []
+                    if target == resolve(module + [alias.name]) and target != resolve(module)
+                    else [alias.name]
+                )
+                found.append((target, taken))
     return found
 
 
 def graph() -> dict[str, set[str]]:
     edges: dict[str, set[str]] = {}
     for path in PACKAGE.rglob("*.py"):
-        source = top_module(path)
+        source = module_of(path)
         for target, _ in imports(path):
             if target != source:
                 edges.setdefault(source, set()).add(target)
@@ -89,14 +109,14 @@ def graph() -> dict[str, set[str]]:
     return edges
 
 
-def test_every_module_has_a_layer():
+def test_every_part_has_a_layer():
     for name in graph():
         layer_of(name)
 
 
-def test_no_upward_import():
+def test_no_part_imports_a_higher_part_or_a_command():
     upward = [
-        f"{source} (layer {layer_of(source)}) imports {target} (layer {layer_of(target)})"
+        f"{source} ({part_of(source)}) imports {target} ({part_of(target)})"
         for source, targets in graph().items()
         for target in targets
         if layer_of(target) > layer_of(source)
@@ -127,18 +147,18 @@ def test_no_import_cycle():
 def test_no_cross_module_private_names():
     private = []
     for path in PACKAGE.rglob("*.py"):
-        source = top_module(path)
+        source = module_of(path)
         for target, names in imports(path):
             if target == source:
                 continue
             private += [f"{path.name} imports {target}.{n}" for n in names if n.startswith("_")]
         tree = ast.parse(path.read_text(encoding="utf-8"))
-        aliases = {  # names bound to mmc_jax modules of another top-level module
+        aliases = {  # names bound to another mmc_jax module
             alias.asname or alias.name
             for node in ast.walk(tree)
             if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("mmc_jax")
             for alias in node.names
-            if ((node.module or "").split(".") + [alias.name])[1] != source
+            if resolve((node.module or "").split("."), alias.name) != source
         }
         for node in ast.walk(tree):
             if (
@@ -152,6 +172,32 @@ def test_no_cross_module_private_names():
     assert not private, "\n".join(private)
 
 
-@pytest.mark.parametrize("name", ["train", "adapt", "evaluate", "play", "explore", "bench"])
-def test_command_line_tools_are_the_top_layer(name):
-    assert layer_of(name) == len(LAYERS) - 1
+@pytest.mark.parametrize(
+    "name", ["train", "adapt", "evaluate", "play", "explore", "bench", "serve", "engine"]
+)
+def test_the_commands_sit_at_the_top_of_the_package(name):
+    assert (PACKAGE / f"{name}.py").is_file() and part_of(name) == COMMANDS
+
+
+def test_every_folder_is_a_part_and_the_top_holds_only_commands():
+    folders = {str(p.parent.relative_to(PACKAGE)) for p in PACKAGE.rglob("__init__.py")}
+    assert folders - {"."} == set().union(*PARTS)  # one level: a part holds modules
+    for path in PACKAGE.glob("*.py"):
+        if path.stem != "__init__":
+            text = path.read_text(encoding="utf-8")
+            assert "def main(" in text, f"mmc_jax/{path.name} is no command: move it into a part"
+
+
+def test_the_old_flat_module_names_import_the_modules_of_their_parts():
+    import importlib
+
+    import mmc_jax
+
+    for name, part in mmc_jax.OLD_NAMES.items():
+        moved = importlib.import_module(f"mmc_jax.{part}.{name}")
+        assert importlib.import_module(f"mmc_jax.{name}") is moved
+        assert getattr(mmc_jax, name) is moved
+        assert moved.__spec__.name == f"mmc_jax.{part}.{name}"
+        assert (PACKAGE / part / f"{name}.py").is_file()
+    with pytest.raises(AttributeError):
+        mmc_jax.no_such_module  # noqa: B018

@@ -21,7 +21,8 @@ import jax
 import numpy as np
 import pytest
 
-from mmc_jax import checkpoint, export, launch, play
+from mmc_jax import export, launch, play
+from mmc_jax.infra import checkpoint
 
 # ---------------------------------------------------------------------------------------------
 # launch: a command must start with a program
@@ -106,7 +107,8 @@ def test_an_absurd_batch_size_is_refused_with_the_memory_it_needs(tmp_path, monk
     anything failed; the state's size is estimated first (from two small batch sizes: the
     state is affine in it) and the run refused with one line that gives the estimate."""
     from configs import gardner, joat
-    from mmc_jax import alphazero, meta, runloop
+    from mmc_jax.algorithms import alphazero, meta
+    from mmc_jax.training import runloop
 
     algorithm, config = {
         "alphazero": (alphazero.ALGORITHM, gardner.get_config("smoke")),
@@ -137,7 +139,8 @@ def test_the_memory_estimate_is_the_state_size(name):
     import math
 
     from configs import gardner, joat
-    from mmc_jax import alphazero, meta, runloop
+    from mmc_jax.algorithms import alphazero, meta
+    from mmc_jax.training import runloop
 
     algorithm, module = {
         "alphazero": (alphazero.ALGORITHM, gardner),
@@ -213,7 +216,7 @@ def places(tmp_path_factory):
 
 LOCK_AND_SLEEP = """
 import sys, time
-from mmc_jax import storage
+from mmc_jax.infra import storage
 with storage.workdir_lock(sys.argv[1]):
     print("HELD", flush=True)
     time.sleep(600)

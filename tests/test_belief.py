@@ -9,11 +9,11 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from mmc_jax import belief as B
-from mmc_jax import pimc
 from mmc_jax import rules as R
+from mmc_jax.evaluation import pimc
 from mmc_jax.rules import game
 from mmc_jax.rules import tables as T
+from mmc_jax.search import belief as B
 
 NUM_GAMES = 16
 NUM_PLIES = 40

@@ -1,5 +1,5 @@
-"""The persistent compilation cache (`mmc_jax.cache`): where it goes, how it is turned off, and
-that a second process loads what the first compiled instead of compiling it again."""
+"""The persistent compilation cache (`mmc_jax.infra.cache`): where it goes, how it is turned off,
+and that a second process loads what the first compiled instead of compiling it again."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from mmc_jax import cache
+from mmc_jax.infra import cache
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -41,7 +41,7 @@ def test_a_multi_process_run_leaves_the_cache_off(tmp_path, monkeypatch):
 
 _PROGRAM = """
 import jax, jax.numpy as jnp
-from mmc_jax import cache
+from mmc_jax.infra import cache
 events = []
 jax.monitoring.register_event_listener(lambda name, **kw: events.append(name))
 assert cache.enable_compilation_cache() is not None

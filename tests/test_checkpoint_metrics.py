@@ -1,4 +1,4 @@
-"""Tests for mmc_jax.checkpoint and mmc_jax.metrics (no compiled code: fast)."""
+"""Tests for mmc_jax.infra.checkpoint and mmc_jax.infra.metrics (no compiled code: fast)."""
 
 import io
 import json
@@ -11,7 +11,9 @@ import ml_collections
 import numpy as np
 import pytest
 
-from mmc_jax import checkpoint, learner, metrics, network
+from mmc_jax.infra import checkpoint, metrics
+from mmc_jax.model import network
+from mmc_jax.training import learner
 
 OBS_SHAPE = (5, 5, 6)
 

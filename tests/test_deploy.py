@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 import yaml  # PyYAML, installed with flax
 
-from mmc_jax import distributed, launch
+from mmc_jax import launch
+from mmc_jax.infra import distributed
 
 ROOT = Path(__file__).resolve().parents[1]
 IMAGE = "REGION-docker.pkg.dev/PROJECT/REPOSITORY/mmc_jax:TAG"
@@ -107,7 +108,7 @@ def test_gpu_jobset():
             "fieldPath": "metadata.annotations['batch.kubernetes.io/job-completion-index']"
         }
     }
-    # What mmc_jax.distributed makes of that environment in pod 1.
+    # What mmc_jax.infra.distributed makes of that environment in pod 1.
     pod_env = {k: v for k, v in env.items() if isinstance(v, str)} | {"JAX_PROCESS_ID": "1"}
     assert distributed.detect_cluster(pod_env) == "env"
 

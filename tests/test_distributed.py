@@ -1,4 +1,4 @@
-"""Tests for mmc_jax.distributed: cluster detection from environment variables, when
+"""Tests for mmc_jax.infra.distributed: cluster detection from environment variables, when
 `jax.distributed.initialize` is (not) called and with what, the flags, per-process data and
 keys; and one real 2-process run on 127.0.0.1 (CPU collectives) with a jitted global sum."""
 
@@ -13,8 +13,8 @@ import numpy as np
 import pytest
 from absl import flags
 
-from mmc_jax import distributed as D
 from mmc_jax import launch
+from mmc_jax.infra import distributed as D
 
 SLURM = {
     "SLURM_JOB_ID": "77",
@@ -159,7 +159,7 @@ WORKER = textwrap.dedent(
     """
     import sys
     import jax, jax.numpy as jnp, numpy as np
-    from mmc_jax import distributed as D
+    from mmc_jax.infra import distributed as D
     port, pid = sys.argv[1], int(sys.argv[2])
     info = D.initialize(f"127.0.0.1:{port}", 2, pid, initialization_timeout=60)
     assert (info.process_id, info.num_processes, info.how) == (pid, 2, "flags"), info

@@ -1,10 +1,11 @@
-"""Tests for mmc_jax.elo: the maximum-likelihood fit recovers known ratings, its intervals
-cover them, and the edge cases (perfect scores, disconnected players) are handled. Pure numpy."""
+"""Tests for mmc_jax.evaluation.elo: the maximum-likelihood fit recovers known ratings, its
+intervals cover them, and the edge cases (perfect scores, disconnected players) are handled. Pure
+numpy."""
 
 import numpy as np
 import pytest
 
-from mmc_jax import elo
+from mmc_jax.evaluation import elo
 
 TRUE = {"random": 0.0, "greedy": 150.0, "model": 420.0, "engine1": 300.0, "engine2": 700.0}
 PAIRS = [

@@ -21,8 +21,11 @@ import numpy as np
 import optax
 import pytest
 
-from mmc_jax import checkpoint, elo, evaluate, match, network, policies
+from mmc_jax import evaluate
 from mmc_jax import rules as R
+from mmc_jax.evaluation import elo, match, policies
+from mmc_jax.infra import checkpoint
+from mmc_jax.model import network
 
 NUM_GAMES = 128  # every baseline match: one compiled arena
 

@@ -10,7 +10,8 @@ import jax
 import numpy as np
 import pytest
 
-from mmc_jax import checkpoint, export
+from mmc_jax import export
+from mmc_jax.infra import checkpoint
 
 LEGACY = Path(__file__).resolve().parent / "fixtures" / "legacy" / "gardner_smoke"
 OBS26 = Path(__file__).resolve().parent / "fixtures" / "obs26" / "gardner_smoke"
@@ -72,7 +73,7 @@ def test_a_checkpoint_of_the_old_observation_layout_is_refused():
 def test_a_damaged_latest_checkpoint_falls_back_to_the_newest_intact_one(tmp_path, capsys):
     """A truncated or deleted file in the latest step: `load_model` warns and uses the step
     before; asked for that step explicitly, it says which step to try instead."""
-    from mmc_jax import checkpoint as ckpt_lib
+    from mmc_jax.infra import checkpoint as ckpt_lib
 
     workdir = tmp_path / "run"
     shutil.copytree(LEGACY, workdir)

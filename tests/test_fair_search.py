@@ -10,9 +10,9 @@ import ml_collections
 import numpy as np
 import pytest
 
-from mmc_jax import network as network_lib
-from mmc_jax import pimc
 from mmc_jax import rules as R
+from mmc_jax.evaluation import pimc
+from mmc_jax.model import network as network_lib
 
 # Same observation and legal moves (the knight is hidden either way), different true states.
 PAIR = ("4k/5/2n2/5/K4 w - - 0 1", "4k/5/4n/5/K4 w - - 0 1")

@@ -1,4 +1,4 @@
-"""`gs://` workdirs (mmc_jax.storage, metrics, checkpoint, cli) against a fake bucket.
+"""`gs://` workdirs (mmc_jax.infra.storage, metrics, checkpoint, cli) against a fake bucket.
 
 No network here: `etils.epath.testing.mock_epath` maps every `gs://BUCKET/...` path that epath
 sees onto `<tmp>/gcs/BUCKET/...`, and the storage packages' presence check is patched (the `gcs`
@@ -30,7 +30,7 @@ import pytest
 from etils.epath import testing as epath_testing
 from tensorboardX import record_writer
 
-from mmc_jax import checkpoint, cli, metrics, storage
+from mmc_jax.infra import checkpoint, cli, metrics, storage
 
 ROOT = Path(__file__).resolve().parents[1]
 LEGACY = ROOT / "tests" / "fixtures" / "legacy" / "gardner_smoke"

@@ -13,7 +13,8 @@ import ladder_run
 import numpy as np
 import pytest
 
-from mmc_jax import elo, evaluate, ladder
+from mmc_jax import evaluate
+from mmc_jax.evaluation import elo, ladder
 
 pytestmark = pytest.mark.usefixtures("fairy_stockfish")
 
@@ -139,7 +140,8 @@ def test_adaptation_evaluation_plays_the_reference_at_two_strengths_and_the_engi
     import jax
     import ml_collections
 
-    from mmc_jax import adapt, checkpoint
+    from mmc_jax import adapt
+    from mmc_jax.infra import checkpoint
 
     net, params, _ = checkpoint.load_model(ladder_run.workdir(), step=2)
     _, reference, _ = checkpoint.load_model(ladder_run.workdir(), step=1)

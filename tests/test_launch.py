@@ -233,7 +233,7 @@ def test_local_dry_run_prints_each_process(capsys):
 LOCAL_PROBE = """
 import sys
 import jax
-from mmc_jax import distributed
+from mmc_jax.infra import distributed
 info = distributed.initialize()
 print("PROBE", info.process_id, info.num_processes, jax.device_count(), jax.local_device_count())
 sys.exit(3 if info.process_id == int(sys.argv[1]) else 0)

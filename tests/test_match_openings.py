@@ -7,8 +7,9 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from mmc_jax import match, network
 from mmc_jax import rules as R
+from mmc_jax.evaluation import match
+from mmc_jax.model import network
 
 TINY = dict(
     num_blocks=1,

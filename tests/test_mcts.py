@@ -1,4 +1,4 @@
-"""The batch-first search (`mmc_jax.mcts`) against mctx's own: equal trees, actions, weights.
+"""The batch-first search (`mmc_jax.search.mcts`) against mctx's own: equal trees, actions, weights.
 
 A toy game whose every node's prior, value, reward and termination are pseudo-random functions
 of the path that reached it; batches mixing games with few valid root actions, none at all,
@@ -15,7 +15,7 @@ import mctx
 import numpy as np
 import pytest
 
-from mmc_jax import mcts
+from mmc_jax.search import mcts
 
 BATCH = 6
 

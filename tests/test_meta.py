@@ -1,4 +1,5 @@
-"""Tests for mmc_jax.meta (JOAT / Reptile), mmc_jax.adapt and configs/joat.py (tiny configs).
+"""Tests for mmc_jax.algorithms.meta (JOAT / Reptile), mmc_jax.adapt and configs/joat.py (tiny
+configs).
 
 Compile time dominates on a 2-core CPU, so the pure pieces (inner loop, outer update, the k = 1
 path) are tested on a tiny net with synthetic task data, each with one small compile; the smoke
@@ -23,8 +24,12 @@ import pytest
 from runs_support import HELD_OUT
 
 from configs import joat as joat_config
-from mmc_jax import checkpoint, learner, meta, network, sharding, train
 from mmc_jax import rules as R
+from mmc_jax import train
+from mmc_jax.algorithms import meta
+from mmc_jax.infra import checkpoint, sharding
+from mmc_jax.model import network
+from mmc_jax.training import learner
 
 ROOT = Path(__file__).resolve().parents[1]
 CONFIG_PATH = ROOT / "configs" / "joat.py"

@@ -13,7 +13,7 @@ iterations of tests/runs_support.py; JOAT with its tasks split over the processe
   and a second run resumes from that checkpoint.
 
 Each process compiles the smoke iterations itself (the processes run without the compilation
-cache: mmc_jax/cache.py), so this is the slowest test of the suite per assertion. A 4-process
+cache: mmc_jax/infra/cache.py), so this is the slowest test of the suite per assertion. A 4-process
 run is not made: the same programs on a (task, data) = (2, 2) mesh of 4 fake devices are
 checked against one device in tests/test_runloop.py. What only it would check: gloo among 4
 processes, and JOAT's data axis spanning processes inside a task split.
@@ -30,7 +30,9 @@ import numpy as np
 import pytest
 from runs_support import ALGORITHMS, NAMES, copy_run, leaves, smoke
 
-from mmc_jax import launch, metrics, runloop
+from mmc_jax import launch
+from mmc_jax.infra import metrics
+from mmc_jax.training import runloop
 
 pytestmark = pytest.mark.slow
 
@@ -41,7 +43,7 @@ TIMEOUT = 1500  # seconds for the multi-process run (processes compiling on 2 co
 WORKER = """
 import json, sys
 import numpy as np
-from mmc_jax import distributed
+from mmc_jax.infra import distributed
 
 root, one_process = sys.argv[1:]
 info = distributed.initialize()  # the coordinator from the environment (launch.start_local)
@@ -49,7 +51,7 @@ info = distributed.initialize()  # the coordinator from the environment (launch.
 import jax
 sys.path.insert(0, "tests")
 from runs_support import ALGORITHMS, NAMES, smoke
-from mmc_jax import runloop
+from mmc_jax.training import runloop
 
 assert jax.process_count() == info.num_processes, jax.process_count()
 

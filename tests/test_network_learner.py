@@ -1,4 +1,5 @@
-"""Tests for mmc_jax.network and mmc_jax.learner (tiny nets; no dependency on the rules)."""
+"""Tests for mmc_jax.model.network and mmc_jax.training.learner (tiny nets; no dependency on the
+rules)."""
 
 import chex
 import jax
@@ -7,7 +8,8 @@ import ml_collections
 import numpy as np
 import pytest
 
-from mmc_jax import learner, network
+from mmc_jax.model import network
+from mmc_jax.training import learner
 
 NUM_ACTIONS = network.NUM_ACTIONS
 OBS_SHAPE = (5, 5, 6)
@@ -359,7 +361,7 @@ def test_train_epoch_matches_the_xla_conv_gradient_path(net_and_params):
 def test_joat_inner_loop_paths_agree(net_and_params):
     """meta.adapt_tasks: tasks in sequence (lax.map, the CPU default) == vmapped over the tasks
     == vmapped with XLA's own convolution gradient (the path before issue 10)."""
-    from mmc_jax import meta
+    from mmc_jax.algorithms import meta
 
     _, params = net_and_params
     config = tiny_config(max_grad_norm=1.0)

@@ -10,7 +10,8 @@ import jax
 import jax.numpy as jnp
 import pytest
 
-from mmc_jax import bench, metrics
+from mmc_jax import bench
+from mmc_jax.infra import metrics
 
 
 @pytest.fixture

@@ -1,5 +1,5 @@
-"""Tests for mmc_jax.pgn: writing, reading and replaying game records, by the project's rules
-and by Fairy-Stockfish (pyffish).
+"""Tests for mmc_jax.evaluation.pgn: writing, reading and replaying game records, by the project's
+rules and by Fairy-Stockfish (pyffish).
 
 The games come from the shared small ladder (tests/ladder_run.py: model, random, greedy and
 Fairy-Stockfish games) and from the recording match arena (`play_match(..., games_out=...)`).
@@ -12,8 +12,9 @@ import ladder_run
 import pyffish as sf
 import pytest
 
-from mmc_jax import match, pgn, uci
 from mmc_jax import rules as R
+from mmc_jax import uci
+from mmc_jax.evaluation import match, pgn
 
 pytestmark = pytest.mark.usefixtures("fairy_stockfish")
 

@@ -13,8 +13,9 @@ import sys
 import pyffish as sf
 import pytest
 
-from mmc_jax import pgn, play, uci
+from mmc_jax import play, uci
 from mmc_jax import rules as R
+from mmc_jax.evaluation import pgn
 
 pytestmark = pytest.mark.usefixtures("fairy_stockfish")
 

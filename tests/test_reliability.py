@@ -27,9 +27,11 @@ import numpy as np
 import pytest
 from fake_algorithm import FakeAlgorithm, fake_config
 
-from mmc_jax import checkpoint as checkpoint_lib
-from mmc_jax import export, runloop, storage
-from mmc_jax import metrics as metrics_lib
+from mmc_jax import export
+from mmc_jax.infra import checkpoint as checkpoint_lib
+from mmc_jax.infra import metrics as metrics_lib
+from mmc_jax.infra import storage
+from mmc_jax.training import runloop
 
 TESTS = Path(__file__).resolve().parent
 ROOT = TESTS.parent
@@ -54,7 +56,7 @@ def python(script: str, *args, timeout: float = 300) -> subprocess.CompletedProc
 SIGTERM_DURING_COMPILE = """
 import os, signal
 from fake_algorithm import FakeAlgorithm, fake_config
-from mmc_jax import runloop
+from mmc_jax.training import runloop
 algorithm = FakeAlgorithm(on_compile=lambda: os.kill(os.getpid(), signal.SIGTERM))
 result = runloop.run(algorithm, fake_config(3), sys.argv[1])
 print("RESULT", result.stopped, result.record["iteration"])
@@ -150,7 +152,7 @@ def test_a_resume_skips_a_checkpoint_with_non_finite_values(tmp_path):
 
 HOLDER = """
 from fake_algorithm import FakeAlgorithm, fake_config
-from mmc_jax import runloop
+from mmc_jax.training import runloop
 algorithm = FakeAlgorithm(seconds_per_iteration=float(sys.argv[2]))
 runloop.run(algorithm, fake_config(int(sys.argv[3])), sys.argv[1], stream=sys.stdout)
 print("HOLDER DONE", flush=True)
@@ -217,7 +219,7 @@ def test_two_trainers_cannot_share_a_workdir(tmp_path):
 
 LOCK_AND_SLEEP = """
 import time
-from mmc_jax import storage
+from mmc_jax.infra import storage
 with storage.workdir_lock(sys.argv[1]):
     print("HELD", flush=True)
     time.sleep(120)
@@ -472,7 +474,7 @@ class Lines:
 def final_state(workdir):
     """Every array of the run's last checkpoint (parameters, optimizer state, games, replay)."""
     from configs import gardner
-    from mmc_jax import alphazero
+    from mmc_jax.algorithms import alphazero
 
     config = gardner.get_config("smoke")
     config.num_iterations = CHAOS_ITERATIONS

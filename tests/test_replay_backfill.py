@@ -14,8 +14,8 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from mmc_jax import learner, selfplay
 from mmc_jax import rules as R
+from mmc_jax.training import learner, selfplay
 
 SCANS, PLIES, SLOTS = 6, 4, 5
 NUM_ACTIONS = 3  # the targets do not depend on the action space
@@ -174,7 +174,7 @@ def test_pending_rings_reject_misuse_in_one_line():
 
 def test_a_ring_saved_before_the_backfill_default_names_the_flag_to_resume_it():
     from configs import gardner as gardner_config
-    from mmc_jax import alphazero
+    from mmc_jax.algorithms import alphazero
 
     mismatch = ValueError(
         "checkpoint runs/x/checkpoints/9 does not match the model being restored (1 mismatches):"

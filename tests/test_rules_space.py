@@ -13,8 +13,8 @@ import pytest
 import reference_engine as REF
 from rules_support import B, descriptor_planes
 
-from mmc_jax import network
 from mmc_jax import rules as R
+from mmc_jax.model import network
 
 # (spelling, canonical spelling), examples from rules.md and around them.
 SPELLINGS = [

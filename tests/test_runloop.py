@@ -1,4 +1,4 @@
-"""The one run loop (`mmc_jax.runloop.run`), each property one test over every algorithm
+"""The one run loop (`mmc_jax.training.runloop.run`), each property one test over every algorithm
 (AlphaZero: configs/gardner.py:smoke, JOAT: configs/joat.py:smoke; tests/runs_support.py).
 
 A run writes metrics, checkpoints and plots and calls `on_eval` after every iteration; a run
@@ -24,7 +24,8 @@ import numpy as np
 import pytest
 from runs_support import ALGORITHMS, HELD_OUT, NAMES, copy_run, leaves, smoke, train
 
-from mmc_jax import checkpoint, metrics, runloop
+from mmc_jax.infra import checkpoint, metrics
+from mmc_jax.training import runloop
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 LEGACY = {"alphazero": "gardner_smoke", "joat": "joat_smoke"}
@@ -269,8 +270,8 @@ def test_a_workdir_written_before_the_run_loop_resumes(runs, tmp_path, name):
     # Behaviour kept: the old code's iteration 1 continued by today's iteration 2 is the
     # unbroken run of today's code (AlphaZero's: the preset's, another program than `runs`).
     # Not bit for bit: the fixture was written under XLA:CPU's YNNPACK convolutions, which
-    # `mmc_jax.startup` now turns off, and the two kernels round differently (measured: at most
-    # 4.2e-7 apart after two iterations, while one iteration moves parameters by up to 2.4e-3;
+    # `mmc_jax.infra.startup` now turns off, and the two kernels round differently (measured: at
+    # most 4.2e-7 apart after two iterations, while one iteration moves parameters by up to 2.4e-3;
     # any change of behaviour moves them by that much).
     if name == "alphazero":
         unbroken = runloop.run(algorithm, preset_smoke(name, 2), tmp_path / "new", stream=None)

@@ -12,7 +12,7 @@ from rules_support import random_placement
 
 from mmc_jax import rules as R
 from mmc_jax import search
-from mmc_jax.network import MASKED_LOGIT
+from mmc_jax.model.network import MASKED_LOGIT
 
 
 def test_slot_bound_is_the_maximum_of_the_move_count_bound():
@@ -85,7 +85,7 @@ def test_slot_maps_hold_every_legal_move_once(engine, rollout):
 def test_search_weights_and_action_live_on_legal_moves_of_crowded_positions():
     """Run the search on positions with many legal moves, including one finished game: the
     weights are a distribution over exactly the legal moves, and the action is legal."""
-    from mmc_jax.policies import UniformPriorNetwork
+    from mmc_jax.evaluation.policies import UniformPriorNetwork
 
     fens = [
         "n1n1n/PPPPP/QQQQQ/5/K3k w - - 0 1",

@@ -1,4 +1,4 @@
-"""Tests for mmc_jax.selfplay, mmc_jax.train and configs/gardner.py (tiny configs).
+"""Tests for mmc_jax.training.selfplay, mmc_jax.train and configs/gardner.py (tiny configs).
 
 Compile time dominates on a 2-core CPU, so the module compiles one self-play scan (`played`,
 hand-made positions; the slow tier's: the fast tier plays through the smoke iterations) and
@@ -24,17 +24,13 @@ import pytest
 from runs_support import smoke
 
 from configs import gardner as gardner_config
-from mmc_jax import (
-    alphazero,
-    learner,
-    match,
-    network,
-    runloop,
-    selfplay,
-    sharding,
-    train,
-)
 from mmc_jax import rules as R
+from mmc_jax import train
+from mmc_jax.algorithms import alphazero
+from mmc_jax.evaluation import match
+from mmc_jax.infra import sharding
+from mmc_jax.model import network
+from mmc_jax.training import learner, runloop, selfplay
 
 ROOT = Path(__file__).resolve().parents[1]
 CONFIG_PATH = ROOT / "configs" / "gardner.py"

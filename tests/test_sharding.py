@@ -1,4 +1,4 @@
-"""`mmc_jax.sharding`'s per-game random draws: the same values as JAX's own draws.
+"""`mmc_jax.infra.sharding`'s per-game random draws: the same values as JAX's own draws.
 
 Self-play runs under `sharding.map_games` (each device its own games) and draws its randomness
 with `sharding.draw_for_games` / `sharding.categorical`. Here, in one process with one device,
@@ -14,7 +14,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from mmc_jax import sharding
+from mmc_jax.infra import sharding
 
 
 @pytest.mark.parametrize("shape", [(1, 7), (5, 160), (64, 1225)])

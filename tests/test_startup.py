@@ -1,4 +1,4 @@
-"""`mmc_jax.startup`: the project's XLA flags reach XLA through the commands' start-up path."""
+"""`mmc_jax.infra.startup`: the project's XLA flags reach XLA through the commands' start-up."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from mmc_jax import startup
+from mmc_jax.infra import startup
 
 YNN = "--xla_cpu_experimental_ynn_fusion_type="
 KNOWN = startup.XLA_CPU_FLAGS_JAXLIB[0]
@@ -61,7 +61,9 @@ def test_a_bad_mmc_cpu_devices_is_a_one_line_error(bad):
 
 
 def test_mmc_cpu_devices_reaches_jax():
-    code = "from mmc_jax import startup; startup.start(); import jax; print(jax.device_count())"
+    code = (
+        "from mmc_jax.infra import startup; startup.start(); import jax; print(jax.device_count())"
+    )
     environ = {k: v for k, v in os.environ.items() if k != "XLA_FLAGS"}
     environ.update(MMC_CPU_DEVICES="3", JAX_PLATFORMS="cpu", MMC_COMPILE_CACHE="off")
     out = subprocess.run(
@@ -75,7 +77,7 @@ def test_mmc_cpu_devices_reaches_jax():
 _PROBE = """
 import jax, jax.numpy as jnp
 from absl import app
-from mmc_jax import cli
+from mmc_jax.infra import cli
 
 def main(argv):
     cli.absl_start(argv)

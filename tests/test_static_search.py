@@ -22,11 +22,13 @@ import pytest
 from jax.extend import core as jcore
 from test_mcts import POLICIES, toy_recurrent_fn, toy_root
 
-from mmc_jax import mcts, network, selfplay
 from mmc_jax import rules as R
+from mmc_jax.model import network
 from mmc_jax.rules import game
 from mmc_jax.rules import tables as T
 from mmc_jax.rules.variants import CAPTURE_ATOMIC
+from mmc_jax.search import mcts
+from mmc_jax.training import selfplay
 
 SIMULATIONS = 5  # no other scan of a ply is this long
 

@@ -162,7 +162,7 @@ def test_command_line_errors_are_one_line(tmp_path, capsys):
 
 @pytest.mark.slow
 def test_a_resumed_pretraining_unit_equals_an_unbroken_one_and_its_pack_round_trips(tmp_path):
-    from mmc_jax import checkpoint
+    from mmc_jax.infra import checkpoint
 
     preset = study.PRESETS["smoke"]
     log = study.Log(tmp_path)
@@ -197,7 +197,7 @@ def test_a_resumed_pretraining_unit_equals_an_unbroken_one_and_its_pack_round_tr
 
 
 def test_a_second_study_process_on_a_workdir_is_refused(tmp_path, capsys):
-    from mmc_jax import storage
+    from mmc_jax.infra import storage
 
     with storage.workdir_lock(tmp_path):
         status = study.main(["--preset", "smoke", "--workdir", str(tmp_path), "--only", "pretrain"])

@@ -21,8 +21,10 @@ from pathlib import Path
 import pyffish as sf
 import pytest
 
-from mmc_jax import arena, uci
 from mmc_jax import rules as R
+from mmc_jax import uci
+from mmc_jax.evaluation import arena
+from mmc_jax.uci import cli as uci_cli
 
 FAKE = str(Path(__file__).with_name("fake_uci_engine.py"))
 START = R.START_FENS["gardner"]
@@ -120,7 +122,7 @@ def test_not_a_uci_engine_fails_fast(capsys, tmp_path):
     """`uci --engine /bin/cat` (issue 13): no `uciok`, one line, status 1, within seconds; a
     program that exits at once likewise."""
     start = time.monotonic()
-    assert uci.main(["--engine", "/bin/cat"]) == 1
+    assert uci_cli.main(["--engine", "/bin/cat"]) == 1
     elapsed = time.monotonic() - start
     err = capsys.readouterr().err
     assert elapsed < uci.DEFAULT_UCI_TIMEOUT + 4, elapsed
@@ -207,13 +209,13 @@ def test_arena_reports_engine_failures(mode, message, num_failed):
 
 
 def test_check_cli(capsys):
-    assert uci.main(["--variants", "gardner", "rifle"]) == 0
+    assert uci_cli.main(["--variants", "gardner", "rifle"]) == 0
     out = capsys.readouterr().out
     assert out.startswith("gardner        yes") and "rifle          NO" in out
     with pytest.raises(SystemExit):
-        uci.main(["--variants", "chess"])
+        uci_cli.main(["--variants", "chess"])
     assert "valid variants" in capsys.readouterr().err
-    assert uci.main(["--engine", "/nonexistent/engine", "--variants", "gardner"]) == 1
+    assert uci_cli.main(["--engine", "/nonexistent/engine", "--variants", "gardner"]) == 1
     assert "no UCI engine at '/nonexistent/engine'" in capsys.readouterr().err
 
 
@@ -297,8 +299,8 @@ def test_build_errors_are_one_line(tmp_path, monkeypatch, capsys):
         uci.build_engine(sdist=str(tmp_path / "pyffish-1.0.tar.gz"), **quiet)
     assert uci.built_engine("9.9.9") is None
     monkeypatch.setenv("CXX", "no-such-g++")
-    assert uci.main(["build", "--version", "9.9.9"]) == 1
+    assert uci_cli.main(["build", "--version", "9.9.9"]) == 1
     err = capsys.readouterr().err
     assert err.startswith("error: no C++ compiler") and err.count("\n") == 1
     with pytest.raises(SystemExit):
-        uci.main(["build", "--jobs", "0"])
+        uci_cli.main(["build", "--jobs", "0"])

@@ -24,8 +24,9 @@ from pathlib import Path
 import pyffish as sf
 import pytest
 
-from mmc_jax import arena, engine, evaluate, pgn, uci
+from mmc_jax import engine, evaluate, uci
 from mmc_jax import rules as R
+from mmc_jax.evaluation import arena, pgn
 
 START = R.START_FENS["gardner"]
 START_MOVES = uci.START_MOVES["gardner"].split()

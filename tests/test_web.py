@@ -23,8 +23,9 @@ import pyffish as sf
 import pytest
 import webdriver
 
-from mmc_jax import pgn, serve, uci
 from mmc_jax import rules as R
+from mmc_jax import serve, uci
+from mmc_jax.evaluation import pgn
 
 START = R.START_FENS["gardner"]
 

@@ -1,4 +1,4 @@
-"""The XLA flags the tests add to the commands' own (`mmc_jax.startup`): XLA:CPU without LLVM
+"""The XLA flags the tests add to the commands' own (`mmc_jax.infra.startup`): XLA:CPU without LLVM
 optimisation of the generated code.
 
 The tests' programs are compiled once and run briefly, so optimising them costs more than it

@@ -180,7 +180,8 @@ def meta_frames(config) -> int:
 
 
 def run_meta(workdir: Path, preset: Preset, holdout, joint: bool, log) -> dict:
-    from mmc_jax import meta, train
+    from mmc_jax import train
+    from mmc_jax.algorithms import meta
 
     name = "joint" if joint else "joat"
     tag = "all" if len(holdout) > 1 else holdout[0]
@@ -208,7 +209,8 @@ def run_meta(workdir: Path, preset: Preset, holdout, joint: bool, log) -> dict:
 
 def single_variant_config(preset: Preset, variant: str, frames: int, seed: int = 0):
     """AlphaZero on one variant with the preset's adaptation settings, for about `frames`."""
-    from mmc_jax import adapt, alphazero
+    from mmc_jax import adapt
+    from mmc_jax.algorithms import alphazero
 
     joat = load_joat_config(preset.joat_preset)
     per_iteration = int(joat.adapt.selfplay.batch_size) * int(joat.adapt.selfplay.num_plies)
@@ -220,7 +222,8 @@ def single_variant_config(preset: Preset, variant: str, frames: int, seed: int =
 
 
 def run_gardner(workdir: Path, preset: Preset, frames: int, gardner_from: str | None, log):
-    from mmc_jax import checkpoint, train
+    from mmc_jax import train
+    from mmc_jax.infra import checkpoint
 
     if gardner_from:
         meta = checkpoint.load_metadata(gardner_from)

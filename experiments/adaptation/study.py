@@ -221,7 +221,7 @@ class Study:
 
 def export(workdir: Path, step: int | None, out: Path, info: dict) -> None:
     """The parameters of `workdir`'s checkpoint `step` as an exported model at `out`."""
-    from mmc_jax import checkpoint
+    from mmc_jax.infra import checkpoint
 
     _, params, config = checkpoint.load_model(workdir, step)
     meta = checkpoint.load_metadata(workdir, step)
@@ -237,7 +237,7 @@ def export(workdir: Path, step: int | None, out: Path, info: dict) -> None:
 
 
 def _frames_at(workdir: Path, step: int) -> int:
-    from mmc_jax import metrics
+    from mmc_jax.infra import metrics
 
     for record in metrics.read_metrics(workdir):
         if record.get("step") == step:
@@ -338,7 +338,8 @@ def adaptation_joat_config(preset: Preset, choice: dict):
 def prepare_all(preset: Preset) -> list[str]:
     """Builds and validates every config the preset runs (reference, each arm and seed, each
     candidate procedure's adaptation); returns their names. The tests call it for every preset."""
-    from mmc_jax import adapt, alphazero, meta
+    from mmc_jax import adapt
+    from mmc_jax.algorithms import alphazero, meta
 
     names = []
     for variant in preset.variants:
@@ -460,7 +461,8 @@ def pretrain(study: Study, arm: str, seed: int, choice: dict | None, log, pack=N
 def _draw_fn(network, config):
     import jax
 
-    from mmc_jax import alphazero, selfplay
+    from mmc_jax.algorithms import alphazero
+    from mmc_jax.training import selfplay
 
     def draw(params, rules_b, games, key):
         games, trajectory = alphazero.play_games(
@@ -478,8 +480,10 @@ def dataset(study: Study, variant: str):
     import jax.numpy as jnp
     import ml_collections
 
-    from mmc_jax import alphazero, checkpoint, learner
     from mmc_jax import rules as R
+    from mmc_jax.algorithms import alphazero
+    from mmc_jax.infra import checkpoint
+    from mmc_jax.training import learner
 
     preset = study.preset
     final = study.reference_model(variant, max(preset.reference_iterations))
@@ -510,7 +514,8 @@ def sensitivity(study: Study, log) -> dict:
     import jax
     import ml_collections
 
-    from mmc_jax import checkpoint, learner
+    from mmc_jax.infra import checkpoint
+    from mmc_jax.training import learner
 
     done = study.read("sensitivity.json")
     if done:
@@ -578,7 +583,8 @@ def _procedure_name(choice: dict) -> str:
 
 
 def _match(network, params, variant, preset, key, opponent_model, opponent_simulations=None):
-    from mmc_jax import adapt, match
+    from mmc_jax import adapt
+    from mmc_jax.evaluation import match
 
     opponent_network, opponent_params = opponent_model
     result = match.play_match(
@@ -602,7 +608,7 @@ def _random_init(preset: Preset, init_seed: int):
     """The scratch arm's start: (network, params) of configs/joat.py's network, rules hidden,
     initialised as `adapt --init_from scratch` does with `init_seed`."""
     from mmc_jax import adapt
-    from mmc_jax import network as network_lib
+    from mmc_jax.model import network as network_lib
 
     config = joat_config(preset, 0)
     network_config, params, _, _ = adapt.load_start("scratch", config, init_seed)
@@ -613,7 +619,7 @@ def curve(study: Study, variant: str, log) -> dict:
     """Calibration (the mid reference) and the scratch curve's scores against it."""
     import jax
 
-    from mmc_jax import checkpoint
+    from mmc_jax.infra import checkpoint
 
     preset = study.preset
     done = study.read("curve", f"{slug(variant)}.json")
@@ -670,8 +676,9 @@ def cell(study: Study, arm: str, seed: int, variant: str, choice: dict, log) -> 
     """One adaptation cell: `arm`'s seed-`seed` start adapted to `variant` and evaluated."""
     import jax
 
-    from mmc_jax import adapt, checkpoint
-    from mmc_jax import network as network_lib
+    from mmc_jax import adapt
+    from mmc_jax.infra import checkpoint
+    from mmc_jax.model import network as network_lib
 
     name = f"{arm}_s{seed}_{slug(variant)}"
     done = study.read("cells", f"{name}.json")
@@ -739,7 +746,8 @@ def long_run(study: Study, choice: dict, log) -> dict | None:
     `long_iterations`, each kept checkpoint played zero-shot on every variant."""
     import jax
 
-    from mmc_jax import checkpoint, train
+    from mmc_jax import train
+    from mmc_jax.infra import checkpoint
 
     preset = study.preset
     if not preset.long_iterations:
@@ -1366,7 +1374,7 @@ def main(argv=None) -> int:
     if args.status:
         print(status(study))
         return 0
-    from mmc_jax import startup
+    from mmc_jax.infra import startup
 
     startup.start()  # persistent compile cache: a relaunched sitting loads its programs
     if args.prepare:
@@ -1386,7 +1394,7 @@ def main(argv=None) -> int:
         return 0
     complete = True
     if args.only != "report":
-        from mmc_jax import storage
+        from mmc_jax.infra import storage
 
         try:
             with storage.workdir_lock(workdir):  # one study process per workdir

@@ -21,7 +21,7 @@ for round in $(seq "$ROUNDS"); do
     flags=""
     if [ "$arm" = checkpoint_every_50 ]; then every=50; fi
     if [ "$arm" = eigen_single_thread ]; then
-      flags="--xla_cpu_multi_thread_eigen=false"  # mmc_jax.startup adds the project's flags
+      flags="--xla_cpu_multi_thread_eigen=false"  # mmc_jax.infra.startup adds the project's flags
     fi
     workdir="$ROOT/${arm}_$round"
     rm -rf "$workdir"

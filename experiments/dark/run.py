@@ -22,9 +22,10 @@ import time
 import jax
 import jax.numpy as jnp
 
-from mmc_jax import network as network_lib
-from mmc_jax import pimc, startup
 from mmc_jax import rules as R
+from mmc_jax.evaluation import pimc
+from mmc_jax.infra import startup
+from mmc_jax.model import network as network_lib
 
 PRESETS = {
     # sims: per world at equal simulations; budget: total evaluations at equal cost.
@@ -74,7 +75,7 @@ def main() -> None:
     results = json.load(open(out_path)) if os.path.exists(out_path) else {}
 
     if args.checkpoint:
-        from mmc_jax import checkpoint
+        from mmc_jax.infra import checkpoint
 
         network, params, _ = checkpoint.load_model(args.checkpoint)
         source = args.checkpoint
@@ -97,7 +98,7 @@ def main() -> None:
         started = time.time()
         out = jax.device_get(compiled(params, rules, key, jnp.int32(2)))
         play_s = time.time() - started
-        from mmc_jax import elo
+        from mmc_jax.evaluation import elo
 
         stats = elo.match_statistics(out.a_reward, out.plies)
         a_moves = int(((out.plies - 2 + 1) // 2).sum())  # A's moves after the 2 opening plies

@@ -56,9 +56,9 @@ import ml_collections
 import numpy as np
 from jax.sharding import Mesh
 
-from mmc_jax import checkpoint as checkpoint_lib
-from mmc_jax import metrics as metrics_lib
-from mmc_jax import sharding, storage
+from mmc_jax.infra import checkpoint as checkpoint_lib
+from mmc_jax.infra import metrics as metrics_lib
+from mmc_jax.infra import sharding, storage
 
 PLOT_INTERVAL_SECONDS = 60.0
 

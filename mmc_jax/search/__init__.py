@@ -1,7 +1,7 @@
 """mctx glue: batched AlphaZero search over the real rules, in a compact action space.
 
 The policies are mctx's Gumbel MuZero and MuZero, run by the batch-first loop of
-`mmc_jax.mcts` (equal results, without mctx's vmapped while loops).
+`mmc_jax.search.mcts` (equal results, without mctx's vmapped while loops).
 
 The engine numbers moves 0..1224 (pgx's `gardner_chess` layout), but no position has more
 than `MAX_LEGAL_MOVES` legal moves, and mctx's per-node bookkeeping (priors, visit counts,
@@ -38,10 +38,10 @@ import jax
 import jax.numpy as jnp
 import mctx
 
-from mmc_jax import mcts
 from mmc_jax import rules as R
-from mmc_jax.network import MASKED_LOGIT
+from mmc_jax.model.network import MASKED_LOGIT
 from mmc_jax.rules import tables as T
+from mmc_jax.search import mcts
 
 ALGORITHMS = ("gumbel_muzero", "muzero")
 

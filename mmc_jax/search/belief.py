@@ -66,7 +66,7 @@ import numpy as np
 from flax import struct
 
 from mmc_jax import rules as R
-from mmc_jax import sharding
+from mmc_jax.infra import sharding
 from mmc_jax.rules import game
 from mmc_jax.rules import tables as T
 from mmc_jax.rules.variants import CAPTURE_ATOMIC

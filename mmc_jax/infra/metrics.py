@@ -5,7 +5,7 @@ the same scalars to TensorBoard (`<workdir>/tensorboard`, via tensorboardX) and 
 progress line. `read_metrics` reads the JSON lines back, tolerating a truncated last line (a run
 SIGKILLed mid-write); `plot_metrics` draws PNGs into `<workdir>/plots`.
 
-The workdir may be a bucket (`gs://BUCKET/run`, see `mmc_jax.storage`). An object in a bucket
+The workdir may be a bucket (`gs://BUCKET/run`, see `mmc_jax.infra.storage`). An object in a bucket
 cannot be appended to, so there `metrics.jsonl` is re-uploaded whole, at most every
 `bucket_flush_seconds`, at `MetricsWriter.flush` (the run loop calls it before every checkpoint,
 so a resumed run finds every record up to its checkpoint) and at `close`; tensorboardX writes its
@@ -37,7 +37,7 @@ from typing import Any
 
 import numpy as np
 
-from mmc_jax import storage
+from mmc_jax.infra import storage
 
 METRICS_FILE = "metrics.jsonl"
 TENSORBOARD_SUBDIR = "tensorboard"

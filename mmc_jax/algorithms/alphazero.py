@@ -3,8 +3,8 @@
 One training iteration is one jitted function (`make_iteration`): a self-play scan of
 `selfplay.num_plies` plies over `selfplay.batch_size` games, the targets, a write into the replay
 ring (the last `replay.iterations` iterations) and `learner.steps_per_iteration` minibatch
-updates on samples drawn from it. `ALGORITHM` hands it to `mmc_jax.runloop.run`, which logs,
-evaluates and checkpoints around it.
+updates on samples drawn from it. `ALGORITHM` hands it to `mmc_jax.training.runloop.run`, which
+logs, evaluates and checkpoints around it.
 
 Games run on from one scan to the next, so a scan ends with most games unfinished (a Gardner
 game lasts about 50 plies; the `:cpu` scan is 32). With `replay.backfill_outcomes` (the `cpu`
@@ -14,7 +14,7 @@ sample whose game ends within the ring's window trains the value head, exactly a
 had been played in one scan. Without it they train only the policy (`value_mask` False), or take
 the search's value at the cut (`selfplay.value_bootstrap`).
 
-Data parallelism (`mmc_jax.sharding`): the games, their rules, the replay ring and the
+Data parallelism (`mmc_jax.infra.sharding`): the games, their rules, the replay ring and the
 self-play state are sharded along `data`, parameters and optimizer state are replicated.
 `selfplay.batch_size` must be divisible by the number of devices.
 """
@@ -32,10 +32,13 @@ import numpy as np
 from jax.sharding import Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
 
-from mmc_jax import learner, match, pimc, search, selfplay, sharding
-from mmc_jax import network as network_lib
 from mmc_jax import rules as R
-from mmc_jax.runloop import Algorithm, CompiledStep
+from mmc_jax import search
+from mmc_jax.evaluation import match, pimc
+from mmc_jax.infra import sharding
+from mmc_jax.model import network as network_lib
+from mmc_jax.training import learner, selfplay
+from mmc_jax.training.runloop import Algorithm, CompiledStep
 
 
 def check_positive(config: ml_collections.ConfigDict, names: str, allow_zero: bool = False) -> None:
@@ -137,8 +140,8 @@ def _mirror_enabled(config: ml_collections.ConfigDict) -> bool:
 
 
 def fair_fog(config: ml_collections.ConfigDict) -> bool:
-    """Whether self-play uses the fair search of `mmc_jax.pimc` (some variant of the run has
-    fog and `selfplay.omniscient` is off). A compile key carries it as `fog`."""
+    """Whether self-play uses the fair search of `mmc_jax.evaluation.pimc` (some variant of the run
+    has fog and `selfplay.omniscient` is off). A compile key carries it as `fog`."""
     if "fog" in config:
         return bool(config.fog)
     return pimc.uses_fog(list(config.variants)) and not bool(

@@ -34,8 +34,8 @@ import optax
 from jax.sharding import Mesh
 from jax.sharding import PartitionSpec as P
 
-from mmc_jax import network as network_lib
-from mmc_jax import sharding
+from mmc_jax.infra import sharding
+from mmc_jax.model import network as network_lib
 
 Params = Any
 
@@ -478,9 +478,9 @@ def inner_procedure(
     `make_optimizer(inner)` (Reptile's: Adam with `inner.b1` = 0), initialised here, so no
     state carries over between tasks or adaptation iterations.
 
-    Meta-training (`mmc_jax.meta`, per task) and adaptation (`mmc_jax.alphazero` with
-    `learner.fresh_state`, the learner of `mmc_jax.adapt`) both call this function. On `mesh`
-    every minibatch is split over the devices (`split_minibatches`).
+    Meta-training (`mmc_jax.algorithms.meta`, per task) and adaptation
+    (`mmc_jax.algorithms.alphazero` with `learner.fresh_state`, the learner of `mmc_jax.adapt`) both
+    call this function. On `mesh` every minibatch is split over the devices (`split_minibatches`).
 
     Returns:
       (adapted params, metrics of every step [k]).

@@ -7,13 +7,13 @@ Rungs: random, greedy, and a UCI engine (Fairy-Stockfish) at increasing node lim
 1, 10, 100, 1000, 10000; `--depth` and `--skill` rungs too). The model plays `--games` games
 against every rung, colour-balanced (half as White), from a fixed suite of short random
 openings (`--opening-plies`, seeded: opening k is the same in every pairing, see
-`mmc_jax.arena`). Neighbouring rungs also play each other (`--chain-games`), which ties the
-scale together even where the model wins or loses everything against a rung. Every game of
+`mmc_jax.evaluation.arena`). Neighbouring rungs also play each other (`--chain-games`), which ties
+the scale together even where the model wins or loses everything against a rung. Every game of
 the ladder runs in ONE batch (`arena.play_games`): the model's search sees all its positions
 at once, while the engine processes search theirs.
 
-The ratings are one maximum-likelihood fit over all results (`mmc_jax.elo`: Bradley-Terry on
-the Elo scale, draws as half points, one virtual draw per pair, anchored at random = 0) with
+The ratings are one maximum-likelihood fit over all results (`mmc_jax.evaluation.elo`: Bradley-Terry
+on the Elo scale, draws as half points, one virtual draw per pair, anchored at random = 0) with
 bootstrap 95% intervals (Fisher intervals in the JSON too). Since Gardner minichess is a draw
 with perfect play, the table also gives the model's score (W + D/2) and loss rate per rung;
 `equivalent_nodes` interpolates, in log nodes, the engine node limit of the model's rating.
@@ -39,10 +39,12 @@ from typing import Any
 
 import numpy as np
 
-from mmc_jax import arena, checkpoint, cli, uci
-from mmc_jax import elo as elo_lib
-from mmc_jax import pgn as pgn_lib
 from mmc_jax import rules as R
+from mmc_jax import uci
+from mmc_jax.evaluation import arena
+from mmc_jax.evaluation import elo as elo_lib
+from mmc_jax.evaluation import pgn as pgn_lib
+from mmc_jax.infra import checkpoint, cli
 
 DEFAULT_NODES = (1, 10, 100, 1000, 10000)
 ANCHOR = "random"

@@ -306,7 +306,7 @@ def replay(game: PgnGame, check_result: bool = True) -> list[str]:
     with. A game cut short ("*", or a result before the rules end it: e.g. an adjudication)
     is accepted as long as every move is legal.
     """
-    from mmc_jax import arena  # the compiled single-game stepper
+    from mmc_jax.evaluation import arena
 
     single = arena.SingleGame(game.variant, game.fen)
     fens = [single.fen]

@@ -1,6 +1,6 @@
 """Multi-process start-up: `jax.distributed` on clusters, nothing at all for one process.
 
-    from mmc_jax import distributed
+    from mmc_jax.infra import distributed
     distributed.define_flags()                     # --coordinator_address/--num_processes/...
     ...
     info = distributed.initialize_from_flags()     # first thing in main(), before any JAX op

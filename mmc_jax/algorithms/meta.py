@@ -17,8 +17,8 @@ entry minus `holdout` (the first JOAT's distribution). `holdout` lists specs sep
    proportional to their weights (`jax.random.choice` without replacement).
 2. Self-play ONE call over a mixed-variant batch of n x G games (G = `meta.games_per_task`,
    `selfplay.num_plies` plies, search with the shared parameters phi; under fog the fair
-   search of `mmc_jax.pimc`). Every training variant keeps its own G games in progress in a
-   pool [V * G]; a game cut off by the end of the scan continues the next time its variant is
+   search of `mmc_jax.evaluation.pimc`). Every training variant keeps its own G games in progress in
+   a pool [V * G]; a game cut off by the end of the scan continues the next time its variant is
    drawn, and with `selfplay.value_bootstrap` its samples take the search's value at the cut.
 3. Per-task targets (`selfplay.compute_targets` vmapped over the task axis), written into the
    variant's own replay ring (its last `replay.iterations` draws; 1 for Reptile).
@@ -67,9 +67,9 @@ every device, and the inner loop splits the n tasks over the t device groups (n 
 each, `shard_map`), so a pod adapts many tasks at once; n must be a multiple of t, and t
 divide the devices.
 
-`ALGORITHM` (a `runloop.Algorithm`) hands `meta_step` to `mmc_jax.runloop.run`, the loop shared
-with AlphaZero: a progress line per iteration, `metrics.jsonl` (aggregates `train/*`, per task
-`train/<variant>/*` and `selfplay/<variant>/*`), TensorBoard, PNG plots (per-task losses and
+`ALGORITHM` (a `runloop.Algorithm`) hands `meta_step` to `mmc_jax.training.runloop.run`, the loop
+shared with AlphaZero: a progress line per iteration, `metrics.jsonl` (aggregates `train/*`, per
+task `train/<variant>/*` and `selfplay/<variant>/*`), TensorBoard, PNG plots (per-task losses and
 per-variant scores), evaluation against `eval.opponents` on `eval.variants` every `eval.every`
 iterations, orbax checkpoints, resume from the latest, and a stop on a non-finite loss.
 """
@@ -88,10 +88,13 @@ import optax
 from jax.sharding import Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
 
-from mmc_jax import alphazero, learner, search, selfplay, sharding
-from mmc_jax import network as network_lib
 from mmc_jax import rules as R
-from mmc_jax.runloop import Algorithm, CompiledStep
+from mmc_jax import search
+from mmc_jax.algorithms import alphazero
+from mmc_jax.infra import sharding
+from mmc_jax.model import network as network_lib
+from mmc_jax.training import learner, selfplay
+from mmc_jax.training.runloop import Algorithm, CompiledStep
 
 OUTER_LR_SCHEDULES = ("constant", "linear")
 # Per-task learner metrics reported by the inner loop (means over the inner steps).

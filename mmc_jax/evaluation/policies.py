@@ -23,9 +23,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from mmc_jax import network as network_lib
 from mmc_jax import rules as R
 from mmc_jax import search
+from mmc_jax.model import network as network_lib
 from mmc_jax.rules import tables as T
 
 Policy = Callable[[jax.Array, R.Rules, R.State], jax.Array]

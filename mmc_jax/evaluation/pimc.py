@@ -2,7 +2,7 @@
 
 `search.run_search` steps the true state, so under fog its tree reads hidden squares (the
 opponent's replies, king captures by hidden pieces, every child's value). The players here read
-only what `mmc_jax.belief` allows (the fairness contract in its docstring):
+only what `mmc_jax.search.belief` allows (the fairness contract in its docstring):
 
   fair_search         PIMC: sample K worlds per game from the mover's `Belief`
                       (`belief.sample_worlds`), run one batched Gumbel MuZero search over the
@@ -38,10 +38,11 @@ import ml_collections
 import numpy as np
 from flax import struct
 
-from mmc_jax import belief as B
-from mmc_jax import mcts, search
 from mmc_jax import rules as R
+from mmc_jax import search
 from mmc_jax.rules import tables as T
+from mmc_jax.search import belief as B
+from mmc_jax.search import mcts
 
 NUM_ACTIONS = T.NUM_ACTIONS
 PLAYER_KINDS = ("pimc", "raw", "omniscient", "greedy", "random")
@@ -236,7 +237,7 @@ def fog_selfplay(
 
     Returns (FogGames [B] after the last ply, `selfplay.Trajectory` [T, B]).
     """
-    from mmc_jax import selfplay  # the Trajectory type and the move sampler
+    from mmc_jax.training import selfplay
 
     sp = config.selfplay
     temperature = float(sp.get("temperature", 1.0))
@@ -366,7 +367,7 @@ class FogPlayer:
 def _greedy(key, rules, observation, legal):
     """Greedy from the observation: every capture target of a legal move is visible, so the
     board of own and seen pieces gives the same material gains as the true board."""
-    from mmc_jax import policies  # material_gain
+    from mmc_jax.evaluation import policies
 
     seen_board = R.State(
         pieces=observation.own_pieces | observation.seen,
@@ -475,7 +476,7 @@ def fog_match(
     `elo.match_statistics` of A's results plus A's sampling counters
     (`sampling_failures` / `searches`: moves with no consistent candidate world).
     """
-    from mmc_jax import elo
+    from mmc_jax.evaluation import elo
 
     if num_games <= 0 or num_games % 2:
         raise ValueError(f"num_games must be a positive even integer, got {num_games}")

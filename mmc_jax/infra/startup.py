@@ -1,5 +1,5 @@
 """What every command does before its first computation: the project's XLA flags, then the
-persistent compilation cache (`mmc_jax.cache`).
+persistent compilation cache (`mmc_jax.infra.cache`).
 
 `XLA_CPU_FLAGS` turns off the YNNPACK fusions through which jaxlib 0.10's CPU backend runs
 convolutions and matrix products by default (`--xla_cpu_experimental_ynn_fusion_type=`, an
@@ -34,7 +34,7 @@ import importlib.metadata
 import os
 from collections.abc import Mapping, MutableMapping
 
-from mmc_jax import cache
+from mmc_jax.infra import cache
 
 XLA_FLAGS_ENV = "MMC_XLA_FLAGS"
 CPU_DEVICES_ENV = "MMC_CPU_DEVICES"

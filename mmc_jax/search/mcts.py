@@ -43,7 +43,7 @@ import jax
 import jax.numpy as jnp
 import mctx
 
-from mmc_jax import sharding
+from mmc_jax.infra import sharding
 
 Tree = mctx.Tree
 

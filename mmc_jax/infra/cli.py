@@ -16,8 +16,8 @@ from typing import Any
 import ml_collections
 from etils import epath
 
-from mmc_jax import cache, checkpoint, startup, storage
 from mmc_jax import rules as R
+from mmc_jax.infra import cache, checkpoint, startup, storage
 
 VARIANT_HELP = (
     f"a variant spec: a name ({', '.join(R.VARIANTS)}), a name with overrides "
@@ -267,7 +267,7 @@ def _parse_flags(doc: str, argv: list[str]) -> list[str]:
 
 def define_distributed_flags() -> None:
     """The multi-process flags (`--coordinator_address`, `--num_processes`, `--process_id`)."""
-    from mmc_jax import distributed
+    from mmc_jax.infra import distributed
 
     distributed.define_flags()
 
@@ -279,7 +279,7 @@ def absl_start(argv: list[str]) -> None:
     unless `--verbosity` is given. Errors are one line (`fail`)."""
     from absl import flags, logging
 
-    from mmc_jax import distributed
+    from mmc_jax.infra import distributed
 
     if len(argv) > 1:
         fail(f"unexpected arguments: {argv[1:]}")

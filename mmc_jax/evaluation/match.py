@@ -12,7 +12,7 @@ without any legal move (monochromatic: White is stalemated at once) is scored a 
 Calls with the same players and number of games share one compiled arena (variant, key,
 parameters, ply cap and opening length are data); all random / greedy pairings share one.
 Games lost by an illegal move are counted per side (`illegal_moves`; 0 for built-in policies).
-Statistics (score, intervals, Elo) come from `mmc_jax.elo`.
+Statistics (score, intervals, Elo) come from `mmc_jax.evaluation.elo`.
 """
 
 from __future__ import annotations
@@ -25,10 +25,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from mmc_jax import elo as elo_lib
-from mmc_jax import pimc
 from mmc_jax import rules as R
-from mmc_jax.policies import (
+from mmc_jax.evaluation import elo as elo_lib
+from mmc_jax.evaluation import pimc
+from mmc_jax.evaluation.policies import (
     NAMED_OPPONENTS,
     Policy,
     UniformPriorNetwork,
@@ -336,8 +336,8 @@ def play_match(
         from the mover's own search policy, so an opening does not hand either side a lost
         game; random and greedy players move as they always do).
       games_out: a list to which the games are appended as dicts (variant, white, black,
-        start_fen, moves in UCI, result, termination, opening_plies) for `mmc_jax.pgn`. The
-        arena records every match anyway (a `GameLog` of max(256, ply cap) plies), so this
+        start_fen, moves in UCI, result, termination, opening_plies) for `mmc_jax.evaluation.pgn`.
+        The arena records every match anyway (a `GameLog` of max(256, ply cap) plies), so this
         costs no other compile and changes nothing in the games.
 
     Returns:
@@ -498,7 +498,8 @@ def _fair_fog_match(
 def game_records(
     output: ArenaOutput, variant: str, model_name: str, opponent_name: str, opening_plies: int
 ) -> list[dict[str, Any]]:
-    """The recorded games of an `_arena` output (host arrays) as dicts for `mmc_jax.pgn`."""
+    """The recorded games of an `_arena` output (host arrays) as dicts for
+    `mmc_jax.evaluation.pgn`."""
     log = output.record
     num_games = len(output.plies)
     rifle = R.parse(variant).capture == "rifle"

@@ -16,7 +16,7 @@ an orbax error deep in the tree.
 
 The workdir may be a bucket (`gs://BUCKET/run`): the path goes to orbax unchanged (tensorstore
 writes the arrays to GCS, epath the rest), and every listing here goes through `etils.epath`
-(`mmc_jax.storage`).
+(`mmc_jax.infra.storage`).
 
 Typical use from a training loop:
 
@@ -49,9 +49,9 @@ import orbax.checkpoint as ocp
 from jax.experimental import multihost_utils
 
 import mmc_jax
-from mmc_jax import network as network_lib
 from mmc_jax import rules as R
-from mmc_jax import storage
+from mmc_jax.infra import storage
+from mmc_jax.model import network as network_lib
 
 CHECKPOINT_SUBDIR = "checkpoints"
 SIDECAR = "meta/metadata"  # in a step's folder: the JSON sidecar
@@ -782,7 +782,9 @@ def run_workdir_of(path: str | os.PathLike) -> str | None:
 
 EXPORT_FILE = "model.json"
 EXPORT_PARAMS = "params.msgpack"
-SHIPPED_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data", "models")
+SHIPPED_DIR = os.path.join(
+    os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "data", "models"
+)
 
 
 def observation_layout(config: Any) -> str:

@@ -39,9 +39,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from mmc_jax import elo as elo_lib
-from mmc_jax import match, policies, uci
 from mmc_jax import rules as R
+from mmc_jax import uci
+from mmc_jax.evaluation import elo as elo_lib
+from mmc_jax.evaluation import match, policies
 from mmc_jax.rules import game, notation
 from mmc_jax.rules import tables as T
 

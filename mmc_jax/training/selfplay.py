@@ -34,9 +34,11 @@ import jax.numpy as jnp
 import ml_collections
 import numpy as np
 
-from mmc_jax import learner, search, sharding
 from mmc_jax import rules as R
+from mmc_jax import search
+from mmc_jax.infra import sharding
 from mmc_jax.rules import tables as T
+from mmc_jax.training import learner
 
 
 class Trajectory(NamedTuple):
