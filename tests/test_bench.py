@@ -4,7 +4,11 @@ state on, and the per-round ratios paired by round (no timing is asserted, only 
 from __future__ import annotations
 
 import json
+import os
 import re
+import subprocess
+import sys
+from pathlib import Path
 
 import jax
 import jax.numpy as jnp
@@ -280,3 +284,77 @@ def test_a_json_out_that_cannot_be_written_is_one_line_before_any_work(capsys, t
     assert exit_info.value.code == 2
     last = capsys.readouterr().err.strip().splitlines()[-1]
     assert "--json-out" in last and "cannot write it" in last, last
+
+
+# --------------------------------------------------------------------------------------------
+# experiments/bench/gpu.sh: one 8-minute call of the device tool, every finished part kept.
+
+GPU_SH = Path(__file__).resolve().parents[1] / "experiments" / "bench" / "gpu.sh"
+FAKE_PYTHON = """#!{python}
+import os, pathlib, sys, time
+args = sys.argv[1:]
+with open(os.environ["FAKE_CALLS"], "a") as calls:
+    calls.write(" ".join(args) + "\\n")
+if "--workdir" in args:  # a training run: its metrics as the run loop writes them
+    workdir = pathlib.Path(args[args.index("--workdir") + 1])
+    workdir.mkdir(parents=True)
+    (workdir / "metrics.jsonl").write_text('{{"step": 1}}\\n')
+if "env" in args:  # a row, then stuck: the part's own limit must end it
+    print("batch 64: a row", flush=True)
+    time.sleep(60)
+print("done", flush=True)
+"""
+
+
+def test_gpu_sh_part_budgets_fit_one_eight_minute_call():
+    text = GPU_SH.read_text()
+    budgets = dict(re.findall(r"\[(\w+)\]=(\d+)", text))
+    assert set(budgets) == {
+        "env",
+        "selfplay64",
+        "selfplay1024",
+        "learner",
+        "train_cpu",
+        "train_full",
+    }
+    deadline = int(re.search(r"BUDGET=\$\{BUDGET:-(\d+)\}", text).group(1))
+    assert sum(map(int, budgets.values())) <= deadline <= 450  # + ~10 s start-up < 480 s
+
+
+def test_gpu_sh_keeps_every_finished_part(tmp_path):
+    # A fake python: the learner finishes, env prints a row and hangs until the deadline cuts
+    # it, and train_full finds no time left. Each part's output, the benchmarks' --json-out and
+    # --time-limit, and a line per part in parts.tsv are there; no timing is asserted beyond
+    # the 3-s deadline that makes env time out.
+    fake = tmp_path / "python"
+    fake.write_text(FAKE_PYTHON.format(python=sys.executable))
+    fake.chmod(0o755)
+    out, calls = tmp_path / "out", tmp_path / "calls"
+    environ = {
+        **os.environ,
+        "PY": str(fake),
+        "FAKE_CALLS": str(calls),
+        "WORK": str(tmp_path / "work"),
+        "BUDGET": "3",
+        "MIN_PART": "1",
+        "PARTS": "learner env train_full",
+    }
+    done = subprocess.run(
+        ["bash", str(GPU_SH), str(out)], env=environ, capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 0, done.stderr
+    parts = [line.split("\t") for line in (out / "parts.tsv").read_text().splitlines()[1:]]
+    assert [(name, status) for name, _, _, status in parts] == [
+        ("learner", "ok"),
+        ("env", "timed out"),
+        ("train_full", "skipped"),
+    ]
+    assert "done" in (out / "learner.log").read_text()
+    assert "batch 64: a row" in (out / "env.log").read_text()  # printed before the kill
+    lines = calls.read_text().splitlines()
+    bench_calls = {line.split()[2]: line.split() for line in lines if "mmc_jax.bench" in line}
+    assert set(bench_calls) == {"learner", "env"}
+    assert bench_calls["learner"][-2:] == ["--json-out", str(out / "learner.json")]
+    env_call = bench_calls["env"]
+    assert env_call[-2:] == ["--json-out", str(out / "env.json")]
+    assert env_call[env_call.index("--time-limit") + 1].isdigit()  # {LIMIT} filled in
