@@ -48,6 +48,16 @@ time ratio.
 (`MMC_XLA_FLAGS=off`) and with the project's flags, alternated `--rounds` times; it reports the
 medians and `speedup` (default time / flagged time, above 1: the flags help).
 
+Rows as they are measured (so a time limit never costs a finished row): `env` measures a row per
+batch size and then move generation; `selfplay` the moves/s of every arm, then `--breakdown`,
+then `--memory-batch`; `iteration` a row per config; `processes` and `xla-flags` a row per run.
+Each row is printed as soon as it is measured; with `--json`, stdout gets the whole result so
+far as one JSON line after every row (the last line is the most complete; `complete` is true
+once the run finished), and `--json-out PATH` is rewritten with it after every row (`learner`,
+one row, writes it at the end). `--time-limit SECONDS` starts no new row once that many seconds
+have passed since the command started: the first row always runs, and one note on stderr names
+the rows skipped (the JSON's `skipped`).
+
 Every benchmark runs with the project's XLA flags, as the commands do.
 Timings are wall-clock on whatever JAX sees (`jax.devices()`); run nothing else meanwhile.
 """
@@ -67,6 +77,70 @@ import numpy as np
 
 from mmc_jax import rules as R
 from mmc_jax.infra import startup
+
+
+class Rows:
+    """A benchmark's result, written out row by row so that a kill keeps every finished row.
+
+    After each row (`record`): with `--json`, stdout gets the whole result so far as one JSON
+    line (so the last line is always the most complete), and `--json-out PATH` is rewritten
+    with it (atomically: a reader never sees half a file). With `--time-limit SECONDS`, a row
+    may start (`may_start`) only while fewer than that many seconds have passed since the
+    command started; the first row always runs, and `finish` names the rows left out in one
+    note on stderr. The result carries `complete` (false until `finish`) and `skipped`.
+    """
+
+    def __init__(self, args, result: dict):
+        self.result = result
+        self.json_lines = bool(getattr(args, "json", False))
+        self.json_out = getattr(args, "json_out", None)
+        self.time_limit = getattr(args, "time_limit", None)
+        self.started = getattr(args, "started", None) or time.monotonic()
+        self.rows_started = 0
+        result["complete"] = False
+        result["skipped"] = []
+
+    def may_start(self, row: str) -> bool:
+        """Whether row `row` may start now; if not, it is recorded as skipped."""
+        late = (
+            self.time_limit is not None
+            and self.rows_started > 0
+            and time.monotonic() - self.started >= self.time_limit
+        )
+        if late or self.result["skipped"]:  # once one is skipped, so is every later row
+            self.result["skipped"].append(row)
+            return False
+        self.rows_started += 1
+        return True
+
+    def record(self) -> None:
+        """A row is done: print the result so far (with `--json`) and rewrite `--json-out`."""
+        if self.json_lines:
+            print(json.dumps(self.result), flush=True)
+        if self.json_out:
+            write_json(self.json_out, self.result)
+
+    def finish(self) -> dict:
+        """The run is over: the result marked complete, recorded, and a note of skipped rows."""
+        self.result["complete"] = True
+        self.record()
+        if self.result["skipped"]:
+            print(
+                f"note: --time-limit {self.time_limit:g} s reached; skipped "
+                + ", ".join(self.result["skipped"]),
+                file=sys.stderr,
+                flush=True,
+            )
+        return self.result
+
+
+def write_json(path: str, data: dict) -> None:
+    """`data` as JSON into `path`, through a temporary file beside it and a rename."""
+    temporary = f"{path}.tmp"
+    with open(temporary, "w") as handle:
+        json.dump(data, handle)
+        handle.write("\n")
+    os.replace(temporary, path)
 
 
 def _tree_bytes(tree) -> int:
@@ -199,6 +273,7 @@ def legal_moves_per_second(variants: list[str], batch: int, scan_length: int, re
 
 
 def bench_env(args) -> dict:
+    """Env steps/s per batch size (one row each), then move generation (a row of its own)."""
     variants = args.variants
     for v in variants:
         R.check_variant(v)
@@ -221,49 +296,71 @@ def bench_env(args) -> dict:
         env = pgx.make("gardner_chess")
         result["pgx_version"] = pgx.__version__
         result["pgx_state_bytes"] = _tree_bytes(env.init(jax.random.key(0)))
+    if not args.json:
+        pgx_bytes = result.get("pgx_state_bytes")
+        print(
+            f"state: {result['state_bytes']} bytes per game"
+            + (f" (pgx: {pgx_bytes} bytes)" if pgx_bytes else ""),
+            flush=True,
+        )
+    rows = Rows(args, result)
     for batch in args.batch_sizes:
-        arms = {"mmc_jax": mmc_env_runner(variants, batch, args.scan_length)}
-        if args.vs_pgx:
-            arms["pgx"] = pgx_env_runner(batch, args.scan_length)
-        if args.mixed:
-            specs = R.sample_variants(args.seed, batch)
-            arms["mixed"] = mmc_env_runner(specs, batch, args.scan_length)
-        timed = time_scans_interleaved(arms, args.repeats, verbose=False)
-        steps = {
-            name: args.scan_length * batch / float(np.median(t["seconds"]))
-            for name, t in timed.items()
-        }
-        row = {
-            "batch": batch,
-            "steps_per_s": steps["mmc_jax"],
-            "compile_s": timed["mmc_jax"]["compile_s"],
-        }
-        if args.vs_pgx:
-            ratios = round_ratios(timed, "pgx")
-            row.update(
-                pgx_steps_per_s=steps["pgx"],
-                pgx_compile_s=timed["pgx"]["compile_s"],
-                ratio=float(np.median(ratios)),
-                ratio_min=float(np.min(ratios)),
-                ratio_max=float(np.max(ratios)),
-            )
-        if args.mixed:
-            # mixed steps/s over single-variant steps/s, round by round.
-            mixed = [1.0 / r for r in round_ratios(timed, "mixed")]
-            row.update(
-                mixed_steps_per_s=steps["mixed"],
-                mixed_compile_s=timed["mixed"]["compile_s"],
-                mixed_ratio=float(np.median(mixed)),
-            )
-        row["seconds_per_scan_rounds"] = {name: t["seconds"] for name, t in timed.items()}
-        result["rows"].append(row)
+        if not rows.may_start(f"batch {batch}"):
+            continue
+        result["rows"].append(_env_row(args, variants, batch))
+        rows.record()
         if not args.json:
-            _print_row(row)
-    if args.movegen_batch:
+            _print_row(result["rows"][-1])
+    if args.movegen_batch and rows.may_start(f"move generation at batch {args.movegen_batch}"):
         result["legal_moves_per_s"] = legal_moves_per_second(
             variants, args.movegen_batch, args.scan_length, args.repeats
         )
-    return result
+        rows.record()
+        if not args.json:
+            print(
+                f"move generation: {result['legal_moves_per_s']:,.0f} legal moves/s "
+                f"(batch {args.movegen_batch})",
+                flush=True,
+            )
+    return rows.finish()
+
+
+def _env_row(args, variants: list[str], batch: int) -> dict:
+    """One batch size of `bench env`: every arm timed round-robin, steps/s and ratios."""
+    arms = {"mmc_jax": mmc_env_runner(variants, batch, args.scan_length)}
+    if args.vs_pgx:
+        arms["pgx"] = pgx_env_runner(batch, args.scan_length)
+    if args.mixed:
+        specs = R.sample_variants(args.seed, batch)
+        arms["mixed"] = mmc_env_runner(specs, batch, args.scan_length)
+    timed = time_scans_interleaved(arms, args.repeats, verbose=False)
+    steps = {
+        name: args.scan_length * batch / float(np.median(t["seconds"])) for name, t in timed.items()
+    }
+    row = {
+        "batch": batch,
+        "steps_per_s": steps["mmc_jax"],
+        "compile_s": timed["mmc_jax"]["compile_s"],
+    }
+    if args.vs_pgx:
+        ratios = round_ratios(timed, "pgx")
+        row.update(
+            pgx_steps_per_s=steps["pgx"],
+            pgx_compile_s=timed["pgx"]["compile_s"],
+            ratio=float(np.median(ratios)),
+            ratio_min=float(np.min(ratios)),
+            ratio_max=float(np.max(ratios)),
+        )
+    if args.mixed:
+        # mixed steps/s over single-variant steps/s, round by round.
+        mixed = [1.0 / r for r in round_ratios(timed, "mixed")]
+        row.update(
+            mixed_steps_per_s=steps["mixed"],
+            mixed_compile_s=timed["mixed"]["compile_s"],
+            mixed_ratio=float(np.median(mixed)),
+        )
+    row["seconds_per_scan_rounds"] = {name: t["seconds"] for name, t in timed.items()}
+    return row
 
 
 # ----------------------------------------------------------------------------- self-play
@@ -518,6 +615,8 @@ def selfplay_mesh(args):
 
 
 def bench_selfplay(args) -> dict:
+    """Self-play moves/s of every arm (the first row), then `--breakdown` and `--memory-batch`
+    (a row each)."""
     batch, plies, sims = args.batch, args.plies, args.simulations
     mesh = selfplay_mesh(args)
     result = {
@@ -531,6 +630,8 @@ def bench_selfplay(args) -> dict:
         "network": f"{args.blocks}x{args.channels}",
         "repeats": args.repeats,
     }
+    rows = Rows(args, result)
+    rows.may_start("moves/s")  # the first row always runs
     run, state, (network, params, rules) = mmc_selfplay_runner(
         batch, plies, sims, args.blocks, args.channels, mesh
     )
@@ -576,7 +677,8 @@ def bench_selfplay(args) -> dict:
                 f"ratio {result['ratio_vs_pgx_mcts']:.2f}x",
                 flush=True,
             )
-    if args.breakdown:
+    rows.record()
+    if args.breakdown and rows.may_start("breakdown"):
         parts = _time_parts(network, params, rules, batch, plies, sims, args.repeats, (run, state))
         total = parts["total"]
         bookkeeping = parts["search_bookkeeping_slots"]
@@ -595,7 +697,8 @@ def bench_selfplay(args) -> dict:
                 + ", ".join(f"{k} {v:.3f}" for k, v in result["seconds_per_scan"].items()),
                 flush=True,
             )
-    if args.memory_batch:
+        rows.record()
+    if args.memory_batch and rows.may_start(f"memory at B={args.memory_batch}"):
         run, state, _ = mmc_selfplay_runner(
             args.memory_batch, 1, sims, args.blocks, args.channels, mesh
         )
@@ -631,7 +734,8 @@ def bench_selfplay(args) -> dict:
                     f"{result['memory']['search_alone_temp_bytes_all_actions'] / 2**20:.1f} MiB",
                     flush=True,
                 )
-    return result
+        rows.record()
+    return rows.finish()
 
 
 # ----------------------------------------------------------------------------- learner
@@ -805,7 +909,7 @@ def bench_learner(args) -> dict:
             f"{result['inner_loop_speedup_vs_before']:.1f}x faster than before",
             flush=True,
         )
-    return result
+    return Rows(args, result).finish()  # one row: with --json-out, a file as the others write
 
 
 # ----------------------------------------------------------------------------- iteration
@@ -1040,9 +1144,13 @@ def bench_iteration(args) -> dict:
         "repeats": args.repeats,
         "runs": [],
     }
+    rows = Rows(args, result)
     for which in args.configs:
+        if not rows.may_start(which):
+            continue
         run = _iteration_gardner(args) if which == "gardner" else _iteration_joat(args)
         result["runs"].append(run)
+        rows.record()
         if not args.json:
             for label in ("before", "after"):
                 split = run[f"split_{label}"]
@@ -1052,7 +1160,7 @@ def bench_iteration(args) -> dict:
                     flush=True,
                 )
             print(f"{run['config']}: iteration {run['iteration_speedup']:.1f}x faster", flush=True)
-    return result
+    return rows.finish()
 
 
 PROCESS_LAYOUTS = (("1 process x 2 devices", 1, 2), ("2 processes x 1 device", 2, 1))
@@ -1100,37 +1208,41 @@ def _iteration_seconds(config: str, iterations: int, processes: int, devices: in
 def bench_processes(args) -> dict:
     """Multi-process overhead on this machine: seconds per training iteration of 2 processes x
     1 CPU device (joined by gloo over 127.0.0.1) against 1 process x 2 devices, the same
-    global batch, alternated `--repeats` times."""
-    rows: dict[str, list[dict]] = {label: [] for label, _, _ in PROCESS_LAYOUTS}
-    for _ in range(args.repeats):
+    global batch, alternated `--repeats` times (each run a row)."""
+    runs: dict[str, list[dict]] = {label: [] for label, _, _ in PROCESS_LAYOUTS}
+    (one_label, _, _), (two_label, _, _) = PROCESS_LAYOUTS
+    result = {"benchmark": "processes", "config": args.config, "iteration_s": {}, "runs": runs}
+    rows = Rows(args, result)
+    for repeat in range(args.repeats):
         for label, processes, devices in PROCESS_LAYOUTS:
+            if not rows.may_start(f"{label} #{repeat + 1}"):
+                continue
             row = _iteration_seconds(args.config, args.iterations, processes, devices)
-            rows[label].append(row)
+            runs[label].append(row)
+            # The summary of the runs so far, so that every record holds a usable result.
+            result["iteration_s"] = {
+                name: float(np.median([r["iteration_s"] for r in rs]))
+                for name, rs in runs.items()
+                if rs
+            }
+            medians = result["iteration_s"]
+            if one_label in medians and two_label in medians:
+                result["two_processes_vs_one"] = medians[two_label] / medians[one_label]
+            result["load_average"] = os.getloadavg()
+            rows.record()
             if not args.json:
                 print(
                     f"{label}: {row['iteration_s']:.2f} s per iteration (median of "
                     f"{row['iterations_timed']}, run wall {row['wall_s']:.0f} s)",
                     flush=True,
                 )
-    medians = {
-        label: float(np.median([r["iteration_s"] for r in rs])) for label, rs in rows.items()
-    }
-    (one_label, _, _), (two_label, _, _) = PROCESS_LAYOUTS
-    result = {
-        "benchmark": "processes",
-        "config": args.config,
-        "iteration_s": medians,
-        "runs": rows,
-        "two_processes_vs_one": medians[two_label] / medians[one_label],
-        "load_average": os.getloadavg(),
-    }
-    if not args.json:
+    if not args.json and "two_processes_vs_one" in result:
         print(
             f"{two_label} / {one_label}: {result['two_processes_vs_one']:.2f}x the time per "
             f"iteration (load average {result['load_average'][0]:.1f})",
             flush=True,
         )
-    return result
+    return rows.finish()
 
 
 XLA_FLAG_ARMS = ("xla defaults", "project flags")
@@ -1154,7 +1266,8 @@ def _child_json(argv: list[str], environ: dict) -> dict:
 def bench_xla_flags(args, environ: dict) -> dict:
     """Self-play moves/s and learner seconds with XLA's defaults against the project's flags
     (`startup.XLA_CPU_FLAGS`), each a child process started from `environ` (this process's
-    environment before `startup.apply_xla_flags`), alternated `args.rounds` times."""
+    environment before `startup.apply_xla_flags`), alternated `args.rounds` times; each child
+    run is a row."""
     flagged = startup.xla_flags_value(environ)
     if flagged is None:
         raise SystemExit(
@@ -1169,52 +1282,68 @@ def bench_xla_flags(args, environ: dict) -> dict:
     jobs = {f"selfplay B={b}": ["selfplay", "--batch", str(b)] for b in args.batch_sizes}
     jobs["learner"] = ["learner"]
     raw: dict[str, dict[str, list[dict]]] = {job: {arm: [] for arm in envs} for job in jobs}
-    total = args.rounds * len(jobs) * len(envs)
-    started, done = time.time(), 0
-    for _ in range(args.rounds):
-        for job, argv in jobs.items():
-            for arm, env in envs.items():
-                raw[job][arm].append(_child_json(argv, env))
-                done += 1
-                if not args.json:
-                    left = (time.time() - started) / done * (total - done)
-                    print(f"[{done}/{total}] {job}, {arm} (ETA {left:.0f} s)", flush=True)
-
-    def median(job, arm, read):
-        return float(np.median([read(r) for r in raw[job][arm]]))
-
-    rows = {}
-    for job in jobs:
-        if job == "learner":
-            for part in ("learner", "inner_loop", "inner_loop_vmap"):
-                seconds = {arm: median(job, arm, lambda r, p=part: r["seconds"][p]) for arm in envs}
-                rows[f"{part} s"] = {
-                    **seconds,
-                    "speedup": seconds[XLA_FLAG_ARMS[0]] / seconds[XLA_FLAG_ARMS[1]],
-                }
-        else:
-            rate = {arm: median(job, arm, lambda r: r["moves_per_s"]) for arm in envs}
-            rows[f"{job} moves/s"] = {
-                **rate,
-                "speedup": rate[XLA_FLAG_ARMS[1]] / rate[XLA_FLAG_ARMS[0]],
-            }
     result = {
         "benchmark": "xla-flags",
         "flags": list(startup.XLA_CPU_FLAGS),
         "jaxlib": ".".join(map(str, startup.jaxlib_version() or ())),
         "rounds": args.rounds,
-        "rows": rows,
+        "rows": {},
         "runs": raw,
-        "load_average": os.getloadavg(),
     }
+    rows = Rows(args, result)
+    total = args.rounds * len(jobs) * len(envs)
+    started, done = time.time(), 0
+    for round_ in range(args.rounds):
+        for job, argv in jobs.items():
+            for arm, env in envs.items():
+                if not rows.may_start(f"{job}, {arm} #{round_ + 1}"):
+                    continue
+                raw[job][arm].append(_child_json(argv, env))
+                done += 1
+                result["rows"] = _xla_flag_rows(raw)
+                result["load_average"] = os.getloadavg()
+                rows.record()
+                if not args.json:
+                    left = (time.time() - started) / done * (total - done)
+                    print(f"[{done}/{total}] {job}, {arm} (ETA {left:.0f} s)", flush=True)
     if not args.json:
         print(f"flags: {' '.join(startup.XLA_CPU_FLAGS)}")
-        for name, row in rows.items():
+        for name, row in result["rows"].items():
             print(
                 f"{name:>24}: {XLA_FLAG_ARMS[0]} {row[XLA_FLAG_ARMS[0]]:.4g}, "
                 f"{XLA_FLAG_ARMS[1]} {row[XLA_FLAG_ARMS[1]]:.4g}: {row['speedup']:.2f}x"
             )
-    return result
+    return rows.finish()
+
+
+def _xla_flag_rows(raw: dict) -> dict:
+    """The medians of each job's runs under each arm and their speedup, for the jobs that have
+    runs under both arms so far."""
+
+    def median(runs, read):
+        return float(np.median([read(r) for r in runs]))
+
+    rows = {}
+    for job, arms in raw.items():
+        if not all(arms.get(arm) for arm in XLA_FLAG_ARMS):
+            continue
+        if job == "learner":
+            for part in ("learner", "inner_loop", "inner_loop_vmap"):
+                seconds = {
+                    arm: median(arms[arm], lambda r, p=part: r["seconds"][p])
+                    for arm in XLA_FLAG_ARMS
+                }
+                rows[f"{part} s"] = {
+                    **seconds,
+                    "speedup": seconds[XLA_FLAG_ARMS[0]] / seconds[XLA_FLAG_ARMS[1]],
+                }
+        else:
+            rate = {arm: median(arms[arm], lambda r: r["moves_per_s"]) for arm in XLA_FLAG_ARMS}
+            rows[f"{job} moves/s"] = {
+                **rate,
+                "speedup": rate[XLA_FLAG_ARMS[1]] / rate[XLA_FLAG_ARMS[0]],
+            }
+    return rows
 
 
 def _print_row(row):
@@ -1256,6 +1385,61 @@ def _int_at_least(minimum: int):
 POSITIVE, NON_NEGATIVE = _int_at_least(1), _int_at_least(0)
 
 
+def _seconds(text: str) -> float:
+    """An argparse type: a finite number of seconds >= 0, else a one-line usage error."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number of seconds, got {text!r}") from None
+    if not np.isfinite(value) or value < 0:
+        raise argparse.ArgumentTypeError(f"must be a number of seconds >= 0, got {text}")
+    return value
+
+
+_seconds.__name__ = "seconds"
+
+
+def _add_output_flags(parser, rows: str | None) -> None:
+    """--json and --json-out on a subcommand; --time-limit too when it measures several `rows`
+    (e.g. "batch size"), each printed and written out as soon as it is measured."""
+    parser.add_argument(
+        "--json",
+        action="store_true",
+        help=(
+            "print JSON instead of text: one line after every row, the whole result so far "
+            "(the last line is the most complete; 'complete' says whether the run finished)"
+        ),
+    )
+    parser.add_argument(
+        "--json-out",
+        metavar="PATH",
+        help="also write the result as JSON to PATH, rewritten after every row",
+    )
+    if rows is not None:
+        parser.add_argument(
+            "--time-limit",
+            type=_seconds,
+            metavar="SECONDS",
+            help=(
+                f"start no new row (one per {rows}) once SECONDS have passed since the "
+                "benchmark started; the first row always runs, finished rows are kept, and a "
+                "note names the rows skipped (default: no limit)"
+            ),
+        )
+
+
+def _check_json_out(parser, path: str | None) -> None:
+    """Refuses, in one line, a --json-out that cannot be written, before minutes of work."""
+    if path is None:
+        return
+    if os.path.isdir(path):
+        parser.error(f"--json-out {path}: is a folder; give a file path")
+    try:
+        write_json(path, {"complete": False})
+    except OSError as error:
+        parser.error(f"--json-out {path}: cannot write it ({error.strerror or error})")
+
+
 def _has_pgx() -> bool:
     try:
         import pgx  # noqa: F401
@@ -1265,6 +1449,7 @@ def _has_pgx() -> bool:
 
 
 def main(argv=None):
+    started = time.monotonic()  # what --time-limit counts from
     parser = argparse.ArgumentParser(
         prog="python -m mmc_jax.bench",
         description="Speed and memory benchmarks of mmc_jax (see the module docstring).",
@@ -1304,7 +1489,7 @@ def main(argv=None):
         help="also run a batch of random rule-space combinations (one per game) per batch size",
     )
     env.add_argument("--seed", type=int, default=0, help="seed of the --mixed combinations")
-    env.add_argument("--json", action="store_true", help="print one JSON object")
+    _add_output_flags(env, "batch size, then move generation")
     sp = sub.add_parser("selfplay", help="self-play moves/s with mctx search (gardner)")
     sp.add_argument("--batch", type=POSITIVE, default=64, help="games in parallel (default 64)")
     sp.add_argument("--plies", type=POSITIVE, default=8, help="plies per timed scan (default 8)")
@@ -1334,7 +1519,9 @@ def main(argv=None):
         help="also report peak memory of one searched ply at this batch (e.g. 1024; 0 skips)",
     )
     sp.add_argument("--vs-pgx", action="store_true", help="same search over pgx gardner_chess")
-    sp.add_argument("--json", action="store_true", help="print one JSON object")
+    _add_output_flags(
+        sp, "measurement: moves/s of every arm, then --breakdown, then --memory-batch"
+    )
     lp = sub.add_parser(
         "learner", help="learner and JOAT inner-loop steps/s against a Python loop of steps"
     )
@@ -1351,7 +1538,7 @@ def main(argv=None):
     lp.add_argument(
         "--repeats", type=POSITIVE, default=5, help="timed rounds over all arms (default 5)"
     )
-    lp.add_argument("--json", action="store_true", help="print one JSON object")
+    _add_output_flags(lp, None)
     ip = sub.add_parser(
         "iteration",
         help="one training iteration split into self-play/targets/learner/checkpoint/other",
@@ -1366,7 +1553,7 @@ def main(argv=None):
     ip.add_argument("--gardner-preset", default="cpu", help="configs/gardner.py preset (cpu)")
     ip.add_argument("--joat-preset", default="quick", help="configs/joat.py preset (quick)")
     ip.add_argument("--repeats", type=POSITIVE, default=3, help="timed rounds (default 3)")
-    ip.add_argument("--json", action="store_true", help="print one JSON object")
+    _add_output_flags(ip, "config")
     pp = sub.add_parser(
         "processes",
         help="multi-process overhead: 2 processes x 1 device vs 1 process x 2 devices (gloo)",
@@ -1380,7 +1567,7 @@ def main(argv=None):
         "--iterations", type=_int_at_least(2), default=6, help="iterations per run (default 6)"
     )
     pp.add_argument("--repeats", type=POSITIVE, default=2, help="runs per layout (default 2)")
-    pp.add_argument("--json", action="store_true", help="print one JSON object")
+    _add_output_flags(pp, "training run")
     xp = sub.add_parser(
         "xla-flags",
         help="self-play and learner with XLA's defaults vs the project's flags (processes)",
@@ -1395,8 +1582,17 @@ def main(argv=None):
     xp.add_argument(
         "--rounds", type=POSITIVE, default=2, help="alternated runs per arm (default 2)"
     )
-    xp.add_argument("--json", action="store_true", help="print one JSON object")
+    _add_output_flags(xp, "child run")
     args = parser.parse_args(argv)
+    args.started = started
+    if args.benchmark == "env":
+        try:
+            args.variants = [R.check_variant(v) for v in args.variants]
+        except ValueError as e:
+            parser.error(str(e))
+        if args.vs_pgx and args.variants != ["gardner"]:
+            parser.error("--vs-pgx compares gardner only (pgx has no other variant)")
+    _check_json_out(parser, args.json_out)
     if getattr(args, "vs_pgx", False) and not _has_pgx():
         # pgx is a test/benchmark extra: without it, measure our arms and say so.
         print(
@@ -1406,51 +1602,24 @@ def main(argv=None):
         args.vs_pgx = False
     environ = dict(os.environ)
     startup.apply_xla_flags()  # every benchmark runs with the flags the commands use
+    # Each benchmark prints and writes its rows itself, as it measures them (`Rows`).
     if args.benchmark == "xla-flags":
-        result = bench_xla_flags(args, environ)
-        if args.json:
-            json.dump(result, sys.stdout)
-            print()
+        bench_xla_flags(args, environ)
         return
-    plain = {
+    if args.benchmark == "env" and not args.json:
+        print(
+            f"mmc_jax env benchmark on {jax.default_backend()} "
+            f"({jax.devices()[0].device_kind}), variants {args.variants}",
+            flush=True,
+        )
+    benchmarks = {
+        "env": bench_env,
         "processes": bench_processes,
         "iteration": bench_iteration,
         "learner": bench_learner,
         "selfplay": bench_selfplay,
     }
-    if args.benchmark in plain:
-        result = plain[args.benchmark](args)
-        if args.json:
-            json.dump(result, sys.stdout)
-            print()
-        return
-    if args.benchmark == "env":
-        try:
-            args.variants = [R.check_variant(v) for v in args.variants]
-        except ValueError as e:
-            parser.error(str(e))
-        if args.vs_pgx and args.variants != ["gardner"]:
-            parser.error("--vs-pgx compares gardner only (pgx has no other variant)")
-        if not args.json:
-            print(
-                f"mmc_jax env benchmark on {jax.default_backend()} "
-                f"({jax.devices()[0].device_kind}), variants {args.variants}",
-                flush=True,
-            )
-        result = bench_env(args)
-        if args.json:
-            json.dump(result, sys.stdout)
-            print()
-        else:
-            print(f"state: {result['state_bytes']} bytes per game", end="")
-            if "pgx_state_bytes" in result:
-                print(f" (pgx: {result['pgx_state_bytes']} bytes)", end="")
-            print()
-            if "legal_moves_per_s" in result:
-                print(
-                    f"move generation: {result['legal_moves_per_s']:,.0f} legal moves/s "
-                    f"(batch {args.movegen_batch})"
-                )
+    benchmarks[args.benchmark](args)
 
 
 if __name__ == "__main__":

@@ -4,6 +4,11 @@ state on, and the per-round ratios paired by round (no timing is asserted, only 
 from __future__ import annotations
 
 import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
 
 import jax
 import jax.numpy as jnp
@@ -113,3 +118,243 @@ def test_env_vs_pgx_and_mixed_are_timed_round_robin_with_paired_ratios(capsys, m
     mixed = [m / x for m, x in zip(single, rounds["mixed"], strict=True)]
     assert row["mixed_ratio"] == pytest.approx(float(np.median(mixed)))
     assert row["steps_per_s"] == pytest.approx(2 * 3 / float(np.median(single)))
+
+
+# --------------------------------------------------------------------------------------------
+# Rows as they are measured (issue 38): every finished row is printed and written out before
+# the next one starts, and a time limit starts no new row once it has passed.
+
+
+def fake_env_runners(monkeypatch, on_start=None):
+    """`bench env`'s engines replaced by counting arms; `on_start(batch)` runs as a row starts."""
+
+    def mmc_runner(variants, batch, scan_length):
+        if on_start is not None:
+            on_start(batch)
+        return counting_arm(1)
+
+    monkeypatch.setattr(bench, "mmc_env_runner", mmc_runner)
+    monkeypatch.setattr(bench, "pgx_env_runner", lambda batch, scan_length: counting_arm(10))
+
+
+@pytest.mark.parametrize("as_json", [False, True], ids=["text", "json"])
+def test_env_prints_and_writes_each_row_before_the_next_starts(
+    monkeypatch, capsys, tmp_path, as_json
+):
+    # What stdout and the --json-out file held when each row started: a kill during a row
+    # loses that row only.
+    path = tmp_path / "env.json"
+    seen, printed = [], []
+
+    def on_start(batch):
+        printed.append(capsys.readouterr().out)
+        seen.append((batch, json.loads(path.read_text()), "".join(printed)))
+
+    fake_env_runners(monkeypatch, on_start)
+    argv = "env --batch-sizes 2 3 4 --scan-length 2 --repeats 1 --movegen-batch 0 --vs-pgx "
+    argv += f"--json-out {path}" + (" --json" if as_json else "")
+    bench.main(argv.split())
+    printed.append(capsys.readouterr().out)
+    assert [batch for batch, _, _ in seen] == [2, 3, 4]
+    for done, (_, written, out) in enumerate(seen):
+        assert [row["batch"] for row in written.get("rows", [])] == [2, 3, 4][:done]
+        assert written["complete"] is False
+        if as_json:
+            lines = [json.loads(line) for line in out.splitlines()]
+            assert [len(line["rows"]) for line in lines] == list(range(1, done + 1))
+        else:
+            assert [int(b) for b in re.findall(r"^batch +(\d+):", out, re.M)] == [2, 3, 4][:done]
+    final = json.loads(path.read_text())
+    assert final["complete"] is True and final["skipped"] == []
+    assert [row["batch"] for row in final["rows"]] == [2, 3, 4]
+    if as_json:  # the last line is the whole result, as the file is
+        assert json.loads("".join(printed).strip().splitlines()[-1]) == final
+
+
+def test_env_time_limit_of_zero_measures_one_row_and_names_the_rest(monkeypatch, capsys, tmp_path):
+    started = []
+    fake_env_runners(monkeypatch, started.append)
+    monkeypatch.setattr(bench, "legal_moves_per_second", lambda *a: pytest.fail("movegen ran"))
+    path = tmp_path / "env.json"
+    bench.main(
+        f"env --batch-sizes 2 3 4 --scan-length 2 --repeats 1 --movegen-batch 8 --time-limit 0 "
+        f"--json --json-out {path}".split()
+    )
+    out, err = capsys.readouterr()
+    result = json.loads(out.strip().splitlines()[-1])
+    assert started == [2]
+    assert [row["batch"] for row in result["rows"]] == [2]
+    assert result["skipped"] == ["batch 3", "batch 4", "move generation at batch 8"]
+    assert result["complete"] is True and json.loads(path.read_text()) == result
+    (note,) = [line for line in err.splitlines() if "--time-limit" in line]
+    assert "skipped batch 3, batch 4, move generation at batch 8" in note
+
+
+def test_selfplay_time_limit_keeps_the_moves_and_skips_breakdown_and_memory(
+    monkeypatch, capsys, tmp_path
+):
+    # The B=64 numbers lost in 2026-11-22's run: moves/s is written before the slow parts start.
+    def runner(batch, plies, simulations, blocks, channels, mesh=None):
+        assert batch == 2, "only the moves/s row may build a runner"
+        return *counting_arm(1), (None, None, None)
+
+    monkeypatch.setattr(bench, "mmc_selfplay_runner", runner)
+    path = tmp_path / "selfplay.json"
+    bench.main(
+        f"selfplay --batch 2 --plies 1 --repeats 2 --breakdown --memory-batch 4 --time-limit 0 "
+        f"--json-out {path}".split()
+    )
+    out, err = capsys.readouterr()
+    assert "self-play moves/s" in out
+    result = json.loads(path.read_text())
+    assert result["moves_per_s"] > 0 and result["complete"] is True
+    assert result["skipped"] == ["breakdown", "memory at B=4"]
+    assert "seconds_per_scan" not in result and "memory" not in result
+    assert "skipped breakdown, memory at B=4" in err
+
+
+def fake_process_run(config, iterations, processes, devices):
+    return {"iteration_s": float(processes), "iterations_timed": 1, "wall_s": 1.0}
+
+
+def fake_child(argv, environ):
+    if argv[0] == "learner":
+        return {"seconds": {"learner": 1.0, "inner_loop": 1.0, "inner_loop_vmap": 1.0}}
+    return {"moves_per_s": 100.0}
+
+
+@pytest.mark.parametrize(
+    "argv, first_call, skipped",
+    [
+        ("iteration --configs gardner joat", "gardner", ["joat"]),
+        (
+            "processes --repeats 2",
+            (1, 2),  # 1 process x 2 devices
+            ["2 processes x 1 device #1", "1 process x 2 devices #2", "2 processes x 1 device #2"],
+        ),
+        (
+            "xla-flags --batch-sizes 8 --rounds 1",
+            ["selfplay", "--batch", "8"],
+            [
+                "selfplay B=8, project flags #1",
+                "learner, xla defaults #1",
+                "learner, project flags #1",
+            ],
+        ),
+    ],
+    ids=["iteration", "processes", "xla-flags"],
+)
+def test_every_multi_row_benchmark_stops_at_its_time_limit(
+    monkeypatch, capsys, tmp_path, argv, first_call, skipped
+):
+    # The first row always runs (a limit of 0 measures exactly one); the rest are named.
+    calls = []
+    monkeypatch.setattr(
+        bench, "_iteration_gardner", lambda args: calls.append("gardner") or {"config": "g"}
+    )
+    monkeypatch.setattr(bench, "_iteration_joat", lambda args: calls.append("joat") or {})
+    monkeypatch.setattr(
+        bench, "_iteration_seconds", lambda *a: calls.append(a[2:]) or fake_process_run(*a)
+    )
+    monkeypatch.setattr(bench, "_child_json", lambda *a: calls.append(a[0]) or fake_child(*a))
+    monkeypatch.setattr(bench.startup, "xla_flags_value", lambda environ: "--xla_fake=true")
+    path = tmp_path / "result.json"
+    bench.main([*argv.split(), "--time-limit", "0", "--json", "--json-out", str(path)])
+    out, err = capsys.readouterr()
+    assert calls == [first_call]
+    result = json.loads(path.read_text())
+    assert result == json.loads(out.strip().splitlines()[-1])
+    assert result["complete"] is True and result["skipped"] == skipped
+    assert "--time-limit 0 s reached; skipped " + ", ".join(skipped) in err
+
+
+@pytest.mark.parametrize("benchmark", ["env", "selfplay", "iteration", "processes", "xla-flags"])
+@pytest.mark.parametrize("value", ["-1", "nan", "soon"])
+def test_a_bad_time_limit_is_one_line_before_any_work(capsys, benchmark, value):
+    with pytest.raises(SystemExit) as exit_info:
+        bench.main([benchmark, "--time-limit", value])
+    assert exit_info.value.code == 2
+    last = capsys.readouterr().err.strip().splitlines()[-1]
+    assert last.startswith(f"python -m mmc_jax.bench {benchmark}: error: argument --time-limit")
+
+
+def test_a_json_out_that_cannot_be_written_is_one_line_before_any_work(capsys, tmp_path):
+    with pytest.raises(SystemExit) as exit_info:
+        bench.main(["learner", "--json-out", str(tmp_path / "no" / "such" / "folder.json")])
+    assert exit_info.value.code == 2
+    last = capsys.readouterr().err.strip().splitlines()[-1]
+    assert "--json-out" in last and "cannot write it" in last, last
+
+
+# --------------------------------------------------------------------------------------------
+# experiments/bench/gpu.sh: one 8-minute call of the device tool, every finished part kept.
+
+GPU_SH = Path(__file__).resolve().parents[1] / "experiments" / "bench" / "gpu.sh"
+FAKE_PYTHON = """#!{python}
+import os, pathlib, sys, time
+args = sys.argv[1:]
+with open(os.environ["FAKE_CALLS"], "a") as calls:
+    calls.write(" ".join(args) + "\\n")
+if "--workdir" in args:  # a training run: its metrics as the run loop writes them
+    workdir = pathlib.Path(args[args.index("--workdir") + 1])
+    workdir.mkdir(parents=True)
+    (workdir / "metrics.jsonl").write_text('{{"step": 1}}\\n')
+if "env" in args:  # a row, then stuck: the part's own limit must end it
+    print("batch 64: a row", flush=True)
+    time.sleep(60)
+print("done", flush=True)
+"""
+
+
+def test_gpu_sh_part_budgets_fit_one_eight_minute_call():
+    text = GPU_SH.read_text()
+    budgets = dict(re.findall(r"\[(\w+)\]=(\d+)", text))
+    assert set(budgets) == {
+        "env",
+        "selfplay64",
+        "selfplay1024",
+        "learner",
+        "train_cpu",
+        "train_full",
+    }
+    deadline = int(re.search(r"BUDGET=\$\{BUDGET:-(\d+)\}", text).group(1))
+    assert sum(map(int, budgets.values())) <= deadline <= 450  # + ~10 s start-up < 480 s
+
+
+def test_gpu_sh_keeps_every_finished_part(tmp_path):
+    # A fake python: the learner finishes, env prints a row and hangs until the deadline cuts
+    # it, and train_full finds no time left. Each part's output, the benchmarks' --json-out and
+    # --time-limit, and a line per part in parts.tsv are there; no timing is asserted beyond
+    # the 3-s deadline that makes env time out.
+    fake = tmp_path / "python"
+    fake.write_text(FAKE_PYTHON.format(python=sys.executable))
+    fake.chmod(0o755)
+    out, calls = tmp_path / "out", tmp_path / "calls"
+    environ = {
+        **os.environ,
+        "PY": str(fake),
+        "FAKE_CALLS": str(calls),
+        "WORK": str(tmp_path / "work"),
+        "BUDGET": "3",
+        "MIN_PART": "1",
+        "PARTS": "learner env train_full",
+    }
+    done = subprocess.run(
+        ["bash", str(GPU_SH), str(out)], env=environ, capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 0, done.stderr
+    parts = [line.split("\t") for line in (out / "parts.tsv").read_text().splitlines()[1:]]
+    assert [(name, status) for name, _, _, status in parts] == [
+        ("learner", "ok"),
+        ("env", "timed out"),
+        ("train_full", "skipped"),
+    ]
+    assert "done" in (out / "learner.log").read_text()
+    assert "batch 64: a row" in (out / "env.log").read_text()  # printed before the kill
+    lines = calls.read_text().splitlines()
+    bench_calls = {line.split()[2]: line.split() for line in lines if "mmc_jax.bench" in line}
+    assert set(bench_calls) == {"learner", "env"}
+    assert bench_calls["learner"][-2:] == ["--json-out", str(out / "learner.json")]
+    env_call = bench_calls["env"]
+    assert env_call[-2:] == ["--json-out", str(out / "env.json")]
+    assert env_call[env_call.index("--time-limit") + 1].isdigit()  # {LIMIT} filled in

@@ -3,11 +3,15 @@ by field, and each checked-in file is exactly what `python -m mmc_jax.launch` re
 command in docs/cloud.md (so the files and the launcher cannot drift apart)."""
 
 import json
+import re
 import shlex
+import tomllib
 from pathlib import Path
 
 import pytest
 import yaml  # PyYAML, installed with flax
+from packaging.requirements import Requirement  # installed with matplotlib
+from packaging.utils import canonicalize_name
 
 from mmc_jax import launch
 from mmc_jax.infra import distributed
@@ -163,7 +167,54 @@ def test_multislice_tpu_and_single_host():
 def test_docker_files():
     dockerfile = (ROOT / "deploy/Dockerfile").read_text()
     assert "FROM python:3.11" in dockerfile and "python -m mmc_jax.uci build" in dockerfile
-    assert 'pip install -e ".[test,gcs]" "jax[${JAX_EXTRA}]"' in dockerfile
+    assert 'pip install -c constraints.txt -e ".[test,gcs]" "jax[${JAX_EXTRA}]==' in dockerfile
     build = yaml.safe_load((ROOT / "deploy/cloudbuild.yaml").read_text())
     assert build["images"] == ["${_IMAGE}"]
     assert build["steps"][0]["args"][:3] == ["build", "-f", "deploy/Dockerfile"]
+
+
+# ---------------------------------------------------------------------------------------------
+# constraints.txt: the one place that names the tested versions; the Dockerfile pinned to them.
+
+
+def pinned_versions() -> tuple[str, dict[str, str]]:
+    """(Python version, {normalised package name: version}) from constraints.txt."""
+    text = (ROOT / "constraints.txt").read_text()
+    [python] = re.findall(r"^#\s+python (\d+\.\d+\.\d+)$", text, re.M)
+    pins = {}
+    for line in text.splitlines():
+        line = line.split("#")[0].strip()
+        if line:
+            name, version = line.split("==")  # only exact pins: a range names no tested version
+            pins[canonicalize_name(name)] = version
+    return python, pins
+
+
+def test_constraints_pin_every_dependency_at_a_version_pyproject_allows():
+    _, pins = pinned_versions()
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    extras = project["optional-dependencies"]
+    # gcs is the one extra no test environment installs (constraints.txt says so).
+    for spec in [*project["dependencies"], *extras["test"], *extras["dev"]]:
+        requirement = Requirement(spec)
+        name = canonicalize_name(requirement.name)
+        assert name in pins, f"constraints.txt does not pin {requirement.name}"
+        assert requirement.specifier.contains(pins[name]), (spec, pins[name])
+    for name in ("jaxlib", "ml-dtypes"):  # the compiler and array types beneath jax
+        assert name in pins
+    assert pins["jaxlib"] == pins["jax"]
+
+
+def test_dockerfile_is_pinned_to_the_pinned_versions():
+    python, pins = pinned_versions()
+    dockerfile = (ROOT / "deploy/Dockerfile").read_text()
+    [base] = re.findall(r"^FROM (\S+)", dockerfile, re.M)
+    assert base == f"python:{python}-slim"
+    assert re.search(r"^COPY [^\n]*\bconstraints\.txt\b[^\n]* \./$", dockerfile, re.M)
+    [install] = [line for line in dockerfile.splitlines() if line.startswith("RUN pip install")]
+    assert "-c constraints.txt" in install
+    # jax's accelerator extra names its version itself: the plugin and jaxlib follow it.
+    [jax_pin] = re.findall(r'"jax\[\$\{JAX_EXTRA\}\]==([^"]+)"', install)
+    assert jax_pin == pins["jax"]
+    unpinned = re.findall(r'"jax\[[^"]*\]"', install)
+    assert not unpinned, unpinned
