@@ -60,6 +60,7 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
         raise ValueError(f"unknown preset {preset!r} for configs/gardner.py; one of {PRESETS}")
 
     config = ml_collections.ConfigDict()
+    config.algorithm = "alphazero"  # mmc_jax.algorithms.REGISTRY
     config.variant = "gardner"
     config.variants = ()  # derived from `variant` by mmc_jax.train.prepare_config
     config.seed = 0

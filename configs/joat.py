@@ -129,6 +129,7 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
         raise ValueError(f"unknown preset {preset!r} for configs/joat.py; one of {PRESETS}")
 
     config = ml_collections.ConfigDict()
+    config.algorithm = "joat"  # mmc_jax.algorithms.REGISTRY
     config.variants = ()  # derived from task_space (or task_weights) and holdout by
     # mmc_jax.algorithms.meta
     # Registry weights, used only with task_space.size = 0 (the first JOAT's distribution).

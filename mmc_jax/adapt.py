@@ -37,8 +37,8 @@ from typing import Any
 import jax
 import ml_collections
 
+from mmc_jax import algorithms, uci
 from mmc_jax import rules as R
-from mmc_jax import uci
 from mmc_jax.algorithms import alphazero
 from mmc_jax.evaluation import arena, match
 from mmc_jax.infra import checkpoint as checkpoint_lib
@@ -86,7 +86,11 @@ def _config_dict(value: Any) -> ml_collections.ConfigDict:
 
 
 def _is_single_variant(config: ml_collections.ConfigDict) -> bool:
-    return "selfplay" in config and "batch_size" in config.selfplay and "meta" not in config
+    return (
+        "selfplay" in config
+        and "batch_size" in config.selfplay
+        and algorithms.name_of(config) == alphazero.ALGORITHM.name
+    )
 
 
 def load_start(init_from: str, config: ml_collections.ConfigDict | None, seed: int = 0):

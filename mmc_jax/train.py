@@ -5,7 +5,8 @@
         --config.variant=atomic
     python -m mmc_jax.train --config configs/gardner.py --workdir runs/gardner     # accelerator
 
-A config with a `meta` section (configs/joat.py) trains `mmc_jax.algorithms.meta.ALGORITHM` (JOAT /
+`config.algorithm` names what is trained (`mmc_jax.algorithms.REGISTRY`): "joat" (configs/joat.py)
+trains `mmc_jax.algorithms.meta.ALGORITHM` (JOAT /
 Reptile over several variants); any other config `mmc_jax.algorithms.alphazero.ALGORITHM`. Both run
 in the one loop of `mmc_jax.training.runloop.run`: a progress line per iteration with an ETA,
 `metrics.jsonl`, TensorBoard events, PNG plots and orbax checkpoints in the workdir;
@@ -33,19 +34,20 @@ from typing import Any
 import jax
 import ml_collections
 
-from mmc_jax.algorithms import alphazero, meta
+from mmc_jax import algorithms
+from mmc_jax.algorithms import meta
 from mmc_jax.infra import cli, storage
 from mmc_jax.training import runloop
 
 
 def is_meta_config(config: ml_collections.ConfigDict) -> bool:
-    """A meta-training config (it has a `meta` section, e.g. configs/joat.py)."""
-    return "meta" in config
+    """A meta-training config (`config.algorithm` "joat", e.g. configs/joat.py)."""
+    return algorithms.name_of(config) == meta.ALGORITHM.name
 
 
 def algorithm_for(config: ml_collections.ConfigDict) -> runloop.Algorithm:
-    """`meta.ALGORITHM` for a config with a `meta` section, else `alphazero.ALGORITHM`."""
-    return meta.ALGORITHM if is_meta_config(config) else alphazero.ALGORITHM
+    """The algorithm `config.algorithm` names (`mmc_jax.algorithms.REGISTRY`)."""
+    return algorithms.algorithm_for(config)
 
 
 def train(
@@ -81,8 +83,8 @@ def main(argv) -> None:
     if not workdir:
         cli.fail("--workdir is required, e.g. --workdir runs/joat")
     cli.check_workdir(workdir)
-    algorithm = algorithm_for(config)
     try:
+        algorithm = algorithm_for(config)
         algorithm.prepare_config(config)
         cli.make_workdir(workdir)
         result = runloop.run(algorithm, config, workdir)

@@ -201,3 +201,31 @@ def test_the_old_flat_module_names_import_the_modules_of_their_parts():
         assert (PACKAGE / part / f"{name}.py").is_file()
     with pytest.raises(AttributeError):
         mmc_jax.no_such_module  # noqa: B018
+
+
+def test_the_algorithm_registry_names_every_config_and_refuses_a_wrong_name():
+    import ml_collections
+
+    from configs import gardner, joat
+    from mmc_jax import algorithms
+    from mmc_jax.algorithms import alphazero, meta
+
+    assert algorithms.algorithm_for(gardner.get_config("smoke")) is alphazero.ALGORITHM
+    assert algorithms.algorithm_for(joat.get_config("smoke")) is meta.ALGORITHM
+    # A config saved before the field existed names its algorithm by its sections.
+    for config, name in (
+        (gardner.get_config("smoke"), "alphazero"),
+        (joat.get_config("smoke"), "joat"),
+    ):
+        old = config.to_dict()
+        del old["algorithm"]
+        assert algorithms.name_of(ml_collections.ConfigDict(old)) == name
+    for bad, message in (("muzero", "unknown; one of"), ("joat", "needs a `meta` section")):
+        config = gardner.get_config("smoke")
+        config.algorithm = bad
+        with pytest.raises(ValueError, match=message):
+            algorithms.algorithm_for(config)
+    config = joat.get_config("smoke")
+    config.algorithm = "alphazero"
+    with pytest.raises(ValueError, match="cannot use a `meta` section"):
+        algorithms.algorithm_for(config)

@@ -1,0 +1,46 @@
+"""The training algorithms, by name: `config.algorithm` picks the one `runloop.run` runs.
+
+    from mmc_jax import algorithms
+    result = runloop.run(algorithms.algorithm_for(config), config, workdir)
+
+Each entry is a `runloop.Algorithm` (AlphaZero on one variant; JOAT / Reptile over the rule
+space) and owns the state it checkpoints. A third learner is one module here and one entry in
+`REGISTRY`. Configs written before the field existed (an old checkpoint's saved config) name
+their algorithm by their sections: a `meta` section is JOAT's.
+"""
+
+from __future__ import annotations
+
+import ml_collections
+
+from mmc_jax.algorithms import alphazero, meta
+
+REGISTRY = {algorithm.name: algorithm for algorithm in (alphazero.ALGORITHM, meta.ALGORITHM)}
+# The config section an algorithm cannot run without (and no other algorithm reads).
+SECTIONS = {meta.ALGORITHM.name: "meta"}
+
+
+def name_of(config: ml_collections.ConfigDict) -> str:
+    """`config.algorithm`, or the algorithm its sections imply when it has no such field.
+
+    Raises:
+      ValueError: an unknown name (the message lists the known ones), or a config whose
+        sections belong to another algorithm.
+    """
+    implied = next((name for name, section in SECTIONS.items() if section in config), None)
+    implied = implied or alphazero.ALGORITHM.name
+    name = config.get("algorithm") or implied
+    if name not in REGISTRY:
+        raise ValueError(f"config.algorithm={name!r} is unknown; one of {sorted(REGISTRY)}")
+    if name != implied:
+        needs = SECTIONS.get(name)
+        why = (
+            f"needs a `{needs}` section" if needs else f"cannot use a `{SECTIONS[implied]}` section"
+        )
+        raise ValueError(f"config.algorithm={name!r} {why}: this config is {implied!r}'s")
+    return name
+
+
+def algorithm_for(config: ml_collections.ConfigDict):
+    """The `runloop.Algorithm` of `name_of(config)`."""
+    return REGISTRY[name_of(config)]
