@@ -307,7 +307,7 @@ def play_match(
 
     Every call with the same players (kind, network, simulations) and `num_games` reuses one
     compiled arena, whatever the variant, key, parameters, ply cap or opening length; all
-    random / greedy pairings share one.
+    pairings of built-in players share one.
 
     Args:
       network: the model's network (with `params`), None for `UniformPriorNetwork`, or a
