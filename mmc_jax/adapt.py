@@ -209,7 +209,7 @@ def evaluate_point(
 
     The key of a match depends only on the opponent, so every start point and iteration plays
     the same random openings / tie-breaks (paired comparisons). Under fog the model plays from
-    its observations (`pimc`, `settings.num_worlds` worlds) and only against random / greedy:
+    its observations (`pimc`, `settings.num_worlds` worlds) and only against built-in players:
     a second network would need beliefs of its own. Matches between two networks
     begin with `settings.opening_plies` plies, uniformly random or sampled from each side's
     search policy (`settings.opening` "policy"), the same in game i and game i + N/2.
@@ -222,7 +222,7 @@ def evaluate_point(
     matches = [
         (opponent, i, {"opponent": opponent}) for i, opponent in enumerate(settings.opponents)
     ]
-    fog = R.parse(variant).fog == "on"  # networks play fairly only against random / greedy
+    fog = R.parse(variant).fog == "on"  # networks play fairly only against built-in players
     if unadapted is not None and not fog:
         matches.append(
             ("unadapted", 100, {"opponent_network": network, "opponent_params": unadapted})

@@ -4,8 +4,9 @@
         --games 400 [--simulations 32] [--seed 0] [--json] [--pgn FILE]
 
 Plays a colour-balanced match (`mmc_jax.evaluation.match.play_match`) of a checkpoint against
-`random`, `greedy` (`mmc_jax.evaluation.policies`) or another run's checkpoint, and prints W/D/L per
-colour, the score with its 95% interval and the Elo difference (`mmc_jax.evaluation.elo`).
+a built-in player (`random`, `greedy`, ...: `mmc_jax.evaluation.players`) or another run's
+checkpoint, and prints W/D/L per colour, the score with its 95% interval and the Elo
+difference (`mmc_jax.evaluation.elo`).
 
 Statistics: a game scores 1 / 0.5 / 0 for a model win / draw / loss; the match score is the
 mean over N games. `score_ci95` is the normal approximation on the per-game scores with their
@@ -49,8 +50,8 @@ import jax
 import numpy as np
 
 from mmc_jax import rules as R
+from mmc_jax.evaluation import players as players_lib
 from mmc_jax.evaluation.match import NETWORK_OPENING_PLIES, play_match
-from mmc_jax.evaluation.policies import NAMED_OPPONENTS
 from mmc_jax.infra import cli, startup, storage
 
 
@@ -59,7 +60,8 @@ def _parser() -> argparse.ArgumentParser:
         prog="python -m mmc_jax.evaluate",
         description="Play a colour-balanced match of a checkpoint against an opponent.",
         epilog="Subcommands: `python -m mmc_jax.evaluate ladder ...` rates a checkpoint in Elo "
-        "against random, greedy and Fairy-Stockfish at increasing node limits; "
+        f"against the built-in players ({', '.join(players_lib.kinds())}) and Fairy-Stockfish "
+        "at increasing node limits; "
         "`python -m mmc_jax.evaluate tournament ...` does it for every checkpoint of a run "
         "(see their --help).",
     )
@@ -75,7 +77,8 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--opponent",
         default="random",
-        help="random, greedy, another run's workdir, or 'uci:COMMAND' (a UCI engine)",
+        help=f"a built-in player ({', '.join(players_lib.kinds())}), another run's workdir, "
+        "or 'uci:COMMAND' (a UCI engine)",
     )
     parser.add_argument("--games", type=cli.games_arg, default=400, help="positive, even")
     parser.add_argument(
@@ -141,8 +144,9 @@ SUBCOMMANDS = ("ladder", "tournament")
 def _uci_match(args, sides) -> tuple[dict[str, Any], list]:
     """The match when a side is a UCI engine: `arena.play_games` with one engine pool per
     engine side. `sides` are (name, kind, payload) for the model and the opponent: kind
-    "engine" (payload: (command, nodes)), "model" (network, params, simulations), "random",
-    "greedy". Returns (`elo.match_statistics` of the model's games, the game records)."""
+    "engine" (payload: (command, nodes)), "model" (network, params, simulations), or a
+    built-in player's kind. Returns (`elo.match_statistics` of the model's games, the game
+    records)."""
     from mmc_jax import uci
     from mmc_jax.evaluation import arena
     from mmc_jax.evaluation import elo as elo_lib
@@ -256,10 +260,10 @@ def main(argv: list[str] | None = None) -> int:
                 file=sys.stderr,
             )
     opponent, opponent_network, opponent_params = args.opponent, None, None
-    if args.opponent not in NAMED_OPPONENTS:
+    if args.opponent not in players_lib.kinds():
         if not storage.is_remote(args.opponent) and not os.path.isdir(args.opponent):
             parser.error(
-                f"--opponent must be one of {', '.join(NAMED_OPPONENTS)} or a checkpoint "
+                f"--opponent must be one of {', '.join(players_lib.kinds())} or a checkpoint "
                 f"workdir; {args.opponent!r} is neither"
             )
         opponent_network, opponent_params, _ = cli.load_or_fail(
@@ -318,7 +322,7 @@ def _uci_main(parser, args, model_engine, opponent_engine) -> int:
     def side(spec, engine, simulations, flag, step):
         if engine:
             return " ".join(engine), "engine", (engine, simulations)
-        if spec in NAMED_OPPONENTS and flag == "--opponent":
+        if spec in players_lib.kinds() and flag == "--opponent":
             return spec, spec, None
         if fog:
             parser.error(

@@ -162,6 +162,32 @@ def test_action_uci_round_trip(variant):
     assert n >= 200, n
 
 
+def test_board_action_to_uci_spells_a_rifle_capture_without_promotion():
+    """The same action (pawn d4 takes e5 on the last rank) is "d4e5q" where the capturer lands
+    and promotes, "d4e5" under rifle captures, where it stays on d4."""
+    position = R.from_fen("k3r/3P1/5/5/K4 w - - 0 1")
+    action = R.notation.uci_to_action("d4e5", 0)
+    spell = lambda variant: R.board_action_to_uci(  # noqa: E731
+        variant, action, 0, np.asarray(position.pieces), int(position.own)
+    )
+    assert spell("gardner") == spell("atomic") == "d4e5q"
+    assert spell("rifle") == spell("dark,capture=rifle") == "d4e5"
+    assert spell("gardner") == R.action_to_uci("gardner", "k3r/3P1/5/5/K4 w - - 0 1", action)
+
+
+def test_capturer_lands_only_under_normal_captures():
+    rules = R.batch(["gardner", "rifle", "atomic", "dark", "dark,capture=atomic"])
+    assert np.asarray(R.capturer_lands(rules)).tolist() == [True, False, False, True, False]
+
+
+def test_promotion_piece_of_every_plane_matches_the_uci_suffix():
+    """Planes 0-8 under-promote to R, B, N (by thirds: the letter UCI writes), all others make
+    a queen."""
+    letters = [R.tables.PIECE_LETTERS[p] for p in R.tables.PROMOTION_PIECE]
+    assert letters[:9] == list("rrrbbbnnn") and set(letters[9:]) == {"q"}
+    assert len(letters) == R.tables.NUM_PLANES
+
+
 # ------------------------------------------------------------------------------------- random
 
 

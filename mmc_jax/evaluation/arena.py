@@ -6,10 +6,11 @@ for an engine process. This arena steps the batch from Python instead, one ply p
 
   1. engine moves are requested for every game where an engine is to move (an
      `uci.EnginePool`, several processes searching in parallel threads);
-  2. meanwhile each JAX player (random, greedy, a network's search) acts on the games where it
-     is to move: their rows are gathered into a fixed-size buffer inside the jitted policy, so
-     a model searches only its own positions. A model's buffer shrinks by factors of 4 (down
-     to `bucket_min`) once few of its games are left: one compile per size used;
+  2. meanwhile each JAX player (a built-in player of `mmc_jax.evaluation.players`, a network's
+     search) acts on the games where it is to move: their rows are gathered into a fixed-size
+     buffer inside the jitted policy, so a model searches only its own positions. A model's
+     buffer shrinks by factors of 4 (down to `bucket_min`) once few of its games are left: one
+     compile per size used;
   3. engine replies are checked against the rules (a move must be legal and spelled exactly as
      the rules spell it); one jitted `step_with_planes` plays every game's move.
 
@@ -21,9 +22,11 @@ opening, ply))`, so games that share an opening number (the two colours of a pai
 every pairing of a ladder) play the same opening moves.
 
 Results follow the rules engine (mate, stalemate, captured king, extinction, 50-move rule,
-repetition, K vs K, the ply cap). A JAX player's illegal action loses the game (as in
-`play_match`; never happens with the built-in players); an engine failure (crash, timeout,
-illegal or malformed move) aborts that game: result "*", the error in its record, never scored.
+repetition, K vs K, the ply cap). Built-in players are handed the true state, so under fog only
+those flagged `fair_under_fog` may play (`players.check_fair`). A JAX player's illegal action
+loses the game (as in `play_match`; never happens with the built-in players); an engine failure
+(crash, timeout, illegal or malformed move) aborts that game: result "*", the error in its
+record, never scored.
 """
 
 from __future__ import annotations
@@ -43,10 +46,12 @@ from mmc_jax import rules as R
 from mmc_jax import uci
 from mmc_jax.evaluation import elo as elo_lib
 from mmc_jax.evaluation import match, policies
+from mmc_jax.evaluation import players as players_lib
 from mmc_jax.rules import game, notation
 from mmc_jax.rules import tables as T
 
-JAX_KINDS = ("random", "greedy", "model")
+NETWORK_KIND = "model"
+ENGINE_KIND = "engine"
 
 
 # ---------------------------------------------------------------------------------------------
@@ -57,7 +62,7 @@ JAX_KINDS = ("random", "greedy", "model")
 class PolicySpec:
     """The static (hashable) part of a JAX player: one compiled policy per spec and size."""
 
-    kind: str  # random, greedy, model
+    kind: str  # a built-in kind (`players.kinds()`) or "model"
     network: Any = None
     num_simulations: int = 0
     gumbel_scale: float = 0.0
@@ -65,9 +70,10 @@ class PolicySpec:
 
 @dataclasses.dataclass(frozen=True, eq=False)
 class Player:
-    """A named player: `kind` random / greedy / model (a network with `params` and a search
-    budget) / engine (a UCI engine with `limits`, served by the arena's engine pool, or by
-    the pool of its name when `play_games` is given one pool per engine player)."""
+    """A named player: `kind` a built-in player's kind (`players.kinds()`: random, greedy, ...),
+    "model" (a network with `params` and a search budget) or "engine" (a UCI engine with
+    `limits`, served by the arena's engine pool, or by the pool of its name when `play_games`
+    is given one pool per engine player)."""
 
     name: str
     kind: str
@@ -78,26 +84,35 @@ class Player:
     limits: uci.Limits | None = None
 
     def __post_init__(self):
-        if self.kind not in (*JAX_KINDS, "engine"):
-            raise ValueError(
-                f"unknown player kind {self.kind!r}; one of {', '.join((*JAX_KINDS, 'engine'))}"
-            )
-        if self.kind == "engine" and self.limits is None:
+        known = (*players_lib.kinds(), NETWORK_KIND, ENGINE_KIND)
+        if self.kind not in known:
+            raise ValueError(f"unknown player kind {self.kind!r}; known: {', '.join(known)}")
+        if self.kind == ENGINE_KIND and self.limits is None:
             raise ValueError(f"engine player {self.name!r} needs limits")
 
     @property
+    def is_jax(self) -> bool:
+        """Whether the arena computes its moves (a built-in player or a model)."""
+        return self.kind != ENGINE_KIND
+
+    @property
     def spec(self) -> PolicySpec:
-        if self.kind == "model":
-            return PolicySpec("model", self.network, self.num_simulations, self.gumbel_scale)
+        if self.kind == NETWORK_KIND:
+            return PolicySpec(self.kind, self.network, self.num_simulations, self.gumbel_scale)
         return PolicySpec(self.kind)
 
 
+def builtin_player(kind: str, name: str | None = None) -> Player:
+    """A built-in player of `players.REGISTRY`, named after its kind unless `name` is given."""
+    return Player(name or kind, players_lib.builtin(kind).kind)
+
+
 def random_player(name: str = "random") -> Player:
-    return Player(name, "random")
+    return builtin_player("random", name)
 
 
 def greedy_player(name: str = "greedy") -> Player:
-    return Player(name, "greedy")
+    return builtin_player("greedy", name)
 
 
 def model_player(
@@ -107,13 +122,13 @@ def model_player(
     self-play search). `network=None` is the uniform-prior search."""
     if network is None:
         network, params = policies.UniformPriorNetwork(), {}
-    return Player(name, "model", network, params, num_simulations, gumbel_scale)
+    return Player(name, NETWORK_KIND, network, params, num_simulations, gumbel_scale)
 
 
 def engine_player(limits: uci.Limits, name: str | None = None) -> Player:
     """A UCI engine searching with `limits` (any UCI engine: Fairy-Stockfish, a model served
     by `python -m mmc_jax.engine`, ...; its process comes from the arena's engine pools)."""
-    return Player(name or f"engine:{limits.label()}", "engine", limits=limits)
+    return Player(name or f"engine:{limits.label()}", ENGINE_KIND, limits=limits)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -199,10 +214,8 @@ def _gather(rules, state, planes, indices):
 def _policy(params, rules, state, planes, key, *, spec: PolicySpec):
     """int32 [S]: a JAX player's actions in S positions. Compiled per spec and S only (the
     rows are gathered beforehand), so a model's search is shared by batches of any size."""
-    if spec.kind == "random":
-        return R.random_legal_action(key, R.planes_to_mask(planes))
-    if spec.kind == "greedy":
-        return policies.greedy_policy(key, rules, state, planes)
+    if spec.kind != NETWORK_KIND:
+        return players_lib.builtin(spec.kind).policy(key, rules, state, R.planes_to_mask(planes))
     policy = policies.make_model_policy(
         spec.network, params, spec.num_simulations, gumbel_scale=spec.gumbel_scale
     )
@@ -212,7 +225,7 @@ def _policy(params, rules, state, planes, key, *, spec: PolicySpec):
 def act(player: Player, rules, state, planes, indices, key) -> np.ndarray:
     """int32 [S]: `player`'s actions in the games `indices` [S] of a batch (numpy)."""
     gathered = _gather(rules, state, planes, jnp.asarray(indices, jnp.int32))
-    params = player.params if player.kind == "model" else None
+    params = player.params if player.kind == NETWORK_KIND else None
     return np.asarray(_policy(params, *gathered, key, spec=player.spec))
 
 
@@ -291,8 +304,7 @@ def legal_actions(planes: np.ndarray) -> list[int]:
 
 def legal_uci(variant: str, turn: int, pieces, own, planes: np.ndarray) -> dict[str, int]:
     """{UCI move: action} of one position (mover's-view bitboards, planes [49])."""
-    rifle = R.parse(variant).capture == "rifle"
-    return {notation.action_to_uci(a, turn, pieces, own, rifle): a for a in legal_actions(planes)}
+    return {R.board_action_to_uci(variant, a, turn, pieces, own): a for a in legal_actions(planes)}
 
 
 def parse_move(variant: str, text: str, turn: int, pieces, own, planes: np.ndarray) -> int:
@@ -314,7 +326,7 @@ def _engine_pools(players, games, engine_pool) -> dict[str, uci.EnginePool]:
     for spec in games:
         for side in (spec.white, spec.black):
             player = players[side]
-            if player.kind != "engine":
+            if player.kind != ENGINE_KIND:
                 continue
             if engine_pool is None:
                 raise ValueError("engine players need an engine_pool")
@@ -377,6 +389,8 @@ def play_games(
         for side in (spec.white, spec.black):
             if not 0 <= side < len(players):
                 raise ValueError(f"game {spec} names player {side}; there are {len(players)}")
+            if players[side].kind not in (NETWORK_KIND, ENGINE_KIND):
+                players_lib.check_fair(players[side].kind, spec.variant)
     pools = _engine_pools(players, games, engine_pool)
     num_games = len(games)
     variants = [g.variant for g in games]
@@ -393,10 +407,10 @@ def play_games(
     # games and at odd plies in its Black games.
     buffers: dict[int, list[int]] = {}
     for p, player in enumerate(players):
-        if player.kind in JAX_KINDS:
+        if player.is_jax:
             most = max(int((white == p).sum()), int((black == p).sum()))
             if most:
-                minimum = bucket_min if player.kind == "model" else most
+                minimum = bucket_min if player.kind == NETWORK_KIND else most
                 buffers[p] = _buckets(most, max(minimum, 1))
 
     moves: list[list[str]] = [[] for _ in range(num_games)]
@@ -430,7 +444,7 @@ def play_games(
                 actions[g] = choices[rng.integers(len(choices))]
         forced = openings >= 0 if ply < opening_plies else np.zeros(num_games, bool)
         to_play = [g for g in active if not forced[g]]
-        engine_games = [g for g in to_play if kinds[movers[g]] == "engine"]
+        engine_games = [g for g in to_play if kinds[movers[g]] == ENGINE_KIND]
         for g in engine_games:
             player = players[movers[g]]
             request = uci.MoveRequest(start_fens[g], tuple(moves[g]), player.limits)
@@ -482,11 +496,7 @@ def play_games(
                 illegal_by[g] = movers[g]
                 moves[g].append(f"<illegal action {action}>")
                 continue
-            moves[g].append(
-                notation.action_to_uci(
-                    action, int(turn[g]), pieces[g], own[g], R.parse(variants[g]).capture == "rifle"
-                )
-            )
+            moves[g].append(R.board_action_to_uci(variants[g], action, turn[g], pieces[g], own[g]))
         state, planes = _advance(rules, state, planes, jnp.asarray(actions))
         ply += 1
         now = time.monotonic()
@@ -666,9 +676,7 @@ class SingleGame:
         if self.over or not is_legal(self._host_planes, int(action)):
             raise ValueError(f"action {action} is not legal here ({self.fen})")
         s = self._host
-        move = notation.action_to_uci(
-            int(action), int(s.turn), s.pieces, s.own, R.parse(self.variant).capture == "rifle"
-        )
+        move = R.board_action_to_uci(self.variant, action, s.turn, s.pieces, s.own)
         actions = jnp.zeros(self.planes.shape[0], jnp.int32).at[0].set(action)
         self.state, self.planes = _advance(self.rules, self.state, self.planes, actions)
         self._sync()

@@ -3,8 +3,9 @@
     python -m mmc_jax.evaluate ladder --checkpoint runs/gardner --variant gardner
     python -m mmc_jax.evaluate tournament --run runs/gardner --variant gardner
 
-Rungs: random, greedy, and a UCI engine (Fairy-Stockfish) at increasing node limits (default
-1, 10, 100, 1000, 10000; `--depth` and `--skill` rungs too). The model plays `--games` games
+Rungs: the built-in players (`mmc_jax.evaluation.players`: random, greedy, ...; under fog
+those fair there), and a UCI engine (Fairy-Stockfish) at increasing node limits (default 1,
+10, 100, 1000, 10000; `--depth` and `--skill` rungs too). The model plays `--games` games
 against every rung, colour-balanced (half as White), from a fixed suite of short random
 openings (`--opening-plies`, seeded: opening k is the same in every pairing, see
 `mmc_jax.evaluation.arena`). Neighbouring rungs also play each other (`--chain-games`), which ties
@@ -44,6 +45,7 @@ from mmc_jax import uci
 from mmc_jax.evaluation import arena
 from mmc_jax.evaluation import elo as elo_lib
 from mmc_jax.evaluation import pgn as pgn_lib
+from mmc_jax.evaluation import players as players_lib
 from mmc_jax.infra import checkpoint, cli
 
 DEFAULT_NODES = (1, 10, 100, 1000, 10000)
@@ -73,7 +75,7 @@ class LadderSettings:
     depths: Sequence[int] = ()
     skills: Sequence[int] = ()
     skill_nodes: int = 10000
-    baselines: Sequence[str] = ("random", "greedy")
+    baselines: Sequence[str] = dataclasses.field(default_factory=players_lib.kinds)
     opening_plies: int = 4
     max_plies: int | None = None
     seed: int = 0
@@ -91,17 +93,13 @@ class LadderSettings:
 
 
 def rung_players(settings: LadderSettings) -> list[arena.Player]:
-    """The ladder's rungs in order (baselines, then engines by limit)."""
-    players = []
-    for name in settings.baselines:
-        if name == "random":
-            players.append(arena.random_player())
-        elif name == "greedy":
-            players.append(arena.greedy_player())
-        else:
-            raise ValueError(f"unknown baseline {name!r}; random or greedy")
-    players += [arena.engine_player(limits) for limits in settings.engine_limits()]
-    return players
+    """The ladder's rungs in order (the built-in baselines, then engines by limit)."""
+    rungs = []
+    for kind in settings.baselines:
+        players_lib.builtin(kind, "baseline")
+        players_lib.check_fair(kind, settings.variant)
+        rungs.append(arena.builtin_player(kind))
+    return rungs + [arena.engine_player(limits) for limits in settings.engine_limits()]
 
 
 def _model_rewards(records: Sequence[arena.GameRecord], model: str, opponent: str) -> np.ndarray:
@@ -478,7 +476,9 @@ def _add_common(parser: argparse.ArgumentParser, games_default: int) -> None:
     )
     parser.add_argument("--skill-nodes", type=cli.integer_arg("--skill-nodes", 1), default=10000)
     parser.add_argument(
-        "--no-engine", action="store_true", help="only random and greedy (no engine rungs)"
+        "--no-engine",
+        action="store_true",
+        help=f"only the built-in players ({', '.join(players_lib.kinds())}; no engine rungs)",
     )
     parser.add_argument(
         "--no-greedy", action="store_true", help="leave the greedy rung out (random stays)"
@@ -538,7 +538,11 @@ def _settings(args) -> LadderSettings:
         depths=() if args.no_engine else tuple(args.depth),
         skills=() if args.no_engine else tuple(args.skill),
         skill_nodes=args.skill_nodes,
-        baselines=("random",) if args.no_greedy else ("random", "greedy"),
+        baselines=tuple(
+            kind
+            for kind in players_lib.fair_kinds(args.variant)
+            if not (args.no_greedy and kind == "greedy")
+        ),
         opening_plies=args.opening_plies,
         max_plies=args.max_plies,
         seed=args.seed,
@@ -553,7 +557,8 @@ def _settings(args) -> LadderSettings:
 def ladder_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="python -m mmc_jax.evaluate ladder",
-        description="Rate a checkpoint in Elo against random, greedy and a UCI engine "
+        description=f"Rate a checkpoint in Elo against the built-in players "
+        f"({', '.join(players_lib.kinds())}) and a UCI engine "
         "(Fairy-Stockfish) at increasing node limits: colour-balanced games from a fixed "
         "suite of random openings, one maximum-likelihood fit anchored at random = 0. Writes "
         "ladder.json and ladder.png to --out. See experiments/ladder/README.md.",
@@ -635,7 +640,7 @@ def _run_or_fail(parser, models, settings):
         return run(models, settings)
     except uci.EngineError as error:
         hint = (
-            " (run only random and greedy with --no-engine)"
+            " (run only the built-in players with --no-engine)"
             if isinstance(error, uci.EngineUnsupported)
             else ""
         )

@@ -10,7 +10,8 @@ random or (`opening="policy"`) sampled from each mover's own search policy, the 
 game `i` and game `i + N/2`: paired openings, each played once from either side. A start
 without any legal move (monochromatic: White is stalemated at once) is scored a draw at ply 0.
 Calls with the same players and number of games share one compiled arena (variant, key,
-parameters, ply cap and opening length are data); all random / greedy pairings share one.
+parameters, ply cap and opening length are data); all pairings of built-in players
+(`mmc_jax.evaluation.players`: random, greedy, ...) share one.
 Games lost by an illegal move are counted per side (`illegal_moves`; 0 for built-in policies).
 Statistics (score, intervals, Elo) come from `mmc_jax.evaluation.elo`.
 """
@@ -27,15 +28,9 @@ import numpy as np
 
 from mmc_jax import rules as R
 from mmc_jax.evaluation import elo as elo_lib
-from mmc_jax.evaluation import pimc
-from mmc_jax.evaluation.policies import (
-    NAMED_OPPONENTS,
-    Policy,
-    UniformPriorNetwork,
-    greedy_from_mask,
-    make_model_policy,
-)
-from mmc_jax.rules import game, notation
+from mmc_jax.evaluation import pimc, players
+from mmc_jax.evaluation.policies import Policy, UniformPriorNetwork, make_model_policy
+from mmc_jax.rules import game
 from mmc_jax.rules import tables as T
 
 # Paired random plies opening a match between two networks by default: their searches are
@@ -47,9 +42,9 @@ NETWORK_OPENING_PLIES = 4
 class _Player:
     """Static (hashable) description of one side; its `params` travel as jit arguments.
 
-    kind "baseline": random or greedy, chosen by `params` (an int32 index into
-    `NAMED_OPPONENTS`) so that every baseline pairing shares one compiled arena; "network":
-    `network` with `num_simulations`; "policy": a user policy `(key, rules, state)`.
+    kind "builtin": one of the built-in players `kinds`, chosen by `params` (an int32 index
+    into `kinds`, data) so that every pairing of built-in players shares one compiled arena;
+    "network": `network` with `num_simulations`; "policy": a user policy `(key, rules, state)`.
     """
 
     kind: str
@@ -57,16 +52,12 @@ class _Player:
     num_simulations: int = 0
     policy: Any = None
     gumbel_scale: float = 0.0  # 1: sample from the search's policy (the "policy" openings)
+    kinds: tuple[str, ...] = ()  # "builtin": the registry's kinds when the arena was built
 
     def act(self, params, key, rules, state, planes):
-        if self.kind == "baseline":
+        if self.kind == "builtin":
             legal = R.planes_to_mask(planes)
-            random_key, greedy_key = jax.random.split(key)
-            return jnp.where(
-                params == NAMED_OPPONENTS.index("greedy"),
-                greedy_from_mask(greedy_key, rules, state, legal),
-                R.random_legal_action(random_key, legal),
-            )
+            return players.act(self.kinds, params, key, rules, state, legal)
         if self.kind == "network":
             policy = make_model_policy(
                 self.network, params, self.num_simulations, self.gumbel_scale
@@ -78,14 +69,15 @@ class _Player:
 def _player(spec, network, params, num_simulations: int, role: str) -> tuple[_Player, Any]:
     """(static player, its jit-argument params) of a `play_match` argument."""
     if isinstance(spec, str):
-        if spec in NAMED_OPPONENTS:
-            return _Player("baseline"), jnp.int32(NAMED_OPPONENTS.index(spec))
+        kinds = players.kinds()
+        if spec in kinds:
+            return _Player("builtin", kinds=kinds), jnp.int32(kinds.index(spec))
         if spec == "checkpoint":
             if network is None or params is None:
                 raise ValueError(f"{role} 'checkpoint' needs a network and its params")
             return _Player("network", network, num_simulations), params
         raise ValueError(
-            f"unknown {role} {spec!r}; expected one of {NAMED_OPPONENTS + ('checkpoint',)} "
+            f"unknown {role} {spec!r}; expected one of {', '.join((*kinds, 'checkpoint'))} "
             "or a policy function (key, rules, state) -> actions"
         )
     if callable(spec) and not hasattr(spec, "apply"):
@@ -315,16 +307,17 @@ def play_match(
 
     Every call with the same players (kind, network, simulations) and `num_games` reuses one
     compiled arena, whatever the variant, key, parameters, ply cap or opening length; all
-    random / greedy pairings share one.
+    pairings of built-in players share one.
 
     Args:
-      network: the model's network (with `params`), None for `UniformPriorNetwork`, or, for
-        baselines, "random" / "greedy" / a policy function `(key, rules, state) -> actions`.
-      params: the model's parameters (ignored for baselines).
+      network: the model's network (with `params`), None for `UniformPriorNetwork`, or a
+        built-in player's kind ("random", "greedy", ...: `players.kinds()`) or a policy function
+        `(key, rules, state) -> actions`.
+      params: the model's parameters (ignored for built-in players and policy functions).
       variant: a registered variant name.
-      opponent: "random", "greedy", "checkpoint" (with `opponent_network` and
+      opponent: a built-in player's kind, "checkpoint" (with `opponent_network` and
         `opponent_params`) or a policy function. An `opponent_network` alone means
-        "checkpoint".
+        "checkpoint". Under fog a built-in player must be `fair_under_fog` (`players`).
       num_games: positive and even; the model is White in games [0, N/2), Black in the rest.
       num_simulations: the model's search simulations (0: raw policy argmax).
       key: PRNG key (random opponents, greedy ties, openings; the search is deterministic).
@@ -400,6 +393,9 @@ def play_match(
             opening_plies=opening_plies,
             max_plies=max_plies,
         )
+    for spec, player in ((network, model), (opponent, opponent_player)):
+        if player.kind == "builtin":  # this arena hands them the true state
+            players.check_fair(spec, variant)
     if model.kind == "network" and opponent_player.kind == "network" and opening_plies == 0:
         raise ValueError(
             "two networks with deterministic searches and opening_plies=0 would replay one "
@@ -461,11 +457,12 @@ def _fair_fog_match(
     max_plies,
 ) -> dict[str, Any]:
     """A network under fog plays from its observations only (`pimc.fog_match`: PIMC over
-    `num_worlds` sampled worlds, or the raw policy at 0 simulations) against random or greedy
-    (greedy ranks legal moves only: fair)."""
-    if not isinstance(opponent, str) or opponent not in NAMED_OPPONENTS:
+    `num_worlds` sampled worlds, or the raw policy at 0 simulations) against a built-in player
+    (which plays from its observations too)."""
+    if not isinstance(opponent, str) or opponent not in players.kinds():
         raise ValueError(
-            f"under fog ({variant}) a network plays only random or greedy fairly; a second "
+            f"under fog ({variant}) a network plays only the built-in players "
+            f"({', '.join(players.kinds())}) fairly; a second "
             "network needs its own beliefs (pimc.fog_match plays one network); pass "
             "omniscient=True for the old search on the true state (an upper bound, not fair)"
         )
@@ -502,14 +499,13 @@ def game_records(
     `mmc_jax.evaluation.pgn`."""
     log = output.record
     num_games = len(output.plies)
-    rifle = R.parse(variant).capture == "rifle"
     records = []
     for g in range(num_games):
         model_white = g < num_games // 2
         plies = int(output.plies[g])
         moves = [
-            notation.action_to_uci(
-                int(log.actions[t, g]), t % 2, log.pieces[t, g], log.own[t, g], rifle
+            R.board_action_to_uci(
+                variant, log.actions[t, g], t % 2, log.pieces[t, g], log.own[t, g]
             )
             for t in range(plies)
         ]

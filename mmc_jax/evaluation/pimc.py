@@ -40,12 +40,13 @@ from flax import struct
 
 from mmc_jax import rules as R
 from mmc_jax import search
+from mmc_jax.evaluation import players
 from mmc_jax.rules import tables as T
 from mmc_jax.search import belief as B
 from mmc_jax.search import mcts
 
 NUM_ACTIONS = T.NUM_ACTIONS
-PLAYER_KINDS = ("pimc", "raw", "omniscient", "greedy", "random")
+NETWORK_KINDS = ("pimc", "raw", "omniscient")
 
 
 def uses_fog(variants) -> bool:
@@ -295,9 +296,9 @@ class FogPlayer:
     """A player of `fog_match` (static, hashable).
 
     kind: "pimc" (fair_search, K = num_worlds, deterministic: gumbel_scale 0), "raw"
-      (observation_policy), "omniscient" (UPPER BOUND: search on the true state), "greedy"
-      (the most material a legal move captures, from the observation; ties at random),
-      "random".
+      (observation_policy), "omniscient" (UPPER BOUND: search on the true state), or a built-in
+      player's kind (`players.kinds()`: random, greedy, ...), which plays from
+      `players.observed_board` of its observation.
     """
 
     kind: str
@@ -306,8 +307,9 @@ class FogPlayer:
     num_candidates: int = 32
 
     def __post_init__(self):
-        if self.kind not in PLAYER_KINDS:
-            raise ValueError(f"unknown player kind {self.kind!r}; expected one of {PLAYER_KINDS}")
+        known = (*NETWORK_KINDS, *players.kinds())
+        if self.kind not in known:
+            raise ValueError(f"unknown player kind {self.kind!r}; known: {', '.join(known)}")
 
     @property
     def name(self) -> str:
@@ -358,31 +360,10 @@ class FogPlayer:
                 planes=observation.planes,
             )
             return out.action.astype(jnp.int32), none
+        # A built-in player sees only its observation, whether or not it is fair_under_fog.
         legal = R.planes_to_mask(observation.planes)
-        if self.kind == "random":
-            return R.random_legal_action(key, legal), none
-        return _greedy(key, rules, observation, legal), none
-
-
-def _greedy(key, rules, observation, legal):
-    """Greedy from the observation: every capture target of a legal move is visible, so the
-    board of own and seen pieces gives the same material gains as the true board."""
-    from mmc_jax.evaluation import policies
-
-    seen_board = R.State(
-        pieces=observation.own_pieces | observation.seen,
-        own=observation.own,
-        turn=observation.turn,
-        halfmove=jnp.zeros_like(observation.ply),
-        fullmove=jnp.zeros_like(observation.ply),
-        ply=observation.ply,
-        terminated=observation.terminated,
-        rewards=jnp.zeros(observation.ply.shape + (2,), jnp.float32),
-        hash_history=jnp.zeros(observation.ply.shape + (1,), jnp.uint32),
-    )
-    gain = jnp.where(legal, policies.material_gain(rules, seen_board), -1.0)
-    best = legal & (gain == gain.max(axis=-1, keepdims=True))
-    return R.random_legal_action(key, best)
+        policy = players.builtin(self.kind).policy
+        return policy(key, rules, players.observed_board(observation), legal), none
 
 
 class FogMatchOutput(NamedTuple):

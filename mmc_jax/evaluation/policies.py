@@ -33,7 +33,6 @@ Policy = Callable[[jax.Array, R.Rules, R.State], jax.Array]
 # Material values of P, N, B, R, Q, K. The king's value only matters where kings can be
 # captured (dark, extinction, ...): taking it wins the game, so it outranks everything.
 PIECE_VALUES = (1.0, 3.0, 3.0, 5.0, 9.0, 100.0)
-NAMED_OPPONENTS = ("random", "greedy")
 Z_95 = 1.959963984540054
 
 
@@ -49,11 +48,7 @@ def _action_tables() -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     squares = np.arange(T.NUM_SQUARES)[:, None]
     to_one_hot = (squares == to_sq[None, :]).astype(np.float32)
     from_one_hot = (squares == (actions // T.NUM_PLANES)[None, :]).astype(np.float32)
-    plane = actions % T.NUM_PLANES
-    # Planes 0-8 are the under-promotions (rook, bishop, knight by thirds); any other pawn move
-    # onto the last rank promotes to a queen (mirrors `game._apply`).
-    under = np.array([T.ROOK, T.BISHOP, T.KNIGHT])[np.minimum(plane, 8) // 3]
-    promoted = np.where(plane < 9, under, T.QUEEN)
+    promoted = T.PROMOTION_PIECE[actions % T.NUM_PLANES]
     values = np.asarray(PIECE_VALUES, np.float32)
     promotion_gain = np.where((to_sq >= 0) & (to_sq % 5 == 4), values[promoted] - values[0], 0.0)
     return to_one_hot, from_one_hot, promotion_gain.astype(np.float32)
@@ -87,7 +82,7 @@ def material_gain(rules: R.Rules, state: R.State) -> jax.Array:
     square_value = jnp.einsum("bps,p->bs", _square_bits(pieces & enemy[:, None]), values)
     captured = square_value @ _TO_ONE_HOT  # [B, 1225]
     own_pawn_from = _square_bits(pieces[:, T.PAWN] & state.own) @ _FROM_ONE_HOT
-    promotes = (rules.capture_mode == R.variants.CAPTURE_NORMAL)[:, None] | (captured == 0)
+    promotes = R.capturer_lands(rules)[:, None] | (captured == 0)
     return captured + jnp.where(promotes, own_pawn_from * _PROMOTION_GAIN, 0.0)
 
 

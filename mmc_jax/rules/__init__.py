@@ -114,6 +114,8 @@ __all__ = [
     "to_fen",
     "uci_to_action",
     "action_to_uci",
+    "board_action_to_uci",
+    "capturer_lands",
 ]
 
 init = jax.vmap(game.init)
@@ -130,6 +132,7 @@ legal_planes.__doc__ = "(Rules [B], State [B]) -> uint32 [B, 49] legal from-squa
 
 
 planes_to_mask = game.planes_to_mask
+capturer_lands = game.capturer_lands
 
 
 def legal_action_mask(rules: Rules, state: State) -> jax.Array:
@@ -345,6 +348,13 @@ def action_to_uci(variant: str | Variant, fen: str, action: int) -> str:
     """UCI string of an action id in a position."""
     rules, position = _position(variant, fen, validate=False)
     return _uci(rules, position, action)
+
+
+def board_action_to_uci(variant: str | Variant, action: int, turn: int, pieces, own) -> str:
+    """UCI string of an action id in a position given as mover's-view bitboards (`pieces` [6],
+    `own`), spelled as `variant` spells it (a rifle capture names no promotion piece)."""
+    rifle = parse(variant).capture == "rifle"
+    return notation.action_to_uci(int(action), int(turn), pieces, own, rifle)
 
 
 @jax.jit

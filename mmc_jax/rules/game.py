@@ -21,6 +21,7 @@ from flax import struct
 from mmc_jax.rules import tables as T
 from mmc_jax.rules.variants import (
     CAPTURE_ATOMIC,
+    CAPTURE_NORMAL,
     CAPTURE_RIFLE,
     CAPTURES,
     COLOURS,
@@ -572,6 +573,13 @@ def legal_action_mask(rules: Rules, state: State):
     return planes_to_mask(legal_planes(rules, state))
 
 
+def capturer_lands(rules: Rules):
+    """bool (per game): does a capturing piece end on the captured square? Only under normal
+    captures (a rifle capturer stays where it was, an atomic one explodes), so only there does
+    a pawn that captures onto the last rank promote."""
+    return rules.capture_mode == CAPTURE_NORMAL
+
+
 def _apply(rules: Rules, pieces, own, from_sq, to_sq, plane):
     """Play a (legal) move; returns (pieces, own, irreversible) still in the mover's view."""
     from_bit = jnp.uint32(1) << from_sq.astype(jnp.uint32)
@@ -580,8 +588,7 @@ def _apply(rules: Rules, pieces, own, from_sq, to_sq, plane):
     is_capture = _any(to_bit & occ & ~own)
     moving = jnp.argmax(_any(pieces & from_bit))
     promotes = (moving == T.PAWN) & (to_sq % 5 == 4)
-    under = jnp.asarray([T.ROOK, T.BISHOP, T.KNIGHT], jnp.int32)[jnp.minimum(plane, 8) // 3]
-    placed = jnp.where(promotes, jnp.where(plane < 9, under, T.QUEEN), moving)
+    placed = jnp.where(promotes, jnp.asarray(T.PROMOTION_PIECE)[plane], moving)
     types = jnp.arange(6)
 
     normal_pieces = (pieces & ~from_bit & ~to_bit) | jnp.where(types == placed, to_bit, ZERO)

@@ -27,6 +27,16 @@ FULL = (1 << NUM_SQUARES) - 1
 PAWN, KNIGHT, BISHOP, ROOK, QUEEN, KING = range(6)
 PIECE_LETTERS = "pnbrqk"
 
+
+def _promotion_piece() -> np.ndarray:
+    """[49] the piece a pawn reaching the last rank becomes, by plane: planes 0-8 under-promote
+    (R, B, N by thirds), every other pawn move onto the last rank makes a queen."""
+    plane = np.arange(NUM_PLANES)
+    return np.where(plane < 9, np.array([ROOK, BISHOP, KNIGHT])[np.minimum(plane, 8) // 3], QUEEN)
+
+
+PROMOTION_PIECE = _promotion_piece().astype(np.int32)
+
 # The 8 queen directions as (dfile, drank), in the order of pgx planes 9-40.
 # pgx lists each direction's distances either 4..1 or 1..4; DIRECTION_REVERSED records which.
 DIRECTIONS = (
