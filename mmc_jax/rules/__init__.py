@@ -15,6 +15,11 @@ raise `ValueError` on bad input, impossible positions included.
 
 The rule space: `get(spec)`, `canonical(spec)`, `start_fen(spec)`, `check_variant(spec)`
 (returns the canonical spelling), `sample_variants(seed, n, space, exclude, per)`.
+
+Sensing variants (`fog=sense:W`, e.g. `recon`) have their own protocol and a wider action space
+(1225 moves + pass + sense windows): they are played through `mmc_jax.rules.recon`. Here the
+Python-facing helpers refuse them, and the batched functions treat their games as finished at
+`init` (no legal action), so that no 1225-action consumer plays them on the true board.
 """
 
 from __future__ import annotations
@@ -43,7 +48,10 @@ from mmc_jax.rules.variants import (
     COMPONENTS,
     FAIRY_STOCKFISH_NAMES,
     NAMED,
+    REGISTERED,
     SAMPLING,
+    SENSE_GOAL_FOGS,
+    SENSE_VARIANTS,
     START_FENS,
     VARIANTS,
     Rules,
@@ -54,6 +62,7 @@ from mmc_jax.rules.variants import (
     check_variant,
     fairy_stockfish_name,
     get,
+    is_sense,
     parse,
     space_points,
     space_weights,
@@ -68,7 +77,11 @@ __all__ = [
     "COMPONENTS",
     "DESCRIPTOR_CHANNELS",
     "NAMED",
+    "REGISTERED",
     "SAMPLING",
+    "SENSE_GOAL_FOGS",
+    "SENSE_VARIANTS",
+    "is_sense",
     "OBS_LAYOUT",
     "PLY_SCALE",
     "Space",
@@ -256,8 +269,17 @@ def _occupied(pieces) -> int:
     return occ
 
 
+def _refuse_sense(name: str) -> None:
+    if is_sense(name):
+        raise ValueError(
+            f"{name} is a sensing variant (fog={parse(name).fog}): its moves are requests "
+            f"resolved on a hidden board; use mmc_jax.rules.recon"
+        )
+
+
 @functools.lru_cache(maxsize=65536)
 def _validate(name: str, board: str, turn: int) -> None:
+    _refuse_sense(name)
     v = parse(name)
     position = parse_fen(f"{board} {'wb'[turn]} - - 0 1")
     pieces, own = position.pieces, position.own
@@ -303,6 +325,7 @@ def validate_position(variant: str | Variant, fen: str) -> None:
 
 def _position(variant: str | Variant, fen: str, validate: bool = True):
     name = canonical(variant)
+    _refuse_sense(name)
     position = parse_fen(fen)
     if validate:
         _validate(name, fen.split()[0], position.turn)
@@ -449,8 +472,11 @@ def perft(variant: str | Variant, fen: str, depth: int) -> int:
 
 @functools.lru_cache(maxsize=16384)
 def is_playable(variant: str | Variant) -> bool:
-    """Whether the side to move has a legal move in the variant's start position."""
+    """Whether the side to move has a legal move in the variant's start position (always, for
+    a sensing variant: a side may pass)."""
     name = canonical(variant)
+    if is_sense(name):
+        return True
     position = parse_fen(start_fen(name))
     planes, _ = _analyse_one(get(name), np.asarray(position.pieces), np.uint32(position.own))
     return bool(np.any(planes))
