@@ -25,12 +25,13 @@ Python-facing helpers refuse them, and the batched functions treat their games a
 from __future__ import annotations
 
 import functools
+from collections.abc import Sequence
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
-from mmc_jax.rules import game, notation
+from mmc_jax.rules import game, notation, recon
 from mmc_jax.rules import tables as T
 from mmc_jax.rules.game import (
     BOARD_CHANNELS,
@@ -122,6 +123,15 @@ __all__ = [
     "state_bytes",
     "step",
     "step_with_planes",
+    "recon",
+    "RECON_NUM_ACTIONS",
+    "recon_batch",
+    "recon_from_fen",
+    "recon_init",
+    "recon_legal_action_mask",
+    "recon_observe",
+    "recon_step",
+    "recon_to_fen",
     "legal_planes",
     "planes_to_mask",
     "to_fen",
@@ -178,6 +188,60 @@ def random_legal_action(key: jax.Array, legal_action_mask: jax.Array) -> jax.Arr
     h = (h ^ (h >> 13)) * jnp.uint32(0xC2B2AE35)
     h = (h ^ (h >> 16)) | jnp.uint32(1)
     return jnp.argmax(jnp.where(legal_action_mask, h, 0), axis=-1).astype(jnp.int32)
+
+
+# ----------------------------------------------------------------------------- sensing variants
+
+RECON_NUM_ACTIONS = recon.NUM_ACTIONS
+recon_init = jax.vmap(recon.init)
+recon_init.__doc__ = "Start of sensing games: Rules [B] -> ReconState [B] (sense phase)."
+recon_step = jax.vmap(recon.step)
+recon_step.__doc__ = (
+    "(Rules [B], ReconState [B], actions int32 [B] in [0, 1242)) -> ReconState [B]: a sense "
+    "or a move request per game (see rules.recon.step)."
+)
+recon_legal_action_mask = jax.vmap(recon.legal_action_mask)
+recon_legal_action_mask.__doc__ = "(Rules [B], ReconState [B]) -> bool [B, 1242]."
+recon_observe = jax.vmap(recon.observe)
+recon_observe.__doc__ = (
+    "(Rules [B], ReconState [B]) -> float32 [B, 5, 5, 34]: each mover's observation, built "
+    "from what it may use alone (rules.recon.player_info)."
+)
+
+
+def recon_batch(
+    variants: str | Variant | Sequence[str | Variant], batch_size: int | None = None
+) -> Rules:
+    """Batched `Rules` [B] of sensing variants (`batch` for `recon_*`); a variant without
+    `fog=sense:W` is a ValueError."""
+    specs = [variants] if isinstance(variants, (str, Variant)) else list(variants)
+    for spec in specs:
+        if not is_sense(spec):
+            raise ValueError(
+                f"{canonical(spec)} has no sensing (fog=sense:2 or sense:3); play it with "
+                f"init/step, not recon_*"
+            )
+    return batch(specs, batch_size)
+
+
+def recon_from_fen(fen: str) -> recon.ReconState:
+    """An unbatched ReconState from a FEN: the sense phase of the side to move, no history."""
+    position = parse_fen(fen)
+    board = fen.split()[0]
+    if position.pieces[T.PAWN] & (T.RANK_MASKS[0] | T.RANK_MASKS[4]):
+        raise ValueError(f"impossible position {board!r}: a pawn stands on rank 1 or 5")
+    return recon.from_position(
+        np.asarray(position.pieces, np.uint32),
+        np.uint32(position.own),
+        position.turn,
+        position.fullmove,
+    )
+
+
+def recon_to_fen(state: recon.ReconState) -> str:
+    """FEN of the true board of an unbatched ReconState (half-move clock 0: no 50-move rule)."""
+    s = jax.device_get(state)
+    return notation.to_fen(s.pieces, s.own, int(s.turn), 0, s.fullmove)
 
 
 # ----------------------------------------------------------------------------- FEN <-> State
