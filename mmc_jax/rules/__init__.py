@@ -15,17 +15,23 @@ raise `ValueError` on bad input, impossible positions included.
 
 The rule space: `get(spec)`, `canonical(spec)`, `start_fen(spec)`, `check_variant(spec)`
 (returns the canonical spelling), `sample_variants(seed, n, space, exclude, per)`.
+
+Sensing variants (`fog=sense:W`, e.g. `recon`) have their own protocol and a wider action space
+(1225 moves + pass + sense windows): they are played through `mmc_jax.rules.recon`. Here the
+Python-facing helpers refuse them, and the batched functions treat their games as finished at
+`init` (no legal action), so that no 1225-action consumer plays them on the true board.
 """
 
 from __future__ import annotations
 
 import functools
+from collections.abc import Sequence
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
-from mmc_jax.rules import game, notation
+from mmc_jax.rules import game, notation, recon
 from mmc_jax.rules import tables as T
 from mmc_jax.rules.game import (
     BOARD_CHANNELS,
@@ -43,7 +49,10 @@ from mmc_jax.rules.variants import (
     COMPONENTS,
     FAIRY_STOCKFISH_NAMES,
     NAMED,
+    REGISTERED,
     SAMPLING,
+    SENSE_GOAL_FOGS,
+    SENSE_VARIANTS,
     START_FENS,
     VARIANTS,
     Rules,
@@ -54,6 +63,7 @@ from mmc_jax.rules.variants import (
     check_variant,
     fairy_stockfish_name,
     get,
+    is_sense,
     parse,
     space_points,
     space_weights,
@@ -68,7 +78,11 @@ __all__ = [
     "COMPONENTS",
     "DESCRIPTOR_CHANNELS",
     "NAMED",
+    "REGISTERED",
     "SAMPLING",
+    "SENSE_GOAL_FOGS",
+    "SENSE_VARIANTS",
+    "is_sense",
     "OBS_LAYOUT",
     "PLY_SCALE",
     "Space",
@@ -109,6 +123,15 @@ __all__ = [
     "state_bytes",
     "step",
     "step_with_planes",
+    "recon",
+    "RECON_NUM_ACTIONS",
+    "recon_batch",
+    "recon_from_fen",
+    "recon_init",
+    "recon_legal_action_mask",
+    "recon_observe",
+    "recon_step",
+    "recon_to_fen",
     "legal_planes",
     "planes_to_mask",
     "to_fen",
@@ -168,6 +191,60 @@ def random_legal_action(key: jax.Array, legal_action_mask: jax.Array) -> jax.Arr
     h = (h ^ (h >> 13)) * jnp.uint32(0xC2B2AE35)
     h = (h ^ (h >> 16)) | jnp.uint32(1)
     return jnp.argmax(jnp.where(legal_action_mask, h, 0), axis=-1).astype(jnp.int32)
+
+
+# ----------------------------------------------------------------------------- sensing variants
+
+RECON_NUM_ACTIONS = recon.NUM_ACTIONS
+recon_init = jax.vmap(recon.init)
+recon_init.__doc__ = "Start of sensing games: Rules [B] -> ReconState [B] (sense phase)."
+recon_step = jax.vmap(recon.step)
+recon_step.__doc__ = (
+    "(Rules [B], ReconState [B], actions int32 [B] in [0, 1242)) -> ReconState [B]: a sense "
+    "or a move request per game (see rules.recon.step)."
+)
+recon_legal_action_mask = jax.vmap(recon.legal_action_mask)
+recon_legal_action_mask.__doc__ = "(Rules [B], ReconState [B]) -> bool [B, 1242]."
+recon_observe = jax.vmap(recon.observe)
+recon_observe.__doc__ = (
+    "(Rules [B], ReconState [B]) -> float32 [B, 5, 5, 34]: each mover's observation, built "
+    "from what it may use alone (rules.recon.player_info)."
+)
+
+
+def recon_batch(
+    variants: str | Variant | Sequence[str | Variant], batch_size: int | None = None
+) -> Rules:
+    """Batched `Rules` [B] of sensing variants (`batch` for `recon_*`); a variant without
+    `fog=sense:W` is a ValueError."""
+    specs = [variants] if isinstance(variants, (str, Variant)) else list(variants)
+    for spec in specs:
+        if not is_sense(spec):
+            raise ValueError(
+                f"{canonical(spec)} has no sensing (fog=sense:2 or sense:3); play it with "
+                f"init/step, not recon_*"
+            )
+    return batch(specs, batch_size)
+
+
+def recon_from_fen(fen: str) -> recon.ReconState:
+    """An unbatched ReconState from a FEN: the sense phase of the side to move, no history."""
+    position = parse_fen(fen)
+    board = fen.split()[0]
+    if position.pieces[T.PAWN] & (T.RANK_MASKS[0] | T.RANK_MASKS[4]):
+        raise ValueError(f"impossible position {board!r}: a pawn stands on rank 1 or 5")
+    return recon.from_position(
+        np.asarray(position.pieces, np.uint32),
+        np.uint32(position.own),
+        position.turn,
+        position.fullmove,
+    )
+
+
+def recon_to_fen(state: recon.ReconState) -> str:
+    """FEN of the true board of an unbatched ReconState (half-move clock 0: no 50-move rule)."""
+    s = jax.device_get(state)
+    return notation.to_fen(s.pieces, s.own, int(s.turn), 0, s.fullmove)
 
 
 # ----------------------------------------------------------------------------- FEN <-> State
@@ -259,8 +336,17 @@ def _occupied(pieces) -> int:
     return occ
 
 
+def _refuse_sense(name: str) -> None:
+    if is_sense(name):
+        raise ValueError(
+            f"{name} is a sensing variant (fog={parse(name).fog}): its moves are requests "
+            f"resolved on a hidden board; use mmc_jax.rules.recon"
+        )
+
+
 @functools.lru_cache(maxsize=65536)
 def _validate(name: str, board: str, turn: int) -> None:
+    _refuse_sense(name)
     v = parse(name)
     position = parse_fen(f"{board} {'wb'[turn]} - - 0 1")
     pieces, own = position.pieces, position.own
@@ -306,6 +392,7 @@ def validate_position(variant: str | Variant, fen: str) -> None:
 
 def _position(variant: str | Variant, fen: str, validate: bool = True):
     name = canonical(variant)
+    _refuse_sense(name)
     position = parse_fen(fen)
     if validate:
         _validate(name, fen.split()[0], position.turn)
@@ -459,8 +546,11 @@ def perft(variant: str | Variant, fen: str, depth: int) -> int:
 
 @functools.lru_cache(maxsize=16384)
 def is_playable(variant: str | Variant) -> bool:
-    """Whether the side to move has a legal move in the variant's start position."""
+    """Whether the side to move has a legal move in the variant's start position (always, for
+    a sensing variant: a side may pass)."""
     name = canonical(variant)
+    if is_sense(name):
+        return True
     position = parse_fen(start_fen(name))
     planes, _ = _analyse_one(get(name), np.asarray(position.pieces), np.uint32(position.own))
     return bool(np.any(planes))

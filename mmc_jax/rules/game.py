@@ -555,17 +555,19 @@ def init(rules: Rules) -> State:
     """The start position of `rules` (one game).
 
     A start position without a legal move (monochromatic: White's pieces are all stuck) is a
-    finished game at once, a draw with zero rewards.
+    finished game at once, a draw with zero rewards; so is a sensing variant's (`rules.sense`:
+    its games are played through `mmc_jax.rules.recon`, never on the true board here).
     """
     state = from_position(rules.start_pieces, rules.start_own, jnp.int32(0))
     stuck = ~_any(analyse(rules, state.pieces, state.own).planes.any())
-    return state.replace(terminated=stuck)
+    return state.replace(terminated=stuck | (rules.sense != 0))
 
 
 def legal_planes(rules: Rules, state: State):
-    """uint32[49] legal action planes of one game; all zero once it is over."""
+    """uint32[49] legal action planes of one game; all zero once it is over (and for a sensing
+    variant, which `mmc_jax.rules.recon` plays)."""
     planes = analyse(rules, state.pieces, state.own).planes
-    return computed_once(jnp.where(state.terminated, ZERO, planes))
+    return computed_once(jnp.where(state.terminated | (rules.sense != 0), ZERO, planes))
 
 
 def legal_action_mask(rules: Rules, state: State):

@@ -2,9 +2,12 @@
 
 A variant is a combination of five rule components (rules.md, "The rule space"): `start`
 (the start array), `capture` (normal, rifle, atomic), `goal` (checkmate, king, extinction),
-`fog` (off, on) and `colour` (any, same, other). It is spelled as a registered name, a name
-followed by overrides, or overrides alone on top of gardner, e.g. `dark,capture=atomic` or
-`gardner,start=shuffle:17,colour=other`; `canonical(spec)` gives the one canonical spelling.
+`fog` (off, on, sense:2, sense:3) and `colour` (any, same, other). `fog=sense:W`
+(reconnaissance-blind, e.g. `recon`) changes the game's protocol (a sense phase before every
+move, moves as requests): such variants are played through `mmc_jax.rules.recon`. A variant
+is spelled as a registered name, a name followed by overrides, or overrides alone on top of
+gardner, e.g. `dark,capture=atomic` or `gardner,start=shuffle:17,colour=other`;
+`canonical(spec)` gives the one canonical spelling.
 
 A `Rules` pytree holds arrays only, so a batch may mix variants (`stack`) and one compiled
 `step` serves them all. The game branches on these fields with `jnp.where`, never in Python.
@@ -44,6 +47,10 @@ VARIANTS = (
     "monochromatic",
     "bichromatic",
 )
+# Registered variants with `fog=sense:W` (rules.md, "Reconnaissance-blind minichess"): kept
+# apart from VARIANTS, whose games are played through the 1225-action API.
+SENSE_VARIANTS = ("recon",)
+REGISTERED = VARIANTS + SENSE_VARIANTS
 
 # Name in ../shared/fairy-variants.ini (or built in) of the variants Fairy-Stockfish expresses.
 FAIRY_STOCKFISH_NAMES = {
@@ -73,7 +80,10 @@ DEFAULT_MAX_PLIES = 256
 COMPONENTS = ("start", "capture", "goal", "fog", "colour")
 CAPTURES = ("normal", "rifle", "atomic")
 GOALS = ("checkmate", "king", "extinction")
-FOGS = ("off", "on")
+FOGS = ("off", "on")  # the fog values of the 1225-action games
+SENSE_FOGS = ("sense:2", "sense:3")  # reconnaissance-blind: `mmc_jax.rules.recon`
+# Window side of each sensing fog value (0: no sensing).
+SENSE_WINDOW = {"off": 0, "on": 0, "sense:2": 2, "sense:3": 3}
 COLOURS = ("any", "same", "other")
 GOAL_FOGS = (
     ("checkmate", "off"),
@@ -81,6 +91,14 @@ GOAL_FOGS = (
     ("king", "on"),
     ("extinction", "off"),
     ("extinction", "on"),
+)
+# Goal/fog pairs with sensing: valid, but out of the default task distribution (`Space`), whose
+# games are played through the 1225-action API.
+SENSE_GOAL_FOGS = (
+    ("king", "sense:2"),
+    ("king", "sense:3"),
+    ("extinction", "sense:2"),
+    ("extinction", "sense:3"),
 )
 NAMED_STARTS = {
     "gardner": "rnbqk/ppppp/5/PPPPP/RNBQK",
@@ -133,9 +151,10 @@ NAMED = {
     "extinction": Variant(goal="extinction"),
     "monochromatic": Variant(colour="same"),
     "bichromatic": Variant(colour="other"),
+    "recon": Variant(goal="king", fog="sense:2"),
 }
 _NAME_OF = {v: k for k, v in NAMED.items()}
-_VALUES = {"capture": CAPTURES, "goal": GOALS, "fog": FOGS, "colour": COLOURS}
+_VALUES = {"capture": CAPTURES, "goal": GOALS, "fog": FOGS + SENSE_FOGS, "colour": COLOURS}
 
 
 def _board_counts(board: str) -> tuple[list[str], str]:
@@ -208,7 +227,22 @@ def start_board(start: str) -> str:
     return start
 
 
+def is_sense(spec: str | Variant) -> bool:
+    """Whether a variant senses (`fog=sense:W`): its games use `mmc_jax.rules.recon`."""
+    return SENSE_WINDOW[parse(spec).fog] > 0
+
+
 def _check_constraints(v: Variant) -> None:
+    if SENSE_WINDOW[v.fog] and v.goal == "checkmate":
+        raise ValueError(
+            f"fog={v.fog} needs goal=king or goal=extinction (there is no check when the "
+            f"mover cannot see the attackers)"
+        )
+    if SENSE_WINDOW[v.fog] and v.capture == "atomic":
+        raise ValueError(
+            f"fog={v.fog} needs capture=normal or capture=rifle: an atomic blast removes "
+            f"pieces of both sides that the players are never told about"
+        )
     if v.fog == "on" and v.goal == "checkmate":
         raise ValueError(
             "fog=on needs goal=king or goal=extinction (with check rules the legal moves "
@@ -242,7 +276,7 @@ def _parse_str(spec: str) -> Variant:
                 )
             if token not in NAMED:
                 raise ValueError(
-                    f"unknown variant {token!r}; valid variants: {', '.join(VARIANTS)}, or "
+                    f"unknown variant {token!r}; valid variants: {', '.join(REGISTERED)}, or "
                     f"components {', '.join(c + '=...' for c in COMPONENTS)}"
                 )
             base = NAMED[token]
@@ -304,9 +338,10 @@ def start_fen(spec: str | Variant) -> str:
 
 def fairy_stockfish_name(spec: str | Variant) -> str | None:
     """Fairy-Stockfish variant (from `fairy-variants.ini`) whose legal moves and results equal
-    this variant's from any position given by FEN, or None when it cannot express it."""
+    this variant's from any position given by FEN, or None when it cannot express it (a sensing
+    variant's moves are requests: no Fairy-Stockfish variant has them)."""
     v = parse(spec)
-    if v.colour != "any":
+    if v.colour != "any" or SENSE_WINDOW[v.fog]:
         return None
     return FAIRY_STOCKFISH_RULES.get((v.capture, v.goal))
 
@@ -328,7 +363,9 @@ class Rules:
         `CAPTURE_ATOMIC` (explosions).
       goal: int32, `GOAL_CHECKMATE`, `GOAL_KING` or `GOAL_EXTINCTION`.
       extinction: bool, a side left without one of the six piece types loses.
-      fog: bool, observations show only what the mover can see (dark).
+      fog: bool, observations show only what the mover can see (dark, `fog=on`).
+      sense: int32, side of the sensing window (`fog=sense:W`: 2 or 3), 0 without sensing;
+        such games are played through `mmc_jax.rules.recon`.
       colour: int32, `COLOUR_ANY`, `COLOUR_SAME` or `COLOUR_OTHER`.
       kk_draw: bool, K vs K is a draw.
       vector_allowed: bool[40], which move vectors (32 queen-like direction x distance, then
@@ -344,6 +381,7 @@ class Rules:
     goal: jax.Array
     extinction: jax.Array
     fog: jax.Array
+    sense: jax.Array
     colour: jax.Array
     kk_draw: jax.Array
     vector_allowed: jax.Array
@@ -382,7 +420,7 @@ def _make(name: str, max_plies: int) -> Rules:
     # over `batch`): the cache must never hold a tracer, which would leak into later calls.
     with jax.ensure_compile_time_eval():
         return Rules(
-            variant_id=jnp.int32(VARIANTS.index(name) if name in NAMED else -1),
+            variant_id=jnp.int32(VARIANTS.index(name) if name in VARIANTS else -1),
             start_pieces=jnp.asarray(position.pieces, jnp.uint32),
             start_own=jnp.uint32(position.own),
             check_based=jnp.bool_(check_based),
@@ -390,6 +428,7 @@ def _make(name: str, max_plies: int) -> Rules:
             goal=jnp.int32(GOALS.index(v.goal)),
             extinction=jnp.bool_(v.goal == "extinction"),
             fog=jnp.bool_(v.fog == "on"),
+            sense=jnp.int32(SENSE_WINDOW[v.fog]),
             colour=jnp.int32(COLOURS.index(v.colour)),
             kk_draw=jnp.bool_(check_based or atomic),
             vector_allowed=jnp.asarray(allowed),
@@ -452,8 +491,10 @@ class Space:
 
     starts: start spellings; `"shuffle"` stands for all 240 shuffles (duplicates of named
       arrays count once).
-    captures: capture values. goal_fogs: (goal, fog) pairs. colours: colour values.
-    The default is the whole space less `colour=same` (whose gardner-like starts have no move).
+    captures: capture values. goal_fogs: (goal, fog) pairs (`GOAL_FOGS`, or the sensing pairs
+      `SENSE_GOAL_FOGS`, which only a space declaring them holds). colours: colour values.
+    The default is the whole space of the 1225-action games less `colour=same` (whose
+    gardner-like starts have no move).
     """
 
     starts: tuple[str, ...] = ("gardner", "baby", "mallet", "shuffle")
@@ -503,8 +544,10 @@ def space_weights(space: Space | None = None, per: str = "point") -> dict[str, f
         if c not in CAPTURES:
             raise ValueError(f"unknown capture {c!r}; valid values of capture: {CAPTURES}")
     for gf in space.goal_fogs:
-        if tuple(gf) not in GOAL_FOGS:
-            raise ValueError(f"unknown goal/fog pair {gf!r}; valid pairs: {GOAL_FOGS}")
+        if tuple(gf) not in GOAL_FOGS + SENSE_GOAL_FOGS:
+            raise ValueError(
+                f"unknown goal/fog pair {gf!r}; valid pairs: {GOAL_FOGS + SENSE_GOAL_FOGS}"
+            )
     for c in space.colours:
         if c not in COLOURS:
             raise ValueError(f"unknown colour {c!r}; valid values of colour: {COLOURS}")
