@@ -440,3 +440,21 @@ def test_observation_depends_only_on_the_players_information(engine):
             match.play(text)
         state = after
     assert differed > 100
+
+
+def test_everything_outside_the_recon_engine_refuses_a_sensing_variant_in_one_line():
+    from configs import gardner
+    from mmc_jax.algorithms import alphazero
+    from mmc_jax.infra import cli
+
+    assert R.check_variant("recon", sensing=True) == "recon"
+    for variant in ("recon", "goal=extinction,fog=sense:3"):
+        with pytest.raises(ValueError, match="sensing variant.*recon engine") as error:
+            R.check_variant(variant)
+        assert "\n" not in str(error.value)
+        config = gardner.get_config("smoke")
+        config.variant = variant
+        with pytest.raises(ValueError, match="sensing variant"):
+            alphazero.prepare_config(config)
+        with pytest.raises(Exception, match="sensing variant"):
+            cli.variant_arg(variant)

@@ -326,9 +326,20 @@ def canonical(spec: str | Variant) -> str:
     )
 
 
-def check_variant(spec: str | Variant) -> str:
-    """Validate a spelling and return its canonical form (for CLIs, configs, PGN headers)."""
-    return canonical(spec)
+def check_variant(spec: str | Variant, *, sensing: bool = False) -> str:
+    """Validate a spelling and return its canonical form (for CLIs, configs, PGN headers).
+
+    A sensing variant (`fog=sense:W`, e.g. `recon`) is a ValueError unless `sensing`: it plays
+    only through the recon engine (`mmc_jax.rules.recon_*`) so far, and everything that takes a
+    variant outside it (training, matches, search, play, engines) plays the 1225-action games,
+    where a sensing game would be over at its first move."""
+    name = canonical(spec)
+    if not sensing and SENSE_WINDOW[parse(name).fog]:
+        raise ValueError(
+            f"{name} is a sensing variant (fog=sense:W): only the recon engine "
+            "(mmc_jax.rules.recon_*) plays it so far; training, matches and play do not"
+        )
+    return name
 
 
 def start_fen(spec: str | Variant) -> str:
