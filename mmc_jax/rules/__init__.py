@@ -35,7 +35,10 @@ from mmc_jax.rules.game import (
     OBS_SHAPE,
     PLY_SCALE,
     State,
+    mask_to_planes,
+    pack_observation,
     state_bytes,
+    unpack_observation,
 )
 from mmc_jax.rules.notation import parse_fen, render
 from mmc_jax.rules.variants import (
@@ -111,6 +114,9 @@ __all__ = [
     "step_with_planes",
     "legal_planes",
     "planes_to_mask",
+    "mask_to_planes",
+    "pack_observation",
+    "unpack_observation",
     "to_fen",
     "uci_to_action",
     "action_to_uci",
