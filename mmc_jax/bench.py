@@ -876,8 +876,9 @@ def _iteration_gardner(args) -> dict:
     rules_b = R.batch(list(config.variants), batch)
     state = alphazero.init_train_state(config, rules_b, jax.random.key(0), mesh)
     network = network_lib.make_network(config.network)
-    iteration = alphazero.make_iteration(config, mesh)
-    iteration_before = alphazero.make_iteration(before_dict, mesh)
+    # Not donating: the arms call them again on the same state.
+    iteration = alphazero.make_iteration(config, mesh, donate=False)
+    iteration_before = alphazero.make_iteration(before_dict, mesh, donate=False)
     key = jax.random.key(1)
 
     # The parts, in the order iteration_step runs them (mirroring is a no-op in Gardner).
@@ -970,7 +971,7 @@ def _iteration_joat(args) -> dict:
     table = R.batch(variants, len(variants))
     weights = jnp.ones((len(variants),), jnp.float32)
     state = meta.init_meta_state(config, table, jax.random.key(0), mesh)
-    step = meta.make_meta_step(config, mesh)
+    step = meta.make_meta_step(config, mesh, donate=False)  # the arms reuse the state
     eps = jnp.float32(float(config.meta.outer_lr))
     for i in range(2):
         state = step(state, table, weights, jax.random.key(10 + i), eps)[0]
@@ -993,14 +994,14 @@ def _iteration_joat(args) -> dict:
         per_task = jax.tree.map(
             lambda x: x.reshape(x.shape[0], num_tasks, games, *x.shape[2:]), trajectory
         )
-        batches = jax.vmap(selfplay.compute_targets, in_axes=1)(per_task)
+        batches = learner.pack(jax.vmap(selfplay.compute_targets, in_axes=1)(per_task))
         return jax.vmap(learner.replay_add)(jax.tree.map(lambda x: x[tasks], replay), batches)
 
     rings = targets(trajectory, state.replay)
     frozen = ml_collections.FrozenConfigDict(config)
     update = jax.jit(meta.meta_update, static_argnames=("config", "mesh"))
     keys = jax.random.split(key, num_tasks)
-    step_before = meta.make_meta_step(before_dict, mesh)
+    step_before = meta.make_meta_step(before_dict, mesh, donate=False)
     saved = {
         "params": state.params,
         "opt_state": state.opt_state,
