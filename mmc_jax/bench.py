@@ -1,4 +1,4 @@
-"""Benchmarks: `python -m mmc_jax.bench env|selfplay|learner|iteration|processes|xla-flags`.
+"""Benchmarks: `python -m mmc_jax.bench env|selfplay|learner|iteration|memory|processes|xla-flags`.
 
 `env` measures random-play throughput with one protocol for every engine: inside one jitted
 `lax.scan`, each ply computes the legal action mask, draws a uniformly random legal action
@@ -36,6 +36,11 @@ and the JOAT inner loop (`meta.adapt_tasks`) against their limit, the same numbe
 one jitted `learner.train_step` called in a Python loop, and against the paths before issue 10
 (XLA's own convolution gradient; the inner loop vmapped over the tasks), all arms interleaved
 in one process, medians of `--repeats` rounds.
+
+`memory` reports, for each `--configs` NAME:PRESET (default `gardner:full`), the replay ring's
+bytes per sample and XLA's memory analysis of one training iteration compiled (never run) from
+the abstract state: argument, output, aliased (outputs written over donated arguments),
+temporary bytes, and their peak, argument + output - alias + temporaries.
 
 `processes` measures the multi-process overhead on this machine: `train` (default
 `configs/gardner.py:cpu`) as 2 processes x 1 CPU device joined by gloo over 127.0.0.1
@@ -1056,6 +1061,87 @@ def bench_iteration(args) -> dict:
     return result
 
 
+# ----------------------------------------------------------------------------- memory
+
+
+def _memory_of_iteration(name: str, preset: str) -> dict:
+    """Replay bytes and XLA's memory analysis of one compiled iteration of `configs/<name>.py:
+    <preset>`, lowered from the abstract state (shapes only: nothing of its size is allocated,
+    and the iteration is compiled, never run)."""
+    from mmc_jax.algorithms import alphazero, meta
+    from mmc_jax.infra import sharding
+
+    config = _load_preset(name, preset)
+    algorithm = alphazero.ALGORITHM if name == "gardner" else meta.ALGORITHM
+    config = algorithm.prepare_config(config)
+    mesh = algorithm.make_mesh(config)
+    state = algorithm.abstract_state(config, mesh)
+    key = sharding.put_key(jax.random.key(0), mesh)
+    if name == "gardner":
+        rules_b = jax.eval_shape(lambda: R.batch(list(config.variants), config.selfplay.batch_size))
+        lowered = alphazero.make_iteration(config, mesh).lower(state, rules_b, key)
+    else:
+        table = jax.eval_shape(lambda: meta.rules_table(tuple(config.variants)))
+        weights = jax.ShapeDtypeStruct((len(config.variants),), jnp.float32)
+        eps = jax.ShapeDtypeStruct((), jnp.float32)
+        lowered = meta.make_meta_step(config, mesh).lower(state, table, weights, key, eps)
+    started = time.perf_counter()
+    analysis = lowered.compile().memory_analysis()
+    compile_seconds = time.perf_counter() - started
+
+    def nbytes(tree) -> int:
+        return sum(
+            int(np.prod(x.shape)) * np.dtype(x.dtype).itemsize for x in jax.tree.leaves(tree)
+        )
+
+    ring = state.replay
+    capacity = int(ring.data.value_target.shape[-1])
+    rings = int(np.prod(ring.data.value_target.shape[:-1], dtype=np.int64))  # JOAT: per variant
+    fields = ("argument", "output", "alias", "temp", "generated_code")
+    compiled = {f: int(getattr(analysis, f"{f}_size_in_bytes")) for f in fields}
+    # What the iteration holds at its peak: inputs, outputs not written over donated inputs, and
+    # XLA's temporaries.
+    compiled["peak"] = compiled["argument"] + compiled["output"] - compiled["alias"]
+    compiled["peak"] += compiled["temp"]
+    return {
+        "config": f"{name}:{preset}",
+        "replay_bytes_per_sample": nbytes(ring) / (rings * capacity),
+        "replay_samples": rings * capacity,
+        "replay_bytes": nbytes(ring),
+        "state_bytes": nbytes(state),
+        "compiled_bytes": compiled,
+        "compile_seconds": compile_seconds,
+    }
+
+
+def bench_memory(args) -> dict:
+    """Bytes per replay sample and the compiled memory of one iteration of each `--configs`."""
+    result = {
+        "benchmark": "memory",
+        "device": str(jax.devices()[0].device_kind),
+        "platform": jax.default_backend(),
+        "runs": [],
+    }
+    for spec in args.configs:
+        name, _, preset = spec.partition(":")
+        if name not in ("gardner", "joat") or not preset:
+            raise SystemExit(f"error: --configs {spec!r}: expected gardner:PRESET or joat:PRESET")
+        run = _memory_of_iteration(name, preset)
+        result["runs"].append(run)
+        if not args.json:
+            mib = {k: v / 2**20 for k, v in run["compiled_bytes"].items()}
+            print(
+                f"{run['config']}: replay {run['replay_bytes_per_sample']:.0f} bytes per sample "
+                f"x {run['replay_samples']:,} = {run['replay_bytes'] / 2**20:.1f} MiB; state "
+                f"{run['state_bytes'] / 2**20:.1f} MiB; compiled iteration: arguments "
+                f"{mib['argument']:.1f} MiB, outputs {mib['output']:.1f} MiB (aliased to "
+                f"donated arguments {mib['alias']:.1f} MiB), temporaries {mib['temp']:.1f} MiB, "
+                f"peak {mib['peak']:.1f} MiB (compiled in {run['compile_seconds']:.0f} s)",
+                flush=True,
+            )
+    return result
+
+
 PROCESS_LAYOUTS = (("1 process x 2 devices", 1, 2), ("2 processes x 1 device", 2, 1))
 
 
@@ -1368,6 +1454,16 @@ def main(argv=None):
     ip.add_argument("--joat-preset", default="quick", help="configs/joat.py preset (quick)")
     ip.add_argument("--repeats", type=POSITIVE, default=3, help="timed rounds (default 3)")
     ip.add_argument("--json", action="store_true", help="print one JSON object")
+    mp = sub.add_parser(
+        "memory", help="bytes per replay sample and XLA's memory analysis of one iteration"
+    )
+    mp.add_argument(
+        "--configs",
+        nargs="+",
+        default=["gardner:full"],
+        help="NAME:PRESET of configs/NAME.py, one row each (default gardner:full)",
+    )
+    mp.add_argument("--json", action="store_true", help="print one JSON object")
     pp = sub.add_parser(
         "processes",
         help="multi-process overhead: 2 processes x 1 device vs 1 process x 2 devices (gloo)",
@@ -1414,6 +1510,7 @@ def main(argv=None):
             print()
         return
     plain = {
+        "memory": bench_memory,
         "processes": bench_processes,
         "iteration": bench_iteration,
         "learner": bench_learner,
