@@ -92,16 +92,26 @@ def evaluation(every: int, num_games: int, num_simulations: int) -> ml_collectio
     return section
 
 
-def checkpointing(every: int, max_to_keep: int) -> ml_collections.ConfigDict:
-    """The `checkpoint` section; the replay ring is saved so a resume is bit-identical."""
+def checkpointing(every: int, max_to_keep: int, save_replay: bool) -> ml_collections.ConfigDict:
+    """The `checkpoint` section.
+
+    `save_replay`: whether checkpoints hold the replay ring. With it (the CPU presets) a
+    resumed run is bit-identical to an unbroken one. Without it (the accelerator presets, whose
+    rings are hundreds of MB) checkpoints hold parameters, optimizer state, games in progress
+    and counters only, and a resume starts with an empty ring: the first iterations after it
+    train on the samples played since (a ring of `replay.iterations` iterations refills in as
+    many), it prints a note, and its first metrics record has `replay/restored` = 0 (1 when the
+    ring came with the checkpoint). A checkpoint that holds a ring is read with it whatever
+    this flag says now (one of the dense layout written before 2026-11-26 is packed on the way).
+    """
     section = ml_collections.ConfigDict()
     section.every = every
     section.max_to_keep = max_to_keep
     # Also keep every checkpoint whose iteration is a multiple of this (0: only the last
     # `max_to_keep`), e.g. for `python -m mmc_jax.evaluate tournament --run WORKDIR`: an Elo
-    # curve over training. Each kept one holds the replay too (`save_replay`).
+    # curve over training. Each kept one holds the replay too when `save_replay`.
     section.keep_period = 0
-    section.save_replay = True
+    section.save_replay = save_replay
     return section
 
 

@@ -6,22 +6,24 @@ Presets (the part after the colon):
       One accelerator (H100 class): 6x128 ResNet, 1024 games x 64 plies x 32 simulations per
       iteration, 400 iterations (26M positions). Not yet run: expect a few hours and
       near-perfect scores against random and greedy within the first few dozen iterations.
+      Checkpoints without the replay ring (`checkpoint.save_replay`): a resume starts with an
+      empty ring, which refills in `replay.iterations` = 4 iterations, and says so.
   cpu              bash experiments/gardner_cpu/run.sh runs/gardner_cpu   (30 minutes + eval)
       A 2-core CPU: 2x32 net (63k parameters), 128 games x 32 plies x 32 simulations per
-      iteration, 32 minibatches of 256 from the last 8 iterations (games cut off by a scan
-      get their result when they end: `replay.backfill_outcomes`), evaluation (64 games each
-      against random and greedy, 32 simulations) every 15 iterations, a checkpoint (with the
-      replay, ~8 MB) every iteration. `num_iterations` = 400 is only a cap: the 30-minute
-      protocol stops the run on the wall clock. Measured on a quiet 2-core CPU (2026-11-23,
-      batch-first search loop): compile 49 s, 7-8 s per iteration (~530 positions/s; 10-11 s on
-      a slower 2-core machine, where `bench iteration` agrees: 11.2 s); after 30
-      minutes (196 iterations, 803k positions) 1.000 [0.990, 1.000] against random and 0.991
-      [0.985, 0.998] against greedy over 400 games each (experiments/gardner_cpu/README.md).
-      With `replay.backfill_outcomes` (2026-11-24): 214 iterations, 0.994 against greedy and
-      0.224 [0.186, 0.261] against Fairy-Stockfish at 100 nodes (0.104 without); trained
-      for 60 minutes instead (seed 2, 559 iterations), 0.258 [0.218, 0.297]. With
-      `--config.selfplay.value_q_weight=0.5` (2026-11-25): 0.268 and 0.205 over seeds 0 and
-      1, against 0.199 and 0.205 for the default run beside each: no gain.
+      iteration, 32 minibatches of 256 from the last 8 iterations (games cut off by a scan get
+      their result when they end: `replay.backfill_outcomes`), evaluation (64 games each against
+      random and greedy, 32 simulations) every 15 iterations, a checkpoint (with the replay
+      ring: a resume is bit-identical) every iteration. `num_iterations` = 400 is only a cap:
+      the 30-minute protocol stops the run on the wall clock. Measured on a quiet 2-core CPU
+      (2026-11-23, batch-first search loop): compile 49 s, 7-8 s per iteration (~530
+      positions/s; 10-11 s on a slower 2-core machine, where `bench iteration` agrees: 11.2 s);
+      after 30 minutes (196 iterations, 803k positions) 1.000 [0.990, 1.000] against random and
+      0.991 [0.985, 0.998] against greedy over 400 games each
+      (experiments/gardner_cpu/README.md). With `replay.backfill_outcomes` (2026-11-24): 214
+      iterations, 0.994 against greedy and 0.224 [0.186, 0.261] against Fairy-Stockfish at 100
+      nodes (0.104 without); trained for 60 minutes instead (seed 2, 559 iterations), 0.258
+      [0.218, 0.297]. With `--config.selfplay.value_q_weight=0.5` (2026-11-25): 0.268 and 0.205
+      over seeds 0 and 1, against 0.199 and 0.205 for the default run beside each: no gain.
       On one H100: about 1 s per iteration.
   smoke            python -m mmc_jax.train --config configs/gardner.py:smoke --workdir /tmp/s
       The tests' run: a 1x8 net, 8 games x 4 plies x 4 simulations, 2 iterations. About two
@@ -89,10 +91,13 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
 
     config.eval = common.evaluation(every=10, num_games=128, num_simulations=32)
 
-    # The replay ring is saved with the checkpoints, so a resumed run is bit-identical to an
-    # unbroken one. Here 4 x 65k samples of 8.7 kB = 2.3 GB in memory; mostly zeros, so zstd
-    # stores it in about 5% of that. save_replay=False: a resumed run starts with an empty ring.
-    config.checkpoint = common.checkpointing(every=5, max_to_keep=3)
+    # The replay ring goes into the checkpoints of the CPU presets (a resumed run is then
+    # bit-identical to an unbroken one), not into those of `full` (4 x 65k samples of 953 bytes
+    # = 250 MB): a resume there starts with an empty ring, which refills in
+    # `replay.iterations` iterations (`configs/common.py:checkpointing` says what it does).
+    config.checkpoint = common.checkpointing(
+        every=5, max_to_keep=3, save_replay=preset in ("cpu", "smoke")
+    )
 
     if preset == "cpu":
         config.num_iterations = 400  # a cap: the 30-minute run stops on the wall clock

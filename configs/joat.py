@@ -17,7 +17,8 @@ Presets (the part after the colon; without one: `full` on an accelerator, `cpu` 
   full             python -m mmc_jax.train --config configs/joat.py:full --workdir runs/joat
       One accelerator (H100 class): 6x128 ResNet, 7 tasks x 128 games x 64 plies x 32
       simulations per outer iteration, k = 16 inner steps of 512, 300 outer iterations.
-      Not run yet.
+      Not run yet. Checkpoints without the replay rings (`checkpoint.save_replay`): a resume
+      starts them empty (each task's refills the next time it is drawn), and says so.
   cpu              python -m mmc_jax.train --config configs/joat.py:cpu --workdir runs/joat
       2x32 net, 4 tasks x 16 games x 32 plies x 16 simulations (2 sampled worlds per move in
       fog tasks), k = 8 inner steps of 128, 60 iterations. On one H100 (the study's pretraining,
@@ -185,7 +186,9 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
     config.eval.opponents = ("random", "greedy")
     config.eval.variants = ";".join(HELD_OUT)  # "": the training variants, then the held-out
 
-    config.checkpoint = common.checkpointing(every=5, max_to_keep=3)
+    # The accelerator preset's checkpoints leave out the replay rings; a resume starts them
+    # empty (configs/common.py:checkpointing). The CPU presets save them: bit-identical resume.
+    config.checkpoint = common.checkpointing(every=5, max_to_keep=3, save_replay=preset != "full")
 
     # `python -m mmc_jax.adapt` on checkpoints of this run: AlphaZero on one variant.
     adapt = config.adapt = ml_collections.ConfigDict()

@@ -1,4 +1,4 @@
-"""Benchmarks: `python -m mmc_jax.bench env|selfplay|learner|iteration|processes|xla-flags`.
+"""Benchmarks: `python -m mmc_jax.bench env|selfplay|learner|iteration|memory|processes|xla-flags`.
 
 `env` measures random-play throughput with one protocol for every engine: inside one jitted
 `lax.scan`, each ply computes the legal action mask, draws a uniformly random legal action
@@ -36,6 +36,11 @@ and the JOAT inner loop (`meta.adapt_tasks`) against their limit, the same numbe
 one jitted `learner.train_step` called in a Python loop, and against the paths before issue 10
 (XLA's own convolution gradient; the inner loop vmapped over the tasks), all arms interleaved
 in one process, medians of `--repeats` rounds.
+
+`memory` reports, for each `--configs` NAME:PRESET (default `gardner:full`), the replay ring's
+bytes per sample and XLA's memory analysis of one training iteration compiled (never run) from
+the abstract state: argument, output, aliased (outputs written over donated arguments),
+temporary bytes, and their peak, argument + output - alias + temporaries.
 
 `processes` measures the multi-process overhead on this machine: `train` (default
 `configs/gardner.py:cpu`) as 2 processes x 1 CPU device joined by gloo over 127.0.0.1
@@ -980,8 +985,9 @@ def _iteration_gardner(args) -> dict:
     rules_b = R.batch(list(config.variants), batch)
     state = alphazero.init_train_state(config, rules_b, jax.random.key(0), mesh)
     network = network_lib.make_network(config.network)
-    iteration = alphazero.make_iteration(config, mesh)
-    iteration_before = alphazero.make_iteration(before_dict, mesh)
+    # Not donating: the arms call them again on the same state.
+    iteration = alphazero.make_iteration(config, mesh, donate=False)
+    iteration_before = alphazero.make_iteration(before_dict, mesh, donate=False)
     key = jax.random.key(1)
 
     # The parts, in the order iteration_step runs them (mirroring is a no-op in Gardner).
@@ -1074,7 +1080,7 @@ def _iteration_joat(args) -> dict:
     table = R.batch(variants, len(variants))
     weights = jnp.ones((len(variants),), jnp.float32)
     state = meta.init_meta_state(config, table, jax.random.key(0), mesh)
-    step = meta.make_meta_step(config, mesh)
+    step = meta.make_meta_step(config, mesh, donate=False)  # the arms reuse the state
     eps = jnp.float32(float(config.meta.outer_lr))
     for i in range(2):
         state = step(state, table, weights, jax.random.key(10 + i), eps)[0]
@@ -1097,14 +1103,14 @@ def _iteration_joat(args) -> dict:
         per_task = jax.tree.map(
             lambda x: x.reshape(x.shape[0], num_tasks, games, *x.shape[2:]), trajectory
         )
-        batches = jax.vmap(selfplay.compute_targets, in_axes=1)(per_task)
+        batches = learner.pack(jax.vmap(selfplay.compute_targets, in_axes=1)(per_task))
         return jax.vmap(learner.replay_add)(jax.tree.map(lambda x: x[tasks], replay), batches)
 
     rings = targets(trajectory, state.replay)
     frozen = ml_collections.FrozenConfigDict(config)
     update = jax.jit(meta.meta_update, static_argnames=("config", "mesh"))
     keys = jax.random.split(key, num_tasks)
-    step_before = meta.make_meta_step(before_dict, mesh)
+    step_before = meta.make_meta_step(before_dict, mesh, donate=False)
     saved = {
         "params": state.params,
         "opt_state": state.opt_state,
@@ -1160,6 +1166,94 @@ def bench_iteration(args) -> dict:
                     flush=True,
                 )
             print(f"{run['config']}: iteration {run['iteration_speedup']:.1f}x faster", flush=True)
+    return rows.finish()
+
+
+# ----------------------------------------------------------------------------- memory
+
+
+def _memory_of_iteration(name: str, preset: str) -> dict:
+    """Replay bytes and XLA's memory analysis of one compiled iteration of `configs/<name>.py:
+    <preset>`, lowered from the abstract state (shapes only: nothing of its size is allocated,
+    and the iteration is compiled, never run)."""
+    from mmc_jax.algorithms import alphazero, meta
+    from mmc_jax.infra import sharding
+
+    config = _load_preset(name, preset)
+    algorithm = alphazero.ALGORITHM if name == "gardner" else meta.ALGORITHM
+    config = algorithm.prepare_config(config)
+    mesh = algorithm.make_mesh(config)
+    state = algorithm.abstract_state(config, mesh)
+    key = sharding.put_key(jax.random.key(0), mesh)
+    if name == "gardner":
+        rules_b = jax.eval_shape(lambda: R.batch(list(config.variants), config.selfplay.batch_size))
+        lowered = alphazero.make_iteration(config, mesh).lower(state, rules_b, key)
+    else:
+        table = jax.eval_shape(lambda: meta.rules_table(tuple(config.variants)))
+        weights = jax.ShapeDtypeStruct((len(config.variants),), jnp.float32)
+        eps = jax.ShapeDtypeStruct((), jnp.float32)
+        lowered = meta.make_meta_step(config, mesh).lower(state, table, weights, key, eps)
+    started = time.perf_counter()
+    analysis = lowered.compile().memory_analysis()
+    compile_seconds = time.perf_counter() - started
+
+    def nbytes(tree) -> int:
+        return sum(
+            int(np.prod(x.shape)) * np.dtype(x.dtype).itemsize for x in jax.tree.leaves(tree)
+        )
+
+    ring = state.replay
+    capacity = int(ring.data.value_target.shape[-1])
+    rings = int(np.prod(ring.data.value_target.shape[:-1], dtype=np.int64))  # JOAT: per variant
+    fields = ("argument", "output", "alias", "temp", "generated_code")
+    compiled = {f: int(getattr(analysis, f"{f}_size_in_bytes")) for f in fields}
+    # What the iteration holds at its peak: inputs, outputs not written over donated inputs, and
+    # XLA's temporaries.
+    compiled["peak"] = compiled["argument"] + compiled["output"] - compiled["alias"]
+    compiled["peak"] += compiled["temp"]
+    return {
+        "config": f"{name}:{preset}",
+        "replay_bytes_per_sample": nbytes(ring) / (rings * capacity),
+        "replay_samples": rings * capacity,
+        "replay_bytes": nbytes(ring),
+        "state_bytes": nbytes(state),
+        "compiled_bytes": compiled,
+        "compile_seconds": compile_seconds,
+    }
+
+
+def bench_memory(args) -> dict:
+    """Bytes per replay sample and the compiled memory of one iteration of each `--configs`
+    (one row each)."""
+    for spec in args.configs:
+        name, _, preset = spec.partition(":")
+        if name not in ("gardner", "joat") or not preset:
+            raise SystemExit(f"error: --configs {spec!r}: expected gardner:PRESET or joat:PRESET")
+    result = {
+        "benchmark": "memory",
+        "device": str(jax.devices()[0].device_kind),
+        "platform": jax.default_backend(),
+        "runs": [],
+    }
+    rows = Rows(args, result)
+    for spec in args.configs:
+        if not rows.may_start(spec):
+            continue
+        name, _, preset = spec.partition(":")
+        run = _memory_of_iteration(name, preset)
+        result["runs"].append(run)
+        if not args.json:
+            mib = {k: v / 2**20 for k, v in run["compiled_bytes"].items()}
+            print(
+                f"{run['config']}: replay {run['replay_bytes_per_sample']:.0f} bytes per sample "
+                f"x {run['replay_samples']:,} = {run['replay_bytes'] / 2**20:.1f} MiB; state "
+                f"{run['state_bytes'] / 2**20:.1f} MiB; compiled iteration: arguments "
+                f"{mib['argument']:.1f} MiB, outputs {mib['output']:.1f} MiB (aliased to "
+                f"donated arguments {mib['alias']:.1f} MiB), temporaries {mib['temp']:.1f} MiB, "
+                f"peak {mib['peak']:.1f} MiB (compiled in {run['compile_seconds']:.0f} s)",
+                flush=True,
+            )
+        rows.record()
     return rows.finish()
 
 
@@ -1554,6 +1648,16 @@ def main(argv=None):
     ip.add_argument("--joat-preset", default="quick", help="configs/joat.py preset (quick)")
     ip.add_argument("--repeats", type=POSITIVE, default=3, help="timed rounds (default 3)")
     _add_output_flags(ip, "config")
+    mp = sub.add_parser(
+        "memory", help="bytes per replay sample and XLA's memory analysis of one iteration"
+    )
+    mp.add_argument(
+        "--configs",
+        nargs="+",
+        default=["gardner:full"],
+        help="NAME:PRESET of configs/NAME.py, one row each (default gardner:full)",
+    )
+    _add_output_flags(mp, "config")
     pp = sub.add_parser(
         "processes",
         help="multi-process overhead: 2 processes x 1 device vs 1 process x 2 devices (gloo)",
@@ -1614,6 +1718,7 @@ def main(argv=None):
         )
     benchmarks = {
         "env": bench_env,
+        "memory": bench_memory,
         "processes": bench_processes,
         "iteration": bench_iteration,
         "learner": bench_learner,

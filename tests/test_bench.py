@@ -241,8 +241,9 @@ def fake_child(argv, environ):
                 "learner, project flags #1",
             ],
         ),
+        ("memory --configs gardner:smoke joat:smoke", "gardner:smoke", ["joat:smoke"]),
     ],
-    ids=["iteration", "processes", "xla-flags"],
+    ids=["iteration", "processes", "xla-flags", "memory"],
 )
 def test_every_multi_row_benchmark_stops_at_its_time_limit(
     monkeypatch, capsys, tmp_path, argv, first_call, skipped
@@ -258,6 +259,9 @@ def test_every_multi_row_benchmark_stops_at_its_time_limit(
     )
     monkeypatch.setattr(bench, "_child_json", lambda *a: calls.append(a[0]) or fake_child(*a))
     monkeypatch.setattr(bench.startup, "xla_flags_value", lambda environ: "--xla_fake=true")
+    monkeypatch.setattr(
+        bench, "_memory_of_iteration", lambda name, preset: calls.append(f"{name}:{preset}") or {}
+    )
     path = tmp_path / "result.json"
     bench.main([*argv.split(), "--time-limit", "0", "--json", "--json-out", str(path)])
     out, err = capsys.readouterr()
@@ -268,7 +272,9 @@ def test_every_multi_row_benchmark_stops_at_its_time_limit(
     assert "--time-limit 0 s reached; skipped " + ", ".join(skipped) in err
 
 
-@pytest.mark.parametrize("benchmark", ["env", "selfplay", "iteration", "processes", "xla-flags"])
+@pytest.mark.parametrize(
+    "benchmark", ["env", "selfplay", "iteration", "processes", "xla-flags", "memory"]
+)
 @pytest.mark.parametrize("value", ["-1", "nan", "soon"])
 def test_a_bad_time_limit_is_one_line_before_any_work(capsys, benchmark, value):
     with pytest.raises(SystemExit) as exit_info:
@@ -284,6 +290,26 @@ def test_a_json_out_that_cannot_be_written_is_one_line_before_any_work(capsys, t
     assert exit_info.value.code == 2
     last = capsys.readouterr().err.strip().splitlines()[-1]
     assert "--json-out" in last and "cannot write it" in last, last
+
+
+def test_memory_refuses_a_config_it_cannot_name_in_one_line():
+    with pytest.raises(SystemExit, match="expected gardner:PRESET or joat:PRESET"):
+        bench.main(["memory", "--configs", "gardner"])
+
+
+@pytest.mark.slow
+def test_memory_reports_the_packed_replay_sample_and_the_compiled_peak(tmp_path):
+    path = tmp_path / "memory.json"
+    bench.main(["memory", "--configs", "gardner:smoke", "--json-out", str(path)])
+    (run,) = json.loads(path.read_text())["runs"]
+    assert run["config"] == "gardner:smoke"
+    assert run["replay_bytes_per_sample"] <= 2048  # issue 38's target for a replay sample
+    compiled = run["compiled_bytes"]
+    assert compiled["alias"] > 0  # the iteration's state is donated
+    assert (
+        compiled["peak"]
+        == compiled["argument"] + compiled["output"] - compiled["alias"] + (compiled["temp"])
+    )
 
 
 # --------------------------------------------------------------------------------------------

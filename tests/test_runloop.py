@@ -97,12 +97,50 @@ def test_resume_is_bit_identical(runs, first_iterations, tmp_path, name):
     unbroken = metrics.read_metrics(runs[name].workdir)
     records = metrics.read_metrics(workdir)
     assert [r["step"] for r in records] == [1, 2]
+    assert records[1]["replay/restored"] == 1 and "replay/restored" not in records[0]
+    assert "holds no replay ring" not in resumed.log
     for key in ("train/policy_loss", "train/value_loss", "selfplay/frames", "frames"):
         assert [r[key] for r in records] == [r[key] for r in unbroken], key
     again = train(name, 2, workdir)
     assert again.result.start_iteration == 2 and again.result.record["iteration"] == 2
     assert "already finished" in again.log and "compiled" not in again.log
     assert [r["step"] for r in metrics.read_metrics(workdir)] == [1, 2]
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_a_resume_from_a_checkpoint_without_the_replay_ring_starts_it_empty_and_says_so(
+    runs, tmp_path, name
+):
+    """checkpoint.save_replay=False (the accelerator presets): the checkpoint holds no ring; a
+    resume plays on with the saved parameters, optimizer state and games and an empty ring,
+    which refills from the iteration's own samples; its log and its first record say so."""
+    algorithm = ALGORITHMS[name][0]
+    config = smoke(name, 1)
+    config.checkpoint.save_replay = False
+    runloop.run(algorithm, config, tmp_path, stream=None)
+    saved = checkpoint.load_metadata(tmp_path)["shapes"]
+    assert saved and not any(path.startswith("['replay']") for path in saved)
+    config.num_iterations = 2
+    log = io.StringIO()
+    resumed = runloop.run(algorithm, config, tmp_path, stream=log)
+    assert resumed.start_iteration == 1 and resumed.record["iteration"] == 2
+    assert "holds no replay ring" in log.getvalue() and "starts empty" in log.getvalue()
+    records = metrics.read_metrics(tmp_path)
+    unbroken = metrics.read_metrics(runs[name].workdir)
+    assert records[1]["replay/restored"] == 0
+    assert np.isfinite(records[1]["train/policy_loss"])
+    if name == "alphazero":  # the ring holds this iteration's samples; unbroken, two iterations'
+        assert records[1]["replay/size"] == frames_per_iteration(name)
+        assert unbroken[1]["replay/size"] == 2 * frames_per_iteration(name)
+    # (JOAT's smoke rings hold one draw of their task: full after any draw, resumed or not.)
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_accelerator_presets_checkpoint_without_the_replay_ring(name):
+    module = ALGORITHMS[name][1]
+    for preset in module.PRESETS:
+        saves = module.get_config(preset).checkpoint.save_replay
+        assert saves == (preset not in ("full", "default")), preset
 
 
 MISMATCHES = {  # per algorithm: (config field, value, the error's words)

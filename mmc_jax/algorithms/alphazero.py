@@ -251,16 +251,9 @@ def samples_per_iteration(config: ml_collections.ConfigDict) -> int:
     return int(config.selfplay.num_plies) * int(config.selfplay.batch_size)
 
 
-def example_batch() -> learner.Batch:
-    """A one-sample `learner.Batch` of `ShapeDtypeStruct`s (the replay ring's layout)."""
-    num_actions = R.NUM_ACTIONS
-    return learner.Batch(
-        obs=jax.ShapeDtypeStruct((1, *R.OBS_SHAPE), jnp.float32),
-        legal_action_mask=jax.ShapeDtypeStruct((1, num_actions), jnp.bool_),
-        policy_target=jax.ShapeDtypeStruct((1, num_actions), jnp.float32),
-        value_target=jax.ShapeDtypeStruct((1,), jnp.float32),
-        value_mask=jax.ShapeDtypeStruct((1,), jnp.bool_),
-    )
+def example_batch() -> learner.PackedBatch:
+    """A one-sample `learner.PackedBatch` of `ShapeDtypeStruct`s: the replay ring's layout."""
+    return learner.example_packed()
 
 
 def _init_fn(config: ml_collections.ConfigDict):
@@ -316,7 +309,8 @@ def add_to_replay(
     batch: learner.Batch,
     config: ml_collections.ConfigDict,
 ) -> tuple[learner.ReplayBuffer, dict[str, jax.Array]]:
-    """Writes one scan's samples (`batch`, from `trajectory`) into the ring.
+    """Writes one scan's samples (`batch`, from `trajectory`) into the ring, packed
+    (`learner.pack`).
 
     With `replay.backfill_outcomes`, first the games carried in from the last scan that ended
     in this one give their earlier samples the result (`learner.replay_resolve`); then this
@@ -324,11 +318,12 @@ def add_to_replay(
     and `replay/pending_fraction` metrics (none without the back-fill).
     """
     if not backfill_outcomes(config):
-        return learner.replay_add(replay, batch), {}
+        return learner.replay_add(replay, learner.pack(batch)), {}
     replay, resolved = learner.replay_resolve(
         replay, *selfplay.carried_results(trajectory), q_weight=value_q_weight(config)
     )
-    replay = learner.replay_add(replay, batch, selfplay.pending_movers(trajectory, batch))
+    pending = selfplay.pending_movers(trajectory, batch)
+    replay = learner.replay_add(replay, learner.pack(batch), pending)
     filled = jnp.arange(replay.capacity) < replay.size
     pending = jnp.sum(filled & (replay.pending_mover >= 0)) / jnp.maximum(replay.size, 1)
     return replay, {"replay/resolved": resolved, "replay/pending_fraction": pending}
@@ -374,7 +369,7 @@ def iteration_step(
         # The inner procedure of JOAT (what meta-training optimised for): a fresh optimizer,
         # `learner.steps` steps on this iteration's samples.
         params, step_metrics = learner.inner_procedure(
-            state.params, batch, learn_key, config.network, config.learner, mesh
+            state.params, learner.pack(batch), learn_key, config.network, config.learner, mesh
         )
         opt_state = state.opt_state
         train_metrics = jax.tree.map(jnp.mean, step_metrics)
@@ -397,8 +392,10 @@ def iteration_step(
 
 
 @functools.lru_cache(maxsize=8)
-def _jitted_iteration(compile_key: ml_collections.FrozenConfigDict, mesh: Mesh):
-    """`iteration_step` jitted with its shardings on `mesh` (one per config and mesh)."""
+def _jitted_iteration(compile_key: ml_collections.FrozenConfigDict, mesh: Mesh, donate: bool):
+    """`iteration_step` jitted with its shardings on `mesh` (one per config and mesh); with
+    `donate` the state argument's buffers become the new state's (the replay ring is held once,
+    and updated in place), so the state passed in is deleted."""
     rules_b = _abstract_rules(compile_key)
     state = jax.eval_shape(_init_fn(compile_key), jax.random.key(0), rules_b)
     replicated = NamedSharding(mesh, P())
@@ -407,16 +404,20 @@ def _jitted_iteration(compile_key: ml_collections.FrozenConfigDict, mesh: Mesh):
         functools.partial(iteration_step, config=compile_key, mesh=mesh),
         in_shardings=(state_sh, sharding.sharded_leaves(rules_b, mesh), replicated),
         out_shardings=(state_sh, replicated),
+        donate_argnums=(0,) if donate else (),
     )
 
 
-def make_iteration(config: ml_collections.ConfigDict, mesh: Mesh):
+def make_iteration(config: ml_collections.ConfigDict, mesh: Mesh, donate: bool = True):
     """The jitted iteration `(state, rules_b, key) -> (state, metrics)` on `mesh`.
 
-    Built once per process, config and mesh; `.lower(...).compile()` on it compiles ahead of
-    time (and is cached by JAX, so a second `train` in the same process does not recompile).
+    It donates its state (`donate`): the state passed in is deleted, its memory reused for the
+    new one; `donate=False` for a caller that calls it again on the same state (benchmarks).
+    Built once per process, config, mesh and `donate`; `.lower(...).compile()` on it compiles
+    ahead of time (and is cached by JAX, so a second `train` in the same process does not
+    recompile).
     """
-    return _jitted_iteration(_compile_key(config), mesh)
+    return _jitted_iteration(_compile_key(config), mesh, donate)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -674,7 +674,7 @@ def meta_step(
     targets = functools.partial(
         selfplay.compute_targets, bootstrap=bootstrap, q_weight=alphazero.value_q_weight(config)
     )
-    batches = jax.vmap(targets, in_axes=1)(per_task)  # Batch [n, T * G]
+    batches = learner.pack(jax.vmap(targets, in_axes=1)(per_task))  # PackedBatch [n, T * G]
     stats = jax.vmap(selfplay.trajectory_stats, in_axes=1)(per_task)  # [n] each
     rings = jax.vmap(learner.replay_add)(jax.tree.map(lambda x: x[tasks], state.replay), batches)
     replay = jax.tree.map(lambda all_, ring: all_.at[tasks].set(ring), state.replay, rings)
@@ -700,8 +700,9 @@ def meta_step(
 
 
 @functools.lru_cache(maxsize=8)
-def _jitted_meta_step(compile_key: ml_collections.FrozenConfigDict, mesh: Mesh):
-    """`meta_step` jitted with its shardings on `mesh`, once per config and mesh."""
+def _jitted_meta_step(compile_key: ml_collections.FrozenConfigDict, mesh: Mesh, donate: bool):
+    """`meta_step` jitted with its shardings on `mesh`, once per config and mesh; with `donate`
+    the state argument's buffers become the new state's (the rings are held once)."""
     table = _abstract_table(compile_key.num_variants)
     state = jax.eval_shape(_init_fn(compile_key), jax.random.key(0), table)
     replicated = NamedSharding(mesh, P())
@@ -716,12 +717,15 @@ def _jitted_meta_step(compile_key: ml_collections.FrozenConfigDict, mesh: Mesh):
             replicated,
         ),
         out_shardings=(state_sh, replicated),
+        donate_argnums=(0,) if donate else (),
     )
 
 
-def make_meta_step(config, mesh: Mesh):
-    """The jitted `(state, table, weights, key, eps) -> (state, metrics)` on `mesh`."""
-    return _jitted_meta_step(_compile_key(config), mesh)
+def make_meta_step(config, mesh: Mesh, donate: bool = True):
+    """The jitted `(state, table, weights, key, eps) -> (state, metrics)` on `mesh`. It donates
+    its state (the state passed in is deleted); `donate=False` for a caller that calls it again
+    on the same state (benchmarks)."""
+    return _jitted_meta_step(_compile_key(config), mesh, donate)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -753,6 +757,9 @@ def _record(raw: dict[str, np.ndarray], variants: tuple[str, ...], eps: float) -
     for task, value in zip(tasks, lengths, strict=True):
         record[f"selfplay/{task}/mean_game_length"] = float(value)
     record["meta/eps"] = eps
+    # Samples in the rings of this iteration's tasks (after its writes): low after a resume
+    # from a checkpoint without the rings (`checkpoint.save_replay`), until they refill.
+    record["replay/size"] = int(np.sum(raw["replay_size"]))
     record["meta/update_norm"] = float(raw["update_norm"])
     record["meta/adapt_norm"] = float(raw["adapt_norm"])
     record["meta/tasks"] = ";".join(tasks)  # composed specs contain commas

@@ -41,7 +41,10 @@ from mmc_jax.rules.game import (
     OBS_SHAPE,
     PLY_SCALE,
     State,
+    mask_to_planes,
+    pack_observation,
     state_bytes,
+    unpack_observation,
 )
 from mmc_jax.rules.notation import parse_fen, render
 from mmc_jax.rules.variants import (
@@ -134,6 +137,9 @@ __all__ = [
     "recon_to_fen",
     "legal_planes",
     "planes_to_mask",
+    "mask_to_planes",
+    "pack_observation",
+    "unpack_observation",
     "to_fen",
     "uci_to_action",
     "action_to_uci",

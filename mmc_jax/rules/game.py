@@ -502,6 +502,13 @@ def planes_to_mask(planes):
     return (tiled & jnp.asarray(_BIT_OF_ACTION)) != 0
 
 
+def mask_to_planes(mask):
+    """bool[..., 1225] -> uint32[..., 49] plane bitboards: the inverse of `planes_to_mask`."""
+    by_square = mask.reshape(*mask.shape[:-1], T.NUM_SQUARES, T.NUM_PLANES)
+    bits = jnp.asarray(T.SQUARE_BITS, jnp.uint32)[:, None]
+    return jnp.sum(jnp.where(by_square, bits, jnp.uint32(0)), axis=-2, dtype=jnp.uint32)
+
+
 def visible_squares(pieces, own, planes):
     """Squares the mover sees in dark chess: its pieces and the targets of its legal moves.
 
@@ -750,6 +757,36 @@ def observe(rules: Rules, state: State, fog: bool = True, planes=None):
     squares = jnp.asarray(_SQUARE_BITS_RANK_FILE)
     bits = ((boards[None, None, :] & squares[:, :, None]) != 0).astype(jnp.float32)
     return jnp.concatenate([bits, jnp.broadcast_to(flat, (5, 5, flat.shape[0]))], axis=-1)
+
+
+# The packed observation (`pack_observation`): the 13 board channels whose entries are 0 or 1
+# (pieces, hidden squares) as 25-bit words, the other channels (equal on every square) as the
+# bits of their float32 value.
+PACKED_BIT_CHANNELS = 13
+
+
+def pack_observation(obs):
+    """float32[..., 5, 5, C] observations (`observe`'s layout) -> uint32[..., C], 25x smaller.
+
+    Channels 0-12 become one bitboard each (bit set where the entry is nonzero), channels 13+
+    (constant over the squares) the bit pattern of their value on a1. Exact for every
+    observation `observe` makes: `unpack_observation` gives back the same array, bit for bit.
+    """
+    bits = obs[..., :PACKED_BIT_CHANNELS] != 0
+    squares = jnp.asarray(_SQUARE_BITS_RANK_FILE)[:, :, None]
+    boards = jnp.sum(jnp.where(bits, squares, jnp.uint32(0)), axis=(-3, -2), dtype=jnp.uint32)
+    scalars = jax.lax.bitcast_convert_type(obs[..., 0, 0, PACKED_BIT_CHANNELS:], jnp.uint32)
+    return jnp.concatenate([boards, scalars], axis=-1)
+
+
+def unpack_observation(packed):
+    """uint32[..., C] (`pack_observation`) -> the float32[..., 5, 5, C] observations."""
+    boards = packed[..., None, None, :PACKED_BIT_CHANNELS]
+    squares = jnp.asarray(_SQUARE_BITS_RANK_FILE)[:, :, None]
+    bits = ((boards & squares) != 0).astype(jnp.float32)
+    scalars = jax.lax.bitcast_convert_type(packed[..., PACKED_BIT_CHANNELS:], jnp.float32)
+    scalars = jnp.broadcast_to(scalars[..., None, None, :], (*bits.shape[:-1], scalars.shape[-1]))
+    return jnp.concatenate([bits, scalars], axis=-1)
 
 
 def state_bytes() -> int:

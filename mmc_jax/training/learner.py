@@ -30,10 +30,13 @@ import flax.struct
 import jax
 import jax.numpy as jnp
 import ml_collections
+import numpy as np
 import optax
 from jax.sharding import Mesh
 from jax.sharding import PartitionSpec as P
 
+from mmc_jax import rules as R
+from mmc_jax import search
 from mmc_jax.infra import sharding
 from mmc_jax.model import network as network_lib
 
@@ -57,6 +60,97 @@ class Batch(NamedTuple):
     policy_target: jax.Array
     value_target: jax.Array
     value_mask: jax.Array
+
+
+class PackedBatch(NamedTuple):
+    """Training samples as the replay ring stores them (`pack`): about 950 bytes a sample where
+    a `Batch` takes 8.8 kB (mostly its 1225-wide policy target and legal mask). Leading
+    dimension N; `unpack` gives back the `Batch`, bit for bit.
+
+    obs: `[N, C]` uint32, the observation packed by `rules.pack_observation`.
+    legal_planes: `[N, 49]` uint32 legal-move planes (`rules.legal_planes`): the legal mask, and
+      the numbering of the position's slots (`search.all_slot_actions`).
+    policy_target: `[N, search.MAX_LEGAL_MOVES]` float32, the policy target over the slots
+      (0 in the empty ones).
+    value_target, value_mask: as in `Batch`.
+    """
+
+    obs: jax.Array
+    legal_planes: jax.Array
+    policy_target: jax.Array
+    value_target: jax.Array
+    value_mask: jax.Array
+
+
+def _flat_slots(planes: jax.Array) -> tuple[jax.Array, jax.Array]:
+    """`search.all_slot_actions` of planes [..., 49] with any leading axes, flattened to [M]."""
+    return search.all_slot_actions(planes.reshape(-1, planes.shape[-1]))
+
+
+def pack(batch: Batch) -> PackedBatch:
+    """A `Batch` (any leading axes) in the replay ring's layout.
+
+    Exact, `unpack(pack(batch)) == batch` bit for bit, for every batch self-play makes: the
+    observations in `rules.observe`'s layout, a policy target that is zero off the legal mask,
+    at most `search.MAX_LEGAL_MOVES` legal moves per position (true of every position).
+    """
+    lead = batch.value_target.shape
+    planes = R.mask_to_planes(batch.legal_action_mask)
+    actions, valid = _flat_slots(planes)
+    policy = batch.policy_target.reshape(-1, batch.policy_target.shape[-1])
+    policy = search.compact(policy, actions, valid, fill=0.0).astype(batch.policy_target.dtype)
+    return PackedBatch(
+        obs=R.pack_observation(batch.obs),
+        legal_planes=planes,
+        policy_target=policy.reshape(*lead, search.MAX_LEGAL_MOVES),
+        value_target=batch.value_target,
+        value_mask=batch.value_mask,
+    )
+
+
+def unpack(packed: PackedBatch) -> Batch:
+    """The `Batch` of packed samples (any leading axes): what the loss reads."""
+    lead = packed.value_target.shape
+    actions, valid = _flat_slots(packed.legal_planes)
+    policy = packed.policy_target.reshape(-1, search.MAX_LEGAL_MOVES)
+    policy = search.expand(policy, actions, valid)
+    return Batch(
+        obs=R.unpack_observation(packed.obs),
+        legal_action_mask=R.planes_to_mask(packed.legal_planes),
+        policy_target=policy.reshape(*lead, policy.shape[-1]),
+        value_target=packed.value_target,
+        value_mask=packed.value_mask,
+    )
+
+
+def example_batch() -> Batch:
+    """One sample of `Batch` as `ShapeDtypeStruct`s (leading axis 1): what the loss reads, and
+    the replay rings' layout before 2026-11-26."""
+    return Batch(
+        obs=jax.ShapeDtypeStruct((1, *R.OBS_SHAPE), jnp.float32),
+        legal_action_mask=jax.ShapeDtypeStruct((1, R.NUM_ACTIONS), jnp.bool_),
+        policy_target=jax.ShapeDtypeStruct((1, R.NUM_ACTIONS), jnp.float32),
+        value_target=jax.ShapeDtypeStruct((1,), jnp.float32),
+        value_mask=jax.ShapeDtypeStruct((1,), jnp.bool_),
+    )
+
+
+def example_packed() -> PackedBatch:
+    """One sample of `PackedBatch` as `ShapeDtypeStruct`s: the replay rings' layout."""
+    return jax.eval_shape(pack, example_batch())
+
+
+def as_batch(samples: Batch | PackedBatch) -> Batch:
+    """`samples` as a `Batch`: unpacked if packed (a static, Python-level choice)."""
+    return unpack(samples) if isinstance(samples, PackedBatch) else samples
+
+
+def sample_bytes(samples: Batch | PackedBatch) -> int:
+    """Bytes of one sample of `samples` (arrays or `ShapeDtypeStruct`s, leading axis N)."""
+    return sum(
+        int(np.prod(x.shape[1:], dtype=np.int64)) * np.dtype(x.dtype).itemsize
+        for x in jax.tree.leaves(samples)
+    )
 
 
 # ---------------------------------------------------------------------------------------------
@@ -91,13 +185,15 @@ def loss_fn(
     Args:
       params: network parameters.
       network: the `PolicyValueNet`.
-      batch: a `Batch` with leading dimension N.
+      batch: a `Batch` or `PackedBatch` (unpacked first: the same loss) with leading
+        dimension N.
       config: the learner config.
 
     Returns:
       (total loss scalar, metrics dict of scalars: policy_loss, value_loss, l2_loss, total,
       policy_entropy, value_mask_fraction).
     """
+    batch = as_batch(batch)
     chex.assert_rank(batch.obs, 4)
     num_samples = batch.obs.shape[0]
     chex.assert_shape(batch.policy_target, (num_samples, network.num_actions))
@@ -201,7 +297,7 @@ def _global_norm(tree: Any) -> jax.Array:
 def train_step(
     params: Params,
     opt_state: optax.OptState,
-    minibatch: Batch,
+    minibatch: Batch | PackedBatch,
     network: network_lib.PolicyValueNet,
     optimizer: optax.GradientTransformation,
     config: ml_collections.ConfigDict,
@@ -240,7 +336,8 @@ def train_epoch(
 
     Args:
       params, opt_state: current parameters and `make_optimizer(config.learner)` state.
-      batch: `Batch` with leading dimension N >= batch_size.
+      batch: `Batch` or `PackedBatch` with leading dimension N >= batch_size (a packed batch
+        is unpacked one minibatch at a time, in the loss).
       key: consumed for the shuffle.
       config: the run config, with `config.network` and `config.learner` sub-configs.
         Jit with the config closed over (`functools.partial`) or as a static argument
@@ -287,14 +384,15 @@ class ReplayBuffer:
 
     With `capacity = N * samples_per_iteration` it holds exactly the last N iterations.
 
-    data: `Batch` with leading dimension `capacity`.
+    data: `PackedBatch` (the rings of the algorithms: `pack`) or `Batch`, leading dimension
+      `capacity`.
     position: int32 scalar, the slot the next sample goes to.
     size: int32 scalar, how many slots hold samples (min(total added, capacity)); the filled
       slots are always `[0, size)`.
     total_added: int32 scalar, samples ever added.
     """
 
-    data: Batch
+    data: PackedBatch | Batch
     position: jax.Array
     size: jax.Array
     total_added: jax.Array

@@ -16,7 +16,11 @@ Python loop around it, the same for every algorithm:
    `init_params` (fresh optimizer state and games), else from scratch. A resume restores into
    an abstract template (nothing is compiled to refuse a mismatching checkpoint) and falls back
    to the newest intact checkpoint when the latest is damaged, with a warning (the damaged
-   steps move to `<workdir>/checkpoints_damaged/`, kept for inspection).
+   steps move to `<workdir>/checkpoints_damaged/`, kept for inspection). The replay ring comes
+   back with the checkpoint when it holds one (a ring in the dense layout of checkpoints
+   written before 2026-11-26 is packed, `pack_ring`); a checkpoint saved without it
+   (`checkpoint.save_replay` off, the accelerator presets) resumes with an empty ring, says so,
+   and its first record has `replay/restored` = 0 (1 when the ring was restored).
 2. Compile the iteration ahead of time, then for each iteration `i`: call it with the key
    `fold_in(run_key, i)` (a resumed run replays the same random stream), stop on a non-finite
    `train/*` metric before anything of that iteration is saved (the step it started from is
@@ -59,6 +63,7 @@ from jax.sharding import Mesh
 from mmc_jax.infra import checkpoint as checkpoint_lib
 from mmc_jax.infra import metrics as metrics_lib
 from mmc_jax.infra import sharding, storage
+from mmc_jax.training import learner
 
 PLOT_INTERVAL_SECONDS = 60.0
 
@@ -280,17 +285,74 @@ class _StopRequest:
             signal.signal(signum, handler)
 
 
-def _restore(algorithm, config, mesh, ckpt, save_replay, log):
+REPLAY_PREFIX = "['replay']"
+
+
+def saved_replay_layout(meta: dict[str, Any]) -> str | None:
+    """How the checkpoint with sidecar `meta` holds the replay ring: "packed" (the
+    `learner.PackedBatch` layout, since 2026-11-26), "dense" (`learner.Batch`, 8.8 kB a sample:
+    checkpoints written before), or None (saved without it: `checkpoint.save_replay` off)."""
+    paths = [p for p in meta.get("shapes", {}) if p.startswith(REPLAY_PREFIX)]
+    if not paths:
+        return None
+    return "dense" if any(p.endswith(".legal_action_mask") for p in paths) else "packed"
+
+
+def dense_ring_template(abstract_ring: learner.ReplayBuffer) -> learner.ReplayBuffer:
+    """The abstract ring (`ShapeDtypeStruct`s with shardings) of `abstract_ring`'s shape in the
+    dense layout of checkpoints written before 2026-11-26 (any leading axes: JOAT's rings
+    have a variant axis)."""
+    data = abstract_ring.data
+    lead = data.value_target.shape
+    sharding_ = data.obs.sharding
+
+    def dense(example):
+        return jax.ShapeDtypeStruct((*lead, *example.shape[1:]), example.dtype, sharding=sharding_)
+
+    dense_data = jax.tree.map(dense, learner.example_batch())
+    return abstract_ring.replace(data=dense_data)
+
+
+def pack_ring(ring: learner.ReplayBuffer, abstract_ring: learner.ReplayBuffer):
+    """A restored dense ring in the packed layout, placed like `abstract_ring` (exact: the
+    samples unpack to the dense ones bit for bit, `learner.pack`)."""
+    shardings = jax.tree.map(lambda x: x.sharding, abstract_ring)
+    return jax.jit(lambda r: r.replace(data=learner.pack(r.data)), out_shardings=shardings)(ring)
+
+
+def empty_ring(abstract_ring: learner.ReplayBuffer) -> learner.ReplayBuffer:
+    """An empty ring shaped and placed like `abstract_ring` (as `learner.replay_init` makes it:
+    zeros, and no sample pending its result)."""
+    ring = _zeros_like(abstract_ring)
+    if isinstance(ring, learner.PendingReplayBuffer):
+        pending = abstract_ring.pending_mover
+        ring = ring.replace(
+            pending_mover=jax.device_put(
+                jnp.full(pending.shape, -1, pending.dtype), pending.sharding
+            )
+        )
+    return ring
+
+
+def _restore(algorithm, config, mesh, ckpt, log):
     """The latest intact checkpoint restored into the abstract state, or None when there is
     none: `checkpoint.restore_newest_intact`, the loading path of every command. A damaged step
     (missing or truncated files, a broken sidecar, non-finite values) is skipped with a
     warning; a checkpoint that does not fit the config raises ValueError (from
-    `algorithm.restore_error`)."""
+    `algorithm.restore_error`).
+
+    The replay ring is read when the checkpoint holds one, whatever `checkpoint.save_replay`
+    says now: a ring of the dense layout of checkpoints written before 2026-11-26 is packed
+    (`pack_ring`); the restored dict has no "replay" when the checkpoint holds none."""
     if not ckpt.all_steps():
         return None
-    template = checkpoint_state(algorithm.abstract_state(config, mesh), 0, 0, 0, save_replay)
+    abstract = algorithm.abstract_state(config, mesh)
 
     def read(step: int):
+        layout = saved_replay_layout(ckpt.metadata(step))
+        template = checkpoint_state(abstract, 0, 0, 0, save_replay=layout is not None)
+        if layout == "dense":
+            template["replay"] = dense_ring_template(abstract.replay)
         state = ckpt.restore(template, step=step, config=config)
         # A checkpoint that is not finite (older code saved whatever it had) is no start.
         bad = checkpoint_lib.nonfinite_leaves(
@@ -298,6 +360,8 @@ def _restore(algorithm, config, mesh, ckpt, save_replay, log):
         )
         if bad:
             raise checkpoint_lib.CheckpointDamaged(f"non-finite values in {', '.join(bad)}")
+        if layout == "dense":
+            state["replay"] = pack_ring(state["replay"], abstract.replay)
         return state
 
     try:
@@ -562,7 +626,8 @@ def _run(algorithm, config, mesh, workdir, log, init_params, on_eval, handle_sig
 
     try:
         start, frames, games = 0, 0, 0
-        restored = _restore(algorithm, config, mesh, ckpt, save_replay, log)
+        restored = _restore(algorithm, config, mesh, ckpt, log)
+        replay_restored = None  # after a resume: whether the ring came with the checkpoint
         if restored is None:
             state = algorithm.init_state(config, mesh, data, init_key)
             algorithm.check_start(config, state)
@@ -572,11 +637,12 @@ def _run(algorithm, config, mesh, workdir, log, init_params, on_eval, handle_sig
             start = int(restored["iteration"])
             frames, games = int(restored["frames"]), int(restored["games"])
             abstract = algorithm.abstract_state(config, mesh)
+            replay_restored = "replay" in restored
             state = abstract.replace(
                 params=restored["params"],
                 opt_state=restored["opt_state"],
                 game_state=restored["game_state"],
-                replay=restored["replay"] if save_replay else _zeros_like(abstract.replay),
+                replay=restored["replay"] if replay_restored else empty_ring(abstract.replay),
             )
             if start >= num_iterations:
                 log(
@@ -586,6 +652,13 @@ def _run(algorithm, config, mesh, workdir, log, init_params, on_eval, handle_sig
                 )
             else:
                 log(f"resumed from {ckpt.directory}/{start}: {start} iterations, {frames} frames")
+                if not replay_restored:
+                    log(
+                        "note: the checkpoint holds no replay ring (written with "
+                        "checkpoint.save_replay=False): the ring starts empty and refills as "
+                        "the run plays (a full ring in replay.iterations iterations); not "
+                        "bit-identical to an unbroken run (replay/restored = 0 in the next record)"
+                    )
         writer = metrics_lib.MetricsWriter(
             workdir, resume_step=start, enabled=is_chief, stream=None
         )
@@ -635,6 +708,9 @@ def _run(algorithm, config, mesh, workdir, log, init_params, on_eval, handle_sig
                         )
                     frames += int(record["selfplay/frames"])
                     games += int(record["selfplay/games"])
+                    if replay_restored is not None:  # the first iteration after a resume
+                        record["replay/restored"] = int(replay_restored)
+                        replay_restored = None
                     record.update(
                         frames=frames,
                         games=games,
