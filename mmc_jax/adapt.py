@@ -28,10 +28,12 @@ One run at a time per workdir: a second is refused before it reads or writes any
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import sys
 import time
+from collections.abc import Callable
 from typing import Any
 
 import jax
@@ -404,12 +406,7 @@ def run_adaptation(
     """
     R.check_variant(variant)
     workdir = os.fspath(workdir)
-    if isinstance(iterations, bool) or not isinstance(iterations, int) or iterations < 0:
-        raise ValueError(f"iterations must be a non-negative integer, got {iterations!r}")
-    points_wanted = sorted(set(range(iterations + 1) if eval_at is None else eval_at))
-    bad = [p for p in points_wanted if not 0 <= p <= iterations]
-    if bad:
-        raise ValueError(f"eval_at {bad} outside 0..{iterations} (the adaptation iterations)")
+    points_wanted = _points_wanted(iterations, eval_at)
 
     def log(line: str) -> None:
         if stream is not None:
@@ -418,15 +415,123 @@ def run_adaptation(
     init_seed = seed if init_seed is None else int(init_seed)
     network_config, params0, saved, label = load_start(init_from, config, init_seed)
     run_config = adaptation_config(
-        variant,
-        iterations,
-        network_config,
-        config=config,
-        saved=saved,
-        init_label=label,
-        seed=seed,
+        variant, iterations, network_config, config=config, saved=saved, init_label=label, seed=seed
     )
-    settings = ml_collections.ConfigDict(run_config.eval.to_dict())
+    settings = _match_settings(
+        run_config.eval, num_games, num_simulations, max_plies, reference_raw, engine_nodes, engine
+    )
+    alphazero.prepare_config(run_config)  # validates before any work
+    _check_workdir(workdir, run_config)
+    network = network_lib.make_network(network_config)
+    reference_model = checkpoint_lib.load_model(reference)[:2] if reference else None
+    results_path = storage.join(workdir, RESULTS_FILE)
+    results = {
+        "variant": variant,
+        "init_from": label,
+        "seed": seed,
+        "init_seed": init_seed,
+        "settings": _recorded_settings(settings),
+        "reference": storage.absolute(reference) if reference else None,
+        "frames_per_iteration": alphazero.samples_per_iteration(run_config),
+        "points": [],
+    }
+    # One writer per workdir: the adaptation's results and its training run alike.
+    with runloop.workdir_lock(workdir, log):
+        previous = storage.read_text(results_path)
+        results["points"] = _kept_points(previous, results, points_wanted, seed)
+        done = {p["iteration"] for p in results["points"]}
+        storage.to_path(workdir).mkdir(parents=True, exist_ok=True)
+        evaluate_at = _PointEvaluator(
+            network,
+            variant,
+            settings,
+            jax.random.key(seed + 1_000_003),
+            params0 if head_to_head else None,
+            reference_model,
+            results,
+            results_path,
+            log,
+        )
+        if 0 in points_wanted and 0 not in done:
+            evaluate_at(0, params0, 0, 0.0)
+        reached = _evaluate_checkpointed_points(workdir, points_wanted, done, params0, evaluate_at)
+        last = max(
+            [p for p in points_wanted if p not in {q["iteration"] for q in results["points"]}]
+            or [0]
+        )
+        if last > 0:
+            _train_and_evaluate(
+                run_config, workdir, params0, last, points_wanted, reached, evaluate_at, stream
+            )
+        storage.write_atomically(storage.join(workdir, TABLE_FILE), markdown_table(results))
+        plot_curve(results, storage.join(workdir, metrics_lib.PLOTS_SUBDIR, PLOT_FILE))
+    return results
+
+
+@dataclasses.dataclass
+class _PointEvaluator:
+    """Called with (point, params, frames, train seconds): plays the point's matches and
+    records them in `adaptation.json` (rewritten at every point) and on the log."""
+
+    network: Any
+    variant: str
+    settings: ml_collections.ConfigDict
+    key: jax.Array
+    unadapted: Any  # the start's params for the head-to-head matches, None without them
+    reference: tuple[Any, Any] | None  # (network, params)
+    results: dict[str, Any]
+    results_path: str
+    log: Callable[[str], None]
+
+    def __call__(self, point: int, params: Any, frames: int, trained: float) -> None:
+        started = time.time()
+        matches = evaluate_point(
+            self.network,
+            params,
+            self.variant,
+            self.settings,
+            self.key,
+            unadapted=self.unadapted if point > 0 else None,
+            reference=self.reference,
+        )
+        entry = {
+            "iteration": point,
+            "frames": frames,
+            "train_seconds": trained,
+            "eval_seconds": time.time() - started,
+            "matches": matches,
+        }
+        results = self.results
+        results["points"] = sorted(results["points"] + [entry], key=lambda p: p["iteration"])
+        storage.write_atomically(self.results_path, json.dumps(results, indent=1))
+        scores = ", ".join(f"{o} {_format_score(m)}" for o, m in matches.items())
+        self.log(f"{self.variant} after {point} adaptation iterations ({frames} frames): {scores}")
+
+
+def _points_wanted(iterations: int, eval_at: list[int] | None) -> list[int]:
+    """The sorted iterations to evaluate (default 0..iterations); ValueError for a bad
+    iteration count or a point outside 0..iterations."""
+    if isinstance(iterations, bool) or not isinstance(iterations, int) or iterations < 0:
+        raise ValueError(f"iterations must be a non-negative integer, got {iterations!r}")
+    points_wanted = sorted(set(range(iterations + 1) if eval_at is None else eval_at))
+    bad = [p for p in points_wanted if not 0 <= p <= iterations]
+    if bad:
+        raise ValueError(f"eval_at {bad} outside 0..{iterations} (the adaptation iterations)")
+    return points_wanted
+
+
+def _match_settings(
+    eval_config: ml_collections.ConfigDict,
+    num_games: int | None,
+    num_simulations: int | None,
+    max_plies: int | None,
+    reference_raw: bool,
+    engine_nodes: tuple[int, ...],
+    engine: str | None,
+) -> ml_collections.ConfigDict:
+    """The evaluation's match settings: the run config's `eval` section with the arguments
+    given over it; ValueError for non-positive engine nodes or an odd number of games."""
+    settings = ml_collections.ConfigDict(eval_config.to_dict())
     if num_games is not None:
         settings.num_games = int(num_games)
     if num_simulations is not None:
@@ -440,116 +545,95 @@ def run_adaptation(
         raise ValueError(f"engine nodes must be positive, got {list(engine_nodes)}")
     if settings.num_games <= 0 or settings.num_games % 2:
         raise ValueError(f"the number of games must be positive and even, got {settings.num_games}")
-    alphazero.prepare_config(run_config)  # validates before any work
-    _check_workdir(workdir, run_config)
-    network = network_lib.make_network(network_config)
-    reference_model = None
-    if reference:
-        reference_network, reference_params, _ = checkpoint_lib.load_model(reference)
-        reference_model = (reference_network, reference_params)
+    return settings
 
-    settings_dict = {
+
+def _recorded_settings(settings: ml_collections.ConfigDict) -> dict[str, Any]:
+    """The match settings `adaptation.json` records (and a resumed run must match)."""
+    recorded = {
         k: settings[k] for k in ("num_games", "num_simulations", "max_plies", "opening_plies")
     }
     if settings.get("opening", "random") != "random":  # older results files lack the key
-        settings_dict["opening"] = settings.opening
-    settings_dict["opponents"] = list(settings.opponents)
-    if reference_raw:
-        settings_dict["reference_raw"] = True
+        recorded["opening"] = settings.opening
+    recorded["opponents"] = list(settings.opponents)
+    if settings.reference_raw:
+        recorded["reference_raw"] = True
     if settings.engine_nodes:
-        settings_dict["engine_nodes"] = list(settings.engine_nodes)
-    results_path = storage.join(workdir, RESULTS_FILE)
-    results = {
-        "variant": variant,
-        "init_from": label,
-        "seed": seed,
-        "init_seed": init_seed,
-        "settings": settings_dict,
-        "reference": storage.absolute(reference) if reference else None,
-        "frames_per_iteration": alphazero.samples_per_iteration(run_config),
-        "points": [],
-    }
-    # One writer per workdir: the adaptation's results and its training run alike.
-    with runloop.workdir_lock(workdir, log):
-        previous_text = storage.read_text(results_path)
-        if previous_text is not None:
-            previous = json.loads(previous_text)
-            same = all(
-                previous.get(k, seed if k == "init_seed" else None) == results[k]
-                for k in ("variant", "init_from", "init_seed", "settings")
+        recorded["engine_nodes"] = list(settings.engine_nodes)
+    return recorded
+
+
+def _kept_points(
+    previous_text: str | None, results: dict[str, Any], points_wanted: list[int], seed: int
+) -> list[dict[str, Any]]:
+    """The evaluated points of an earlier `adaptation.json` (its text, None if there is none)
+    worth keeping: those wanted now, when it is the same adaptation with the same settings."""
+    if previous_text is None:
+        return []
+    previous = json.loads(previous_text)
+    same = all(
+        previous.get(k, seed if k == "init_seed" else None) == results[k]
+        for k in ("variant", "init_from", "init_seed", "settings")
+    )
+    if same and previous.get("reference") == results["reference"]:
+        return [p for p in previous["points"] if p["iteration"] in points_wanted]
+    return []
+
+
+def _evaluate_checkpointed_points(
+    workdir: str,
+    points_wanted: list[int],
+    done: set[int],
+    params0: Any,
+    evaluate_at: Callable[[int, Any, int, float], None],
+) -> int:
+    """Evaluates the wanted points behind a resumed run's checkpoint that an earlier call left
+    out; returns the step the checkpoint reached (0 without one)."""
+    template = jax.tree.map(
+        lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=x.sharding), params0
+    )
+    reached = checkpoint_lib.latest_step(workdir) or 0
+    for point in points_wanted:
+        if 0 < point <= reached and point not in done:
+            restored = checkpoint_lib.restore_subtree(workdir, "params", template, step=point)
+            evaluate_at(point, on_device(restored), _frames_at(workdir, point), 0.0)
+    return reached
+
+
+def _train_and_evaluate(
+    run_config: ml_collections.ConfigDict,
+    workdir: str,
+    params0: Any,
+    last: int,
+    points_wanted: list[int],
+    reached: int,
+    evaluate_at: Callable[[int, Any, int, float], None],
+    stream,
+) -> None:
+    """Trains (resuming from the workdir's checkpoint) up to iteration `last`, evaluating the
+    wanted points past `reached` as the run loop reaches them."""
+    train_started = time.time()
+
+    def on_eval(iteration: int, state: Any, record: dict[str, Any]) -> None:
+        if iteration in points_wanted and iteration > reached:
+            evaluate_at(
+                iteration,
+                on_device(jax.device_get(state.params)),
+                int(record["frames"]),
+                time.time() - train_started,
             )
-            if same and previous.get("reference") == results["reference"]:
-                results["points"] = [
-                    p for p in previous["points"] if p["iteration"] in points_wanted
-                ]
-        done = {p["iteration"] for p in results["points"]}
-        key = jax.random.key(seed + 1_000_003)
-        template = jax.tree.map(
-            lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=x.sharding), params0
-        )
-        storage.to_path(workdir).mkdir(parents=True, exist_ok=True)
 
-        def evaluate_at(point: int, params: Any, frames: int, trained: float) -> None:
-            started = time.time()
-            matches = evaluate_point(
-                network,
-                params,
-                variant,
-                settings,
-                key,
-                unadapted=params0 if head_to_head and point > 0 else None,
-                reference=reference_model,
-            )
-            entry = {
-                "iteration": point,
-                "frames": frames,
-                "train_seconds": trained,
-                "eval_seconds": time.time() - started,
-                "matches": matches,
-            }
-            results["points"] = sorted(results["points"] + [entry], key=lambda p: p["iteration"])
-            storage.write_atomically(results_path, json.dumps(results, indent=1))
-            scores = ", ".join(f"{o} {_format_score(m)}" for o, m in matches.items())
-            log(f"{variant} after {point} adaptation iterations ({frames} frames): {scores}")
-
-        if 0 in points_wanted and 0 not in done:
-            evaluate_at(0, params0, 0, 0.0)
-        # Points behind a resumed run's checkpoint (an earlier call evaluated fewer of them).
-        reached = checkpoint_lib.latest_step(workdir) or 0
-        for point in points_wanted:
-            if 0 < point <= reached and point not in done:
-                restored = checkpoint_lib.restore_subtree(workdir, "params", template, step=point)
-                evaluate_at(point, on_device(restored), _frames_at(workdir, point), 0.0)
-        last = max(
-            [p for p in points_wanted if p not in {q["iteration"] for q in results["points"]}]
-            or [0]
-        )
-        if last > 0:
-            train_started = time.time()
-
-            def on_eval(iteration: int, state: Any, record: dict[str, Any]) -> None:
-                if iteration in points_wanted and iteration > reached:
-                    evaluate_at(
-                        iteration,
-                        on_device(jax.device_get(state.params)),
-                        int(record["frames"]),
-                        time.time() - train_started,
-                    )
-
-            run_config.unlock()
-            run_config.num_iterations = last
-            runloop.run(
-                alphazero.ALGORITHM,
-                run_config,
-                workdir,
-                init_params=params0,
-                on_eval=on_eval,
-                stream=stream,
-                lock=False,  # held here
-            )
-        storage.write_atomically(storage.join(workdir, TABLE_FILE), markdown_table(results))
-        plot_curve(results, storage.join(workdir, metrics_lib.PLOTS_SUBDIR, PLOT_FILE))
-    return results
+    run_config.unlock()
+    run_config.num_iterations = last
+    runloop.run(
+        alphazero.ALGORITHM,
+        run_config,
+        workdir,
+        init_params=params0,
+        on_eval=on_eval,
+        stream=stream,
+        lock=False,  # held by the caller
+    )
 
 
 # ---------------------------------------------------------------------------------------------

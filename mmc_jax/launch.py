@@ -395,6 +395,58 @@ def launch_batch(args, run: Commands) -> int:
 # GKE JobSet
 
 
+def _tpu_workers(
+    container: dict[str, Any],
+    variables: dict[str, str],
+    tpu_type: str,
+    tpu_topology: str | None,
+    slices: int,
+) -> tuple[int, dict[str, str]]:
+    """(hosts per slice, node selector) of a TPU JobSet; sets the container's ports and TPU
+    chips, and MMC_DISTRIBUTED when there is more than one host."""
+    info = tpu_slice(tpu_type, tpu_topology)
+    hosts = info["hosts"]
+    if hosts * slices > 1:
+        variables["MMC_DISTRIBUTED"] = "1"
+    container["ports"] = [{"containerPort": 8471}, {"containerPort": 8080}]
+    container["resources"] = {"limits": {"google.com/tpu": info["chips_per_host"]}}
+    return hosts, {
+        "cloud.google.com/gke-tpu-accelerator": info["gke_accelerator"],
+        "cloud.google.com/gke-tpu-topology": info["topology"],
+    }
+
+
+def _gpu_workers(
+    container: dict[str, Any],
+    variables: dict[str, str],
+    extra_env: list[dict[str, Any]],
+    name: str,
+    gpu_type: str,
+    gpus_per_node: int,
+    nodes: int,
+) -> dict[str, str]:
+    """The node selector of a GPU JobSet; sets the container's GPUs and, on several nodes, the
+    JAX coordinator's address and port, the process count and each pod's process id (its Job
+    completion index)."""
+    container["resources"] = {"limits": {"nvidia.com/gpu": gpus_per_node}}
+    if nodes > 1:
+        variables["JAX_COORDINATOR_ADDRESS"] = f"{name}-workers-0-0.{name}:{COORDINATOR_PORT}"
+        variables["JAX_NUM_PROCESSES"] = str(nodes)
+        extra_env.append(
+            {
+                "name": "JAX_PROCESS_ID",
+                "valueFrom": {
+                    "fieldRef": {
+                        "fieldPath": "metadata.annotations"
+                        "['batch.kubernetes.io/job-completion-index']"
+                    }
+                },
+            }
+        )
+        container["ports"] = [{"containerPort": COORDINATOR_PORT}]
+    return {"cloud.google.com/gke-accelerator": gpu_type}
+
+
 def jobset_manifest(
     *,
     name: str,
@@ -427,37 +479,14 @@ def jobset_manifest(
     }
     extra_env: list[dict[str, Any]] = []
     if tpu_type is not None:
-        info = tpu_slice(tpu_type, tpu_topology)
-        hosts = info["hosts"]
-        if hosts * slices > 1:
-            variables["MMC_DISTRIBUTED"] = "1"
-        node_selector = {
-            "cloud.google.com/gke-tpu-accelerator": info["gke_accelerator"],
-            "cloud.google.com/gke-tpu-topology": info["topology"],
-        }
-        container["ports"] = [{"containerPort": 8471}, {"containerPort": 8080}]
-        container["resources"] = {"limits": {"google.com/tpu": info["chips_per_host"]}}
+        hosts, node_selector = _tpu_workers(container, variables, tpu_type, tpu_topology, slices)
     else:
         if slices != 1:
             raise LaunchError("--slices is for TPU slices; use --nodes for GPU nodes")
         hosts = nodes
-        node_selector = {"cloud.google.com/gke-accelerator": gpu_type}
-        container["resources"] = {"limits": {"nvidia.com/gpu": gpus_per_node}}
-        if nodes > 1:
-            variables["JAX_COORDINATOR_ADDRESS"] = f"{name}-workers-0-0.{name}:{COORDINATOR_PORT}"
-            variables["JAX_NUM_PROCESSES"] = str(nodes)
-            extra_env.append(
-                {
-                    "name": "JAX_PROCESS_ID",
-                    "valueFrom": {
-                        "fieldRef": {
-                            "fieldPath": "metadata.annotations"
-                            "['batch.kubernetes.io/job-completion-index']"
-                        }
-                    },
-                }
-            )
-            container["ports"] = [{"containerPort": COORDINATOR_PORT}]
+        node_selector = _gpu_workers(
+            container, variables, extra_env, name, gpu_type, gpus_per_node, nodes
+        )
     container["env"] = [{"name": k, "value": v} for k, v in variables.items()] + extra_env
     pod_spec: dict[str, Any] = {
         "restartPolicy": "Never",

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Callable
 from typing import TextIO
 
 import jax
@@ -125,14 +126,7 @@ def main(
     if args.pgn:  # before the game, not after it
         cli.check_output_file(parser, "--pgn", args.pgn)
     startup.start()
-    if args.checkpoint is None and f"{args.variant}-cpu" in checkpoint.shipped_models():
-        args.checkpoint = f"{args.variant}-cpu"
-    if args.checkpoint is None or args.checkpoint.lower() == "none":
-        network, params, name = None, None, "uniform-prior search"
-    else:
-        network, params, _ = cli.load_or_fail(parser, args.checkpoint, args.step, "--checkpoint")
-        name = args.checkpoint
-    model = arena.model_player(name, network, params, args.simulations)
+    model = _model_player(parser, args)
     human = 0 if args.colour == "white" else 1
     dark = R.parse(args.variant).fog == "on"
 
@@ -141,7 +135,7 @@ def main(
         stdout.flush()
 
     say(
-        f"{args.variant}: you play {args.colour.capitalize()} against {name} "
+        f"{args.variant}: you play {args.colour.capitalize()} against {model.name} "
         f"({args.simulations} simulations). {HELP}"
     )
     say("Preparing the game (the first model move compiles the search: up to a minute)...")
@@ -160,30 +154,7 @@ def main(
         while not single.over:
             if single.turn == human:
                 draw()
-                while True:
-                    text = _read(stdin, stdout, "your move> ").lower()
-                    legal = sorted(single.legal_moves())
-                    if not text:
-                        continue
-                    if text in ("quit", "exit", "resign", "q"):
-                        raise _Quit("quit")
-                    if text in ("help", "?", "h"):
-                        say(HELP)
-                        continue
-                    if text in ("moves", "legal", "m"):
-                        say("legal moves: " + " ".join(legal))
-                        continue
-                    if text in ("board", "b"):
-                        draw()
-                        continue
-                    try:
-                        single.play(text)
-                        break
-                    except ValueError as error:
-                        message = str(error)
-                        if "legal moves:" not in message:
-                            message += "; legal moves: " + " ".join(legal)
-                        say(message)
+                _human_move(single, stdin, stdout, say, draw)
             else:
                 say("model is thinking...")
                 move = single.play_action(
@@ -194,33 +165,91 @@ def main(
         quit_reason = str(reason)
     except KeyboardInterrupt:
         quit_reason = "interrupted"
+    result = _say_the_end(single, quit_reason, say)
+    if args.pgn:
+        _save_pgn(args, single, model.name, human, result)
+        say(f"saved {args.pgn}")
+    return 0
 
+
+def _model_player(parser: argparse.ArgumentParser, args) -> arena.Player:
+    """The model you play: `--checkpoint` (default the variant's shipped model, if any; "none":
+    the uniform-prior search) with `--simulations`, named after its checkpoint."""
+    if args.checkpoint is None and f"{args.variant}-cpu" in checkpoint.shipped_models():
+        args.checkpoint = f"{args.variant}-cpu"
+    if args.checkpoint is None or args.checkpoint.lower() == "none":
+        network, params, name = None, None, "uniform-prior search"
+    else:
+        network, params, _ = cli.load_or_fail(parser, args.checkpoint, args.step, "--checkpoint")
+        name = args.checkpoint
+    return arena.model_player(name, network, params, args.simulations)
+
+
+def _human_move(
+    single: arena.SingleGame,
+    stdin: TextIO,
+    stdout: TextIO,
+    say: Callable[[str], None],
+    draw: Callable[[], None],
+) -> None:
+    """Reads commands until one is a legal move, and plays it; raises `_Quit` on quit."""
+    while True:
+        text = _read(stdin, stdout, "your move> ").lower()
+        legal = sorted(single.legal_moves())
+        if not text:
+            continue
+        if text in ("quit", "exit", "resign", "q"):
+            raise _Quit("quit")
+        if text in ("help", "?", "h"):
+            say(HELP)
+            continue
+        if text in ("moves", "legal", "m"):
+            say("legal moves: " + " ".join(legal))
+            continue
+        if text in ("board", "b"):
+            draw()
+            continue
+        try:
+            single.play(text)
+            return
+        except ValueError as error:
+            message = str(error)
+            if "legal moves:" not in message:
+                message += "; legal moves: " + " ".join(legal)
+            say(message)
+
+
+def _say_the_end(
+    single: arena.SingleGame, quit_reason: str | None, say: Callable[[str], None]
+) -> str:
+    """Shows the final board, the moves and the result; returns the result ("*" if quit)."""
     say("")
     say(R.render(single.fen))
     say("moves: " + (" ".join(single.moves) or "none"))
     if quit_reason:
         say(f"game ended ({quit_reason}) after {len(single.moves)} plies")
-        result = "*"
-    else:
-        result = single.result()
-        winner = {"1-0": "White wins", "0-1": "Black wins", "1/2-1/2": "draw"}[result]
-        say(f"result: {result} ({winner})")
-    if args.pgn:
-        from mmc_jax.evaluation import pgn
+        return "*"
+    result = single.result()
+    winner = {"1-0": "White wins", "0-1": "Black wins", "1/2-1/2": "draw"}[result]
+    say(f"result: {result} ({winner})")
+    return result
 
-        white, black = ("you", name) if human == 0 else (name, "you")
-        record = {
-            "variant": args.variant,
-            "white": white,
-            "black": black,
-            "start_fen": single.start_fen,
-            "moves": single.moves,
-            "result": result,
-            "termination": "normal" if result != "*" else "unterminated",
-        }
-        pgn.write_pgn([record], args.pgn, event="mmc_jax play")
-        say(f"saved {args.pgn}")
-    return 0
+
+def _save_pgn(args, single: arena.SingleGame, name: str, human: int, result: str) -> None:
+    """Writes the game to `--pgn`."""
+    from mmc_jax.evaluation import pgn
+
+    white, black = ("you", name) if human == 0 else (name, "you")
+    record = {
+        "variant": args.variant,
+        "white": white,
+        "black": black,
+        "start_fen": single.start_fen,
+        "moves": single.moves,
+        "result": result,
+        "termination": "normal" if result != "*" else "unterminated",
+    }
+    pgn.write_pgn([record], args.pgn, event="mmc_jax play")
 
 
 if __name__ == "__main__":

@@ -28,9 +28,9 @@ COMMANDS = "commands"
 __doc__ += "\n".join(f"  {i}: {', '.join(sorted(layer))}" for i, layer in enumerate(PARTS))
 
 
-def module_of(path: Path) -> str:
+def module_of(path: Path, package: Path = PACKAGE) -> str:
     """The dotted name of a module under `mmc_jax` (the rules kernel counts as one module)."""
-    parts = list(path.relative_to(PACKAGE).with_suffix("").parts)
+    parts = list(path.relative_to(package).with_suffix("").parts)
     if parts[0] == "rules":
         return "rules"
     if parts[-1] == "__init__":
@@ -229,3 +229,76 @@ def test_the_algorithm_registry_names_every_config_and_refuses_a_wrong_name():
     config.algorithm = "alphazero"
     with pytest.raises(ValueError, match="cannot use a `meta` section"):
         algorithms.algorithm_for(config)
+
+
+# ---------------------------------------------------------------------------------------------
+# Function length: phases written inline are cut into named functions (issue 37)
+
+MAX_FUNCTION_LINES = 100  # from the `def` line to the function's last line, docstring included
+# Allowed to be longer only until they are cut: "to be cut once the memory work on those files
+# lands" (another branch is changing training/runloop.py and bench.py now). Nothing else belongs
+# here: cut a long function into named phases instead.
+LONG_FUNCTIONS_ALLOWED = {
+    "training.runloop._run",
+    "bench.main",
+    "bench.bench_selfplay",
+    "bench.bench_learner",
+}
+
+
+def function_lengths(path: Path, package: Path = PACKAGE) -> dict[str, int]:
+    """{module.qualified_name: lines} of every function and method in `path`, nested ones
+    included (their lines count in the enclosing function too)."""
+    lengths = {}
+
+    def visit(node: ast.AST, prefix: str) -> None:
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                name = f"{prefix}.{child.name}"
+                if not isinstance(child, ast.ClassDef):
+                    lengths[name] = child.end_lineno - child.lineno + 1
+                visit(child, name)
+            else:
+                visit(child, prefix)
+
+    visit(ast.parse(path.read_text(encoding="utf-8")), module_of(path, package))
+    return lengths
+
+
+def long_functions(package: Path = PACKAGE) -> dict[str, int]:
+    """{function: lines} of the functions over `MAX_FUNCTION_LINES` outside the rules kernel."""
+    found = {}
+    for path in sorted(package.rglob("*.py")):
+        if path.relative_to(package).parts[0] != "rules":
+            found.update(
+                {
+                    n: lines
+                    for n, lines in function_lengths(path, package).items()
+                    if lines > MAX_FUNCTION_LINES
+                }
+            )
+    return found
+
+
+def test_no_function_outside_the_rules_kernel_is_longer_than_the_limit():
+    too_long = {
+        n: lines for n, lines in long_functions().items() if n not in LONG_FUNCTIONS_ALLOWED
+    }
+    assert not too_long, "\n".join(
+        f"{n}: {lines} lines (at most {MAX_FUNCTION_LINES}): cut it into named phases"
+        for n, lines in sorted(too_long.items())
+    )
+    # An allowed function that has been cut leaves the list.
+    assert LONG_FUNCTIONS_ALLOWED <= set(long_functions()), (
+        f"no longer long, remove from LONG_FUNCTIONS_ALLOWED: "
+        f"{sorted(LONG_FUNCTIONS_ALLOWED - set(long_functions()))}"
+    )
+
+
+def test_the_length_check_finds_a_long_function_outside_the_rules_kernel(tmp_path):
+    body = "\n".join(f"    x{i} = {i}" for i in range(MAX_FUNCTION_LINES))  # + `def`: one over
+    (tmp_path / "evaluation").mkdir()
+    (tmp_path / "evaluation" / "long.py").write_text(f"def phases():\n{body}\n")
+    (tmp_path / "rules").mkdir()
+    (tmp_path / "rules" / "kernel.py").write_text(f"def step():\n{body}\n")
+    assert long_functions(tmp_path) == {"evaluation.long.phases": MAX_FUNCTION_LINES + 1}

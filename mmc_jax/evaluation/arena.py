@@ -36,7 +36,7 @@ import functools
 import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -384,6 +384,51 @@ def play_games(
     """
     if not games:
         return []
+    _check_games(players, games)
+    pools = _engine_pools(players, games, engine_pool)
+    book = _Book.start(games)
+    rules, state, planes = start_batch(book.variants, max_plies)
+    batch_size = state.terminated.shape[0]
+    buffers = _jax_buffers(players, book, bucket_min)
+    base_key = jax.random.key(seed)
+    ply = 0
+    started = last_report = time.monotonic()
+    while True:
+        host = _Host.read(state, planes, len(games))
+        book.white_reward += host.rewards[:, 0]
+        done = host.terminated | book.aborted
+        if done.all():
+            break
+        active = np.flatnonzero(~done)
+        movers = np.where(host.turn == 0, book.white, book.black)
+        actions = np.zeros(batch_size, np.int32)
+        forced = np.zeros(len(games), bool)
+        if ply < opening_plies:
+            _opening_actions(actions, active, book.openings, host.planes, seed, ply)
+            forced = book.openings >= 0
+        to_play = [g for g in active if not forced[g]]
+        by_engine = _request_engine_moves(players, pools, book, to_play, movers)
+        key = jax.random.fold_in(base_key, ply)
+        _jax_actions(actions, players, buffers, to_play, movers, (rules, state, planes), key)
+        _engine_actions(actions, players, book, by_engine, movers, host)
+        _record_moves(book, active, actions, movers, host, record_positions)
+        state, planes = _advance(rules, state, planes, jnp.asarray(actions))
+        ply += 1
+        now = time.monotonic()
+        if progress is not None and now - last_report >= progress_every:
+            last_report = now
+            progress(
+                f"ply {ply}: {len(active)} of {len(games)} games running, "
+                f"{now - started:.0f} s elapsed"
+            )
+    return _game_records(
+        players, games, book, jax.device_get(state), opening_plies, record_positions
+    )
+
+
+def _check_games(players: Sequence[Player], games: Sequence[GameSpec]) -> None:
+    """ValueError for an unknown variant, a player index out of range, or a built-in player
+    that would see the true state of a fog game."""
     for spec in games:
         R.check_variant(spec.variant)
         for side in (spec.white, spec.black):
@@ -391,152 +436,237 @@ def play_games(
                 raise ValueError(f"game {spec} names player {side}; there are {len(players)}")
             if players[side].kind not in (NETWORK_KIND, ENGINE_KIND):
                 players_lib.check_fair(players[side].kind, spec.variant)
-    pools = _engine_pools(players, games, engine_pool)
-    num_games = len(games)
-    variants = [g.variant for g in games]
-    white = np.array([g.white for g in games])
-    black = np.array([g.black for g in games])
-    openings = np.array([g.opening for g in games])
-    kinds = [p.kind for p in players]
-    rules, state, planes = start_batch(variants, max_plies)
-    batch_size = state.terminated.shape[0]
-    start_fens = [R.START_FENS[v] for v in variants]
-    base_key = jax.random.key(seed)
 
-    # Buffer sizes per JAX player: in lockstep play a player moves at even plies in its White
-    # games and at odd plies in its Black games.
-    buffers: dict[int, list[int]] = {}
-    for p, player in enumerate(players):
-        if player.is_jax:
-            most = max(int((white == p).sum()), int((black == p).sum()))
-            if most:
-                minimum = bucket_min if player.kind == NETWORK_KIND else most
-                buffers[p] = _buckets(most, max(minimum, 1))
 
-    moves: list[list[str]] = [[] for _ in range(num_games)]
-    positions: list[list[str]] = [[] for _ in range(num_games)]
-    aborted = np.zeros(num_games, bool)
-    illegal_by = np.full(num_games, -1)
-    errors: dict[int, str] = {}
-    white_reward = np.zeros(num_games)
-    ply = 0
-    started = last_report = time.monotonic()
-    while True:
+@dataclasses.dataclass
+class _Book:
+    """The host's bookkeeping of `play_games`, one entry per game: what the games are (fixed)
+    and what happened so far (UCI moves, positions, aborts and illegal moves, rewards)."""
+
+    variants: list[str]
+    white: np.ndarray  # int [G] player indices
+    black: np.ndarray  # int [G]
+    openings: np.ndarray  # int [G] opening numbers (-1: none)
+    start_fens: list[str]
+    moves: list[list[str]]
+    positions: list[list[str]]
+    aborted: np.ndarray  # bool [G] by an engine failure
+    illegal_by: np.ndarray  # int [G] the player who played an illegal action, else -1
+    errors: dict[int, str]
+    white_reward: np.ndarray  # float [G]
+
+    @classmethod
+    def start(cls, games: Sequence[GameSpec]) -> _Book:
+        num_games = len(games)
+        variants = [g.variant for g in games]
+        return cls(
+            variants=variants,
+            white=np.array([g.white for g in games]),
+            black=np.array([g.black for g in games]),
+            openings=np.array([g.opening for g in games]),
+            start_fens=[R.START_FENS[v] for v in variants],
+            moves=[[] for _ in range(num_games)],
+            positions=[[] for _ in range(num_games)],
+            aborted=np.zeros(num_games, bool),
+            illegal_by=np.full(num_games, -1),
+            errors={},
+            white_reward=np.zeros(num_games),
+        )
+
+
+class _Host(NamedTuple):
+    """The batch on the host, its first G rows (the rest is padding with finished games)."""
+
+    turn: np.ndarray  # [G]
+    terminated: np.ndarray  # [G]
+    pieces: np.ndarray  # [G, 6]
+    own: np.ndarray  # [G]
+    rewards: np.ndarray  # [G, 2]
+    planes: np.ndarray  # [G, 49]
+
+    @classmethod
+    def read(cls, state, planes, num_games: int) -> _Host:
         host = jax.device_get(
             (state.turn, state.terminated, state.pieces, state.own, state.rewards, planes)
         )
-        # The batch is padded with finished games: only the first `num_games` rows matter.
-        turn, terminated, pieces, own, rewards, host_planes = (x[:num_games] for x in host)
-        white_reward += rewards[:, 0]
-        done = terminated | aborted
-        if done.all():
-            break
-        active = np.flatnonzero(~done)
-        movers = np.where(turn == 0, white, black)
-        actions = np.zeros(batch_size, np.int32)
-        by_engine: dict[int, Any] = {}
-        if ply < opening_plies:
-            for g in active:
-                if openings[g] < 0:
-                    continue
-                choices = legal_actions(host_planes[g])
-                rng = np.random.default_rng((seed, int(openings[g]), ply))
-                actions[g] = choices[rng.integers(len(choices))]
-        forced = openings >= 0 if ply < opening_plies else np.zeros(num_games, bool)
-        to_play = [g for g in active if not forced[g]]
-        engine_games = [g for g in to_play if kinds[movers[g]] == ENGINE_KIND]
-        for g in engine_games:
-            player = players[movers[g]]
-            request = uci.MoveRequest(start_fens[g], tuple(moves[g]), player.limits)
-            by_engine[g] = pools[player.name].submit([request])[0]
-        key = jax.random.fold_in(base_key, ply)
-        to_play_set = np.zeros(num_games, bool)
-        to_play_set[to_play] = True
-        for p, sizes in buffers.items():
-            mine = np.flatnonzero(to_play_set & (movers == p))
-            if len(mine) == 0:
-                continue
-            # Lockstep play never needs more than the first buffer; split just in case.
-            for start in range(0, len(mine), sizes[0]):
-                chunk = mine[start : start + sizes[0]]
-                size = min(s for s in sizes if s >= len(chunk))
-                indices = np.full(size, chunk[0], np.int32)
-                indices[: len(chunk)] = chunk
-                out = act(players[p], rules, state, planes, indices, jax.random.fold_in(key, p))
-                actions[chunk] = out[: len(chunk)]
-        for g, future in by_engine.items():
-            reply = future.result()
-            player = players[movers[g]]
-            if reply.error is not None:
-                aborted[g] = True
-                errors[g] = f"{player.name}: {reply.error}"
-                continue
-            move = reply.move
-            legal = legal_uci(variants[g], int(turn[g]), pieces[g], own[g], host_planes[g])
-            if move not in legal:
-                aborted[g] = True
-                fen = notation.to_fen(pieces[g], own[g], int(turn[g]), 0, 1)
-                errors[g] = f"{player.name}: " + str(
-                    uci.EngineIllegalMove(
-                        f"engine played {move!r}, not a legal move in {variants[g]} "
-                        f"after {' '.join(moves[g]) or 'no moves'} (board {fen.split()[0]}, "
-                        f"{'White' if turn[g] == 0 else 'Black'} to move); legal moves: "
-                        f"{', '.join(sorted(legal)) or 'none'}"
-                    )
-                )
-                continue
-            actions[g] = legal[move]
-        for g in active:
-            if aborted[g]:
-                continue
-            if record_positions:
-                positions[g].append(position_key(pieces[g], own[g], turn[g]))
-            action = int(actions[g])
-            if not is_legal(host_planes[g], action):
-                illegal_by[g] = movers[g]
-                moves[g].append(f"<illegal action {action}>")
-                continue
-            moves[g].append(R.board_action_to_uci(variants[g], action, turn[g], pieces[g], own[g]))
-        state, planes = _advance(rules, state, planes, jnp.asarray(actions))
-        ply += 1
-        now = time.monotonic()
-        if progress is not None and now - last_report >= progress_every:
-            last_report = now
-            progress(
-                f"ply {ply}: {len(active)} of {num_games} games running, "
-                f"{now - started:.0f} s elapsed"
-            )
+        return cls(*(x[:num_games] for x in host))
 
-    final = jax.device_get(state)
+
+def _jax_buffers(players: Sequence[Player], book: _Book, bucket_min: int) -> dict[int, list[int]]:
+    """{JAX player's index: its buffer sizes, largest first}. In lockstep play a player moves
+    at even plies in its White games and at odd plies in its Black games."""
+    buffers: dict[int, list[int]] = {}
+    for p, player in enumerate(players):
+        if player.is_jax:
+            most = max(int((book.white == p).sum()), int((book.black == p).sum()))
+            if most:
+                minimum = bucket_min if player.kind == NETWORK_KIND else most
+                buffers[p] = _buckets(most, max(minimum, 1))
+    return buffers
+
+
+def _opening_actions(
+    actions: np.ndarray,
+    active: np.ndarray,
+    openings: np.ndarray,
+    host_planes: np.ndarray,
+    seed: int,
+    ply: int,
+) -> None:
+    """Writes into `actions` the opening suite's move at `ply` of every active game that has
+    an opening."""
+    for g in active:
+        if openings[g] < 0:
+            continue
+        choices = legal_actions(host_planes[g])
+        rng = np.random.default_rng((seed, int(openings[g]), ply))
+        actions[g] = choices[rng.integers(len(choices))]
+
+
+def _request_engine_moves(
+    players: Sequence[Player],
+    pools: Mapping[str, uci.EnginePool],
+    book: _Book,
+    to_play: Sequence[int],
+    movers: np.ndarray,
+) -> dict[int, Any]:
+    """{game: future of its engine's reply} for the games in `to_play` where an engine moves;
+    the engines search while the JAX players act."""
+    by_engine: dict[int, Any] = {}
+    for g in to_play:
+        player = players[movers[g]]
+        if player.kind == ENGINE_KIND:
+            request = uci.MoveRequest(book.start_fens[g], tuple(book.moves[g]), player.limits)
+            by_engine[g] = pools[player.name].submit([request])[0]
+    return by_engine
+
+
+def _jax_actions(
+    actions: np.ndarray,
+    players: Sequence[Player],
+    buffers: Mapping[int, list[int]],
+    to_play: Sequence[int],
+    movers: np.ndarray,
+    batch,
+    key,
+) -> None:
+    """Writes into `actions` every JAX player's moves in the games of `to_play` where it
+    moves, each player acting on its own games gathered into its smallest fitting buffer;
+    `batch` the device's (rules, state, planes)."""
+    to_play_set = np.zeros(len(movers), bool)
+    to_play_set[list(to_play)] = True
+    for p, sizes in buffers.items():
+        mine = np.flatnonzero(to_play_set & (movers == p))
+        if len(mine) == 0:
+            continue
+        # Lockstep play never needs more than the first buffer; split just in case.
+        for start in range(0, len(mine), sizes[0]):
+            chunk = mine[start : start + sizes[0]]
+            size = min(s for s in sizes if s >= len(chunk))
+            indices = np.full(size, chunk[0], np.int32)
+            indices[: len(chunk)] = chunk
+            out = act(players[p], *batch, indices, jax.random.fold_in(key, p))
+            actions[chunk] = out[: len(chunk)]
+
+
+def _engine_actions(
+    actions: np.ndarray,
+    players: Sequence[Player],
+    book: _Book,
+    by_engine: Mapping[int, Any],
+    movers: np.ndarray,
+    host: _Host,
+) -> None:
+    """Writes into `actions` the engines' replies, checked against the rules; a failed or
+    illegal reply aborts its game with the error in `book`."""
+    for g, future in by_engine.items():
+        reply = future.result()
+        player = players[movers[g]]
+        if reply.error is not None:
+            book.aborted[g] = True
+            book.errors[g] = f"{player.name}: {reply.error}"
+            continue
+        move = reply.move
+        turn, pieces, own = host.turn[g], host.pieces[g], host.own[g]
+        legal = legal_uci(book.variants[g], int(turn), pieces, own, host.planes[g])
+        if move not in legal:
+            book.aborted[g] = True
+            fen = notation.to_fen(pieces, own, int(turn), 0, 1)
+            book.errors[g] = f"{player.name}: " + str(
+                uci.EngineIllegalMove(
+                    f"engine played {move!r}, not a legal move in {book.variants[g]} "
+                    f"after {' '.join(book.moves[g]) or 'no moves'} (board {fen.split()[0]}, "
+                    f"{'White' if turn == 0 else 'Black'} to move); legal moves: "
+                    f"{', '.join(sorted(legal)) or 'none'}"
+                )
+            )
+            continue
+        actions[g] = legal[move]
+
+
+def _record_moves(
+    book: _Book,
+    active: np.ndarray,
+    actions: np.ndarray,
+    movers: np.ndarray,
+    host: _Host,
+    record_positions: bool,
+) -> None:
+    """Appends each active, unaborted game's move (in UCI) and, with `record_positions`, the
+    position it is played in; an illegal action is marked against its mover."""
+    for g in active:
+        if book.aborted[g]:
+            continue
+        turn, pieces, own = host.turn[g], host.pieces[g], host.own[g]
+        if record_positions:
+            book.positions[g].append(position_key(pieces, own, turn))
+        action = int(actions[g])
+        if not is_legal(host.planes[g], action):
+            book.illegal_by[g] = movers[g]
+            book.moves[g].append(f"<illegal action {action}>")
+            continue
+        book.moves[g].append(R.board_action_to_uci(book.variants[g], action, turn, pieces, own))
+
+
+def _game_records(
+    players: Sequence[Player],
+    games: Sequence[GameSpec],
+    book: _Book,
+    final,
+    opening_plies: int,
+    record_positions: bool,
+) -> list[GameRecord]:
+    """One `GameRecord` per game from the bookkeeping and the final states (host)."""
     records = []
     for g, spec in enumerate(games):
-        white_name, black_name = players[spec.white].name, players[spec.black].name
+        moves = book.moves[g]
         record = GameRecord(
             variant=spec.variant,
-            white=white_name,
-            black=black_name,
-            start_fen=start_fens[g],
-            moves=[m for m in moves[g] if not m.startswith("<")],
+            white=players[spec.white].name,
+            black=players[spec.black].name,
+            start_fen=book.start_fens[g],
+            moves=[m for m in moves if not m.startswith("<")],
             result="*",
-            opening_plies=min(opening_plies, len(moves[g])) if spec.opening >= 0 else 0,
+            opening_plies=min(opening_plies, len(moves)) if spec.opening >= 0 else 0,
         )
-        if aborted[g]:
+        if book.aborted[g]:
             record.termination = "abandoned"
-            record.error = errors[g]
+            record.error = book.errors[g]
         else:
-            reward = white_reward[g]
+            reward = book.white_reward[g]
             record.result = "1-0" if reward > 0 else "0-1" if reward < 0 else "1/2-1/2"
-            if illegal_by[g] >= 0:
+            illegal_by = book.illegal_by[g]
+            if illegal_by >= 0:
                 record.termination = "rules infraction"
-                record.error = f"{players[illegal_by[g]].name} played an illegal action"
+                record.error = f"{players[illegal_by].name} played an illegal action"
             s = jax.tree.map(lambda x, g=g: x[g], final)
             record.final_fen = notation.to_fen(
                 s.pieces, s.own, int(s.turn), int(s.halfmove), int(s.fullmove)
             )
-            if record_positions and illegal_by[g] < 0:
-                positions[g].append(position_key(s.pieces, s.own, s.turn))
+            if record_positions and illegal_by < 0:
+                book.positions[g].append(position_key(s.pieces, s.own, s.turn))
         if record_positions:
-            record.positions = positions[g]
+            record.positions = book.positions[g]
         records.append(record)
     return records
 

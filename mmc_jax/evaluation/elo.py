@@ -198,6 +198,52 @@ def fit_elo(
     """
     pairs = aggregate(results)
     players = sorted({r.a for r in pairs} | {r.b for r in pairs})
+    _check_fit_inputs(players, pairs, anchor, prior_draws)
+    position = {p: i for i, p in enumerate(players)}
+    index_a = np.array([position[r.a] for r in pairs])
+    index_b = np.array([position[r.b] for r in pairs])
+    counts = np.array([[r.wins, r.draws, r.losses] for r in pairs], np.float64)  # [K, 3]
+    anchor_index = position[anchor]
+    theta, information = _fit(
+        index_a, index_b, *_points_and_games(counts, prior_draws), len(players), anchor_index
+    )
+    ratings = theta * ELO_SCALE
+    ratings -= ratings[anchor_index]
+    se = _standard_errors(information, anchor_index)
+    boot_ci = None
+    if bootstrap:
+        boot_ci = _bootstrap_intervals(
+            index_a, index_b, counts, prior_draws, theta, anchor_index, bootstrap, seed
+        )
+    return {
+        "method": "Bradley-Terry maximum likelihood on the Elo scale, draws as half points",
+        "anchor": anchor,
+        "prior_draws": prior_draws,
+        "bootstrap": bootstrap,
+        "ratings": _rating_table(players, pairs, ratings, se, boot_ci),
+        "pairs": [
+            {
+                "a": r.a,
+                "b": r.b,
+                "games": r.games,
+                "wins": r.wins,
+                "draws": r.draws,
+                "losses": r.losses,
+                "score": r.score,
+                "expected_score": float(
+                    expected_score(ratings[position[r.a]] - ratings[position[r.b]])
+                ),
+            }
+            for r in pairs
+        ],
+    }
+
+
+def _check_fit_inputs(
+    players: list[str], pairs: list[PairResult], anchor: str, prior_draws: float
+) -> None:
+    """ValueError unless the anchor played, every player is connected to it by games and the
+    prior is non-negative."""
     if anchor not in players:
         raise ValueError(f"anchor {anchor!r} played no game; players: {', '.join(players)}")
     reachable = _connected(players, pairs, anchor)
@@ -209,52 +255,70 @@ def fit_elo(
         )
     if prior_draws < 0:
         raise ValueError(f"prior_draws must be >= 0, got {prior_draws}")
-    position = {p: i for i, p in enumerate(players)}
-    index_a = np.array([position[r.a] for r in pairs])
-    index_b = np.array([position[r.b] for r in pairs])
-    counts = np.array([[r.wins, r.draws, r.losses] for r in pairs], np.float64)  # [K, 3]
 
-    def points_and_games(counts):
-        points = counts[:, 0] + 0.5 * counts[:, 1] + 0.5 * prior_draws
-        games = counts.sum(axis=1) + prior_draws
-        return points, games
 
-    anchor_index = position[anchor]
-    theta, information = _fit(
-        index_a, index_b, *points_and_games(counts), len(players), anchor_index
-    )
-    ratings = theta * ELO_SCALE
-    ratings -= ratings[anchor_index]
-    free = np.arange(len(players)) != anchor_index
-    se = np.zeros(len(players))
+def _points_and_games(counts: np.ndarray, prior_draws: float) -> tuple[np.ndarray, np.ndarray]:
+    """(points [K], games [K]) of W/D/L counts [K, 3], each pair with its prior draws added."""
+    points = counts[:, 0] + 0.5 * counts[:, 1] + 0.5 * prior_draws
+    games = counts.sum(axis=1) + prior_draws
+    return points, games
+
+
+def _standard_errors(information: np.ndarray, anchor_index: int) -> np.ndarray:
+    """Elo standard errors [P] from the Fisher information (0 for the anchor; inf when the
+    information is singular)."""
+    free = np.arange(information.shape[0]) != anchor_index
+    se = np.zeros(information.shape[0])
     try:
         covariance = np.linalg.inv(information[np.ix_(free, free)])
         se[free] = np.sqrt(np.maximum(np.diag(covariance), 0.0)) * ELO_SCALE
     except np.linalg.LinAlgError:
         se[free] = np.inf
+    return se
 
-    boot_ci = None
-    if bootstrap:
-        rng = np.random.default_rng(seed)
-        totals = counts.sum(axis=1).astype(np.int64)
-        frequencies = counts / np.maximum(totals, 1)[:, None]
-        samples = np.empty((bootstrap, len(players)))
-        for b in range(bootstrap):
-            resampled = np.stack(
-                [rng.multinomial(n, f) for n, f in zip(totals, frequencies, strict=True)]
-            ).astype(np.float64)
-            sample, _ = _fit(
-                index_a,
-                index_b,
-                *points_and_games(resampled),
-                len(players),
-                anchor_index,
-                start=theta,
-                iterations=30,
-            )
-            samples[b] = (sample - sample[anchor_index]) * ELO_SCALE
-        boot_ci = np.percentile(samples, [2.5, 97.5], axis=0)
 
+def _bootstrap_intervals(
+    index_a: np.ndarray,
+    index_b: np.ndarray,
+    counts: np.ndarray,
+    prior_draws: float,
+    theta: np.ndarray,
+    anchor_index: int,
+    bootstrap: int,
+    seed: int,
+) -> np.ndarray:
+    """[2, P]: 95% percentile intervals of the Elo ratings over `bootstrap` refits, each on
+    W/D/L counts resampled per pair (multinomial at the pair's observed frequencies)."""
+    rng = np.random.default_rng(seed)
+    totals = counts.sum(axis=1).astype(np.int64)
+    frequencies = counts / np.maximum(totals, 1)[:, None]
+    samples = np.empty((bootstrap, theta.shape[0]))
+    for b in range(bootstrap):
+        resampled = np.stack(
+            [rng.multinomial(n, f) for n, f in zip(totals, frequencies, strict=True)]
+        ).astype(np.float64)
+        sample, _ = _fit(
+            index_a,
+            index_b,
+            *_points_and_games(resampled, prior_draws),
+            theta.shape[0],
+            anchor_index,
+            start=theta,
+            iterations=30,
+        )
+        samples[b] = (sample - sample[anchor_index]) * ELO_SCALE
+    return np.percentile(samples, [2.5, 97.5], axis=0)
+
+
+def _rating_table(
+    players: list[str],
+    pairs: list[PairResult],
+    ratings: np.ndarray,
+    se: np.ndarray,
+    boot_ci: np.ndarray | None,
+) -> dict[str, dict[str, Any]]:
+    """{player: {elo, ci95, ci95_fisher, se, games, score}} (the bootstrap interval when there
+    is one, else the Fisher interval)."""
     games_of = dict.fromkeys(players, 0)
     points_of = dict.fromkeys(players, 0.0)
     for r in pairs:
@@ -262,10 +326,10 @@ def fit_elo(
         games_of[r.b] += r.games
         points_of[r.a] += r.wins + 0.5 * r.draws
         points_of[r.b] += r.losses + 0.5 * r.draws
-    out_ratings = {}
+    table = {}
     for i, p in enumerate(players):
         fisher = [float(ratings[i] - Z_95 * se[i]), float(ratings[i] + Z_95 * se[i])]
-        out_ratings[p] = {
+        table[p] = {
             "elo": float(ratings[i]),
             "ci95": (
                 list(_containing(float(ratings[i]), *boot_ci[:, i]))
@@ -277,29 +341,7 @@ def fit_elo(
             "games": games_of[p],
             "score": points_of[p] / games_of[p],
         }
-    out_pairs = [
-        {
-            "a": r.a,
-            "b": r.b,
-            "games": r.games,
-            "wins": r.wins,
-            "draws": r.draws,
-            "losses": r.losses,
-            "score": r.score,
-            "expected_score": float(
-                expected_score(ratings[position[r.a]] - ratings[position[r.b]])
-            ),
-        }
-        for r in pairs
-    ]
-    return {
-        "method": "Bradley-Terry maximum likelihood on the Elo scale, draws as half points",
-        "anchor": anchor,
-        "prior_draws": prior_draws,
-        "bootstrap": bootstrap,
-        "ratings": out_ratings,
-        "pairs": out_pairs,
-    }
+    return table
 
 
 # ---------------------------------------------------------------------------------------------

@@ -171,57 +171,18 @@ def run(
     progress=arena.print_progress,
 ) -> tuple[dict[str, Any], list[arena.GameRecord]]:
     """Plays the ladder for every model (one batch), fits Elo; returns (report, records)."""
-    if settings.games < 2 or settings.games % 2:
-        raise ValueError(f"games per rung must be positive and even, got {settings.games}")
-    if settings.chain_games < 0 or settings.chain_games % 2:
-        raise ValueError(f"chain games must be even and >= 0, got {settings.chain_games}")
-    rungs = rung_players(settings)
-    if ANCHOR not in [r.name for r in rungs]:
-        raise ValueError("the ladder is anchored at random = 0: keep 'random' in the baselines")
-    names = [m.name for m in models]
-    if len(set(names)) != len(names) or set(names) & {r.name for r in rungs}:
-        raise ValueError(f"model names must be distinct from each other and the rungs: {names}")
+    rungs = _checked_rungs(models, settings)
     players = [
         arena.engine_player(uci.Limits(nodes=max(settings.simulations, 1)), m.name)
         if m.engine
         else arena.model_player(m.name, m.network, m.params, settings.simulations)
         for m in models
     ] + rungs
-    first_rung = len(models)
-    games: list[arena.GameSpec] = []
-    for i in range(len(models)):
-        for j in range(first_rung, len(players)):
-            games += arena.colour_balanced(i, j, settings.games, settings.variant)
-    if settings.chain_games:
-        for j in range(first_rung, len(players) - 1):
-            games += arena.colour_balanced(j, j + 1, settings.chain_games, settings.variant)
-
+    games = _ladder_games(len(models), len(players), settings)
     pools: dict[str, uci.EnginePool] = {}
-    engine_id = None
     started = time.monotonic()
     try:
-        if any(p.kind == "engine" for p in rungs):
-            slow = not isinstance(settings.engine, (str, type(None)))  # given as uci:COMMAND
-            pool = uci.EnginePool(
-                settings.variant,
-                settings.engine if not slow else list(settings.engine),
-                processes=settings.engine_processes,
-                move_timeout=max(settings.engine_timeout, uci.SLOW_ENGINE_MOVE_TIMEOUT)
-                if slow
-                else settings.engine_timeout,
-                **(uci.SLOW_ENGINE_TIMEOUTS if slow else {}),
-            )
-            pools.update({p.name: pool for p in rungs if p.kind == "engine"})
-            engine_id = {"name": pool.id_name, "command": pool.command}
-        for m in models:
-            if m.engine:
-                pools[m.name] = uci.EnginePool(
-                    settings.variant,
-                    list(m.engine),
-                    processes=settings.engine_processes,
-                    move_timeout=max(settings.engine_timeout, uci.SLOW_ENGINE_MOVE_TIMEOUT),
-                    **uci.SLOW_ENGINE_TIMEOUTS,
-                )
+        engine_id = _open_engine_pools(models, rungs, settings, pools)
         if progress:
             progress(
                 f"ladder: {len(games)} games of {settings.variant} "
@@ -241,7 +202,6 @@ def run(
         for pool in {id(p): p for p in pools.values()}.values():
             pool.close()
     play_seconds = time.monotonic() - started
-
     fit = elo_lib.fit_elo(
         arena.pair_results(records),
         ANCHOR,
@@ -249,30 +209,6 @@ def run(
         bootstrap=settings.bootstrap,
         seed=settings.seed,
     )
-    ratings = fit["ratings"]
-    rung_names = [r.name for r in rungs]
-    model_reports = []
-    for m in models:
-        if m.name not in ratings:
-            continue
-        entry = {
-            "name": m.name,
-            "step": m.step,
-            **ratings[m.name],
-            "rungs": _rung_table(records, m.name, rung_names, ratings),
-            "equivalent_nodes": equivalent_nodes(ratings[m.name]["elo"], ratings, rungs),
-        }
-        model_reports.append(entry)
-    openings = {}
-    for record in records:
-        if record.opening_plies and len(openings) < settings.games // 2:
-            key = " ".join(record.moves[: record.opening_plies])
-            openings.setdefault(key, None)
-    errors = [
-        {"game": i, "white": r.white, "black": r.black, "error": r.error}
-        for i, r in enumerate(records)
-        if not r.scored
-    ]
     report = {
         "variant": settings.variant,
         "settings": {
@@ -280,16 +216,117 @@ def run(
             for k, v in dataclasses.asdict(settings).items()
         },
         "engine": engine_id,
-        "rungs": rung_names,
-        "models": model_reports,
+        "rungs": [r.name for r in rungs],
+        "models": _model_reports(models, rungs, records, fit["ratings"]),
         "elo": fit,
         "num_games": len(records),
-        "errors": errors,
-        "openings": list(openings),
+        "errors": [
+            {"game": i, "white": r.white, "black": r.black, "error": r.error}
+            for i, r in enumerate(records)
+            if not r.scored
+        ],
+        "openings": _openings(records, settings.games // 2),
         "seconds": {"play": play_seconds},
         "max_plies": settings.max_plies or R.get(settings.variant).max_plies.item(),
     }
     return report, records
+
+
+def _checked_rungs(models: Sequence[Model], settings: LadderSettings) -> list[arena.Player]:
+    """The ladder's rungs; ValueError for odd game counts, a ladder without its anchor, or
+    clashing names."""
+    if settings.games < 2 or settings.games % 2:
+        raise ValueError(f"games per rung must be positive and even, got {settings.games}")
+    if settings.chain_games < 0 or settings.chain_games % 2:
+        raise ValueError(f"chain games must be even and >= 0, got {settings.chain_games}")
+    rungs = rung_players(settings)
+    if ANCHOR not in [r.name for r in rungs]:
+        raise ValueError("the ladder is anchored at random = 0: keep 'random' in the baselines")
+    names = [m.name for m in models]
+    if len(set(names)) != len(names) or set(names) & {r.name for r in rungs}:
+        raise ValueError(f"model names must be distinct from each other and the rungs: {names}")
+    return rungs
+
+
+def _ladder_games(
+    num_models: int, num_players: int, settings: LadderSettings
+) -> list[arena.GameSpec]:
+    """Every model (players [0, num_models)) against every rung (the players after them),
+    then each rung against the next (`chain_games`), colour-balanced."""
+    games: list[arena.GameSpec] = []
+    for i in range(num_models):
+        for j in range(num_models, num_players):
+            games += arena.colour_balanced(i, j, settings.games, settings.variant)
+    if settings.chain_games:
+        for j in range(num_models, num_players - 1):
+            games += arena.colour_balanced(j, j + 1, settings.chain_games, settings.variant)
+    return games
+
+
+def _open_engine_pools(
+    models: Sequence[Model],
+    rungs: Sequence[arena.Player],
+    settings: LadderSettings,
+    pools: dict[str, uci.EnginePool],
+) -> dict[str, Any] | None:
+    """Opens the engine pools into `pools` {player name: pool}, as it goes (so that the caller
+    closes those opened before a failure): one shared by the engine rungs, one per engine
+    model. Returns the rungs' engine's {name, command}, None without engine rungs."""
+    engine_id = None
+    if any(p.kind == "engine" for p in rungs):
+        slow = not isinstance(settings.engine, (str, type(None)))  # given as uci:COMMAND
+        pool = uci.EnginePool(
+            settings.variant,
+            settings.engine if not slow else list(settings.engine),
+            processes=settings.engine_processes,
+            move_timeout=max(settings.engine_timeout, uci.SLOW_ENGINE_MOVE_TIMEOUT)
+            if slow
+            else settings.engine_timeout,
+            **(uci.SLOW_ENGINE_TIMEOUTS if slow else {}),
+        )
+        pools.update({p.name: pool for p in rungs if p.kind == "engine"})
+        engine_id = {"name": pool.id_name, "command": pool.command}
+    for m in models:
+        if m.engine:
+            pools[m.name] = uci.EnginePool(
+                settings.variant,
+                list(m.engine),
+                processes=settings.engine_processes,
+                move_timeout=max(settings.engine_timeout, uci.SLOW_ENGINE_MOVE_TIMEOUT),
+                **uci.SLOW_ENGINE_TIMEOUTS,
+            )
+    return engine_id
+
+
+def _model_reports(
+    models: Sequence[Model],
+    rungs: Sequence[arena.Player],
+    records: Sequence[arena.GameRecord],
+    ratings: dict[str, Any],
+) -> list[dict[str, Any]]:
+    """Per rated model: its rating, its results per rung and its engine-node equivalent."""
+    rung_names = [r.name for r in rungs]
+    return [
+        {
+            "name": m.name,
+            "step": m.step,
+            **ratings[m.name],
+            "rungs": _rung_table(records, m.name, rung_names, ratings),
+            "equivalent_nodes": equivalent_nodes(ratings[m.name]["elo"], ratings, rungs),
+        }
+        for m in models
+        if m.name in ratings
+    ]
+
+
+def _openings(records: Sequence[arena.GameRecord], limit: int) -> list[str]:
+    """The distinct opening lines played (UCI moves joined by spaces), in order, at most
+    `limit` of them."""
+    openings: dict[str, None] = {}
+    for record in records:
+        if record.opening_plies and len(openings) < limit:
+            openings.setdefault(" ".join(record.moves[: record.opening_plies]), None)
+    return list(openings)
 
 
 # ---------------------------------------------------------------------------------------------

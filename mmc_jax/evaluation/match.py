@@ -160,47 +160,15 @@ def _arena(
     outside so that the compiled program has no second copy of the move generator).
     """
     num_games = rules.variant_id.shape[0]
-    half = num_games // 2
-    model_colour = (jnp.arange(num_games) >= half).astype(jnp.int32)
+    model_colour = (jnp.arange(num_games) >= num_games // 2).astype(jnp.int32)
     loop_limit = jnp.max(rules.max_plies) + 1  # the rules end every game by then
-
-    def paired_random(key, state, planes, ply):
-        del ply
-        # The same key on both halves: game i and game i + N/2 play the same opening moves.
-        legal = R.planes_to_mask(planes)
-        return jnp.concatenate(
-            [R.random_legal_action(key, legal[:half]), R.random_legal_action(key, legal[half:])]
-        )
-
-    def half_of(tree, start):
-        return jax.tree.map(lambda x: jax.lax.dynamic_slice_in_dim(x, start, half, axis=0), tree)
+    carry = _start_carry(rules, start_planes, record_plies)
+    start_turn = carry.state.turn[0]
 
     def policies(key, state, planes, ply, model=model, opponent=opponent):
-        # Every game has the same side to move at a given ply (one variant, one start, the
-        # same number of plies so far), so each player searches only its own half.
-        model_key, opponent_key = jax.random.split(key)
         model_first = (start_turn + ply) % 2 == 0  # the model is White in the first half
-        model_start = jnp.where(model_first, 0, half)
-        opponent_start = half - model_start
-        model_actions = model.act(
-            model_params,
-            model_key,
-            half_of(rules, model_start),
-            half_of(state, model_start),
-            half_of(planes, model_start),
-        )
-        opponent_actions = opponent.act(
-            opponent_params,
-            opponent_key,
-            half_of(rules, opponent_start),
-            half_of(state, opponent_start),
-            half_of(planes, opponent_start),
-        )
-        return jnp.where(
-            model_first,
-            jnp.concatenate([model_actions, opponent_actions]),
-            jnp.concatenate([opponent_actions, model_actions]),
-        )
+        sides = ((model, model_params), (opponent, opponent_params))
+        return _lockstep_actions(key, rules, state, planes, model_first, sides)
 
     sampling_model = dataclasses.replace(model, gumbel_scale=1.0)
     sampling_opponent = dataclasses.replace(opponent, gumbel_scale=1.0)
@@ -209,7 +177,11 @@ def _arena(
         # Both halves hold the same positions during the opening (same start, same moves), so
         # the first half's sampled moves are legal in the second.
         actions = policies(key, state, planes, ply, sampling_model, sampling_opponent)
-        return jnp.concatenate([actions[:half], actions[:half]])
+        return jnp.concatenate([actions[: num_games // 2], actions[: num_games // 2]])
+
+    def paired_random(key, state, planes, ply):
+        del state, ply
+        return _paired_random_actions(key, planes)
 
     opening_moves = paired_policy if opening == "policy" else paired_random
 
@@ -217,37 +189,38 @@ def _arena(
         return ~jnp.all(carry.state.terminated) & (carry.ply < loop_limit)
 
     def body(carry: _Carry) -> _Carry:
-        state, planes = carry.state, carry.planes
         ply_key = jax.random.fold_in(key, carry.ply)
         actions = jax.lax.cond(
-            carry.ply < opening_plies, opening_moves, policies, ply_key, state, planes, carry.ply
+            carry.ply < opening_plies,
+            opening_moves,
+            policies,
+            ply_key,
+            carry.state,
+            carry.planes,
+            carry.ply,
         )
-        illegal = ~state.terminated & ~_is_legal(planes, actions)
-        model_moved = state.turn == model_colour
-        illegal = jnp.stack([illegal & model_moved, illegal & ~model_moved], axis=1)
-        record = carry.record
-        if record_plies:
-            record = GameLog(
-                record.actions.at[carry.ply].set(actions, mode="drop"),
-                record.pieces.at[carry.ply].set(state.pieces, mode="drop"),
-                record.own.at[carry.ply].set(state.own, mode="drop"),
-            )
-        state, planes = R.step_with_planes(rules, state, actions, planes)
-        return _Carry(
-            state,
-            planes,
-            carry.ply + 1,
-            carry.rewards + state.rewards,
-            carry.illegal | illegal,
-            record,
-        )
+        return _play_ply(rules, carry, actions, model_colour, record_plies)
 
+    carry = jax.lax.while_loop(cond, body, carry)
+    return ArenaOutput(
+        model_reward=jnp.take_along_axis(carry.rewards, model_colour[:, None], axis=1)[:, 0],
+        plies=carry.state.ply,
+        finished=carry.state.terminated,
+        model_illegal=carry.illegal[:, 0],
+        opponent_illegal=carry.illegal[:, 1],
+        record=carry.record,
+    )
+
+
+def _start_carry(rules, start_planes: jax.Array, record_plies: int) -> _Carry:
+    """The arena's loop state at ply 0: the start positions, no rewards, an empty `GameLog`
+    when recording."""
+    num_games = rules.variant_id.shape[0]
     state = R.init(rules)
-    start_turn = state.turn[0]
     # `init` does not look for moves: a start without any (monochromatic: White is stalemated
     # at once) is a finished, drawn game. Start positions are never in check, so never mate.
     state = state.replace(terminated=state.terminated | ~jnp.any(start_planes != 0, axis=-1))
-    carry = _Carry(
+    return _Carry(
         state=state,
         planes=start_planes,
         ply=jnp.int32(0),
@@ -261,14 +234,78 @@ def _arena(
         if record_plies
         else None,
     )
-    carry = jax.lax.while_loop(cond, body, carry)
-    return ArenaOutput(
-        model_reward=jnp.take_along_axis(carry.rewards, model_colour[:, None], axis=1)[:, 0],
-        plies=carry.state.ply,
-        finished=carry.state.terminated,
-        model_illegal=carry.illegal[:, 0],
-        opponent_illegal=carry.illegal[:, 1],
-        record=carry.record,
+
+
+def _half_of(tree, start, half: int):
+    """Rows [start, start + half) of every leaf of a batch."""
+    return jax.tree.map(lambda x: jax.lax.dynamic_slice_in_dim(x, start, half, axis=0), tree)
+
+
+def _paired_random_actions(key: jax.Array, planes: jax.Array) -> jax.Array:
+    """int32 [B]: uniformly random legal moves; the same key on both halves, so game i and
+    game i + N/2 play the same opening moves."""
+    half = planes.shape[0] // 2
+    legal = R.planes_to_mask(planes)
+    return jnp.concatenate(
+        [R.random_legal_action(key, legal[:half]), R.random_legal_action(key, legal[half:])]
+    )
+
+
+def _lockstep_actions(key, rules, state, planes, model_first, sides) -> jax.Array:
+    """int32 [B]: every game's move, each side acting on its own half of the batch only.
+
+    Every game has the same side to move at a given ply (one variant, one start, the same
+    number of plies so far): the model in the first half when `model_first`, else in the
+    second. `sides` is ((model, its params), (opponent, its params)).
+    """
+    (model, model_params), (opponent, opponent_params) = sides
+    half = planes.shape[0] // 2
+    model_key, opponent_key = jax.random.split(key)
+    model_start = jnp.where(model_first, 0, half)
+    opponent_start = half - model_start
+    model_actions = model.act(
+        model_params,
+        model_key,
+        _half_of(rules, model_start, half),
+        _half_of(state, model_start, half),
+        _half_of(planes, model_start, half),
+    )
+    opponent_actions = opponent.act(
+        opponent_params,
+        opponent_key,
+        _half_of(rules, opponent_start, half),
+        _half_of(state, opponent_start, half),
+        _half_of(planes, opponent_start, half),
+    )
+    return jnp.where(
+        model_first,
+        jnp.concatenate([model_actions, opponent_actions]),
+        jnp.concatenate([opponent_actions, model_actions]),
+    )
+
+
+def _play_ply(rules, carry: _Carry, actions, model_colour, record_plies: int) -> _Carry:
+    """Plays `actions` [B] in every game: marks illegal ones against their mover (the rules
+    end such a game), records the ply when recording, adds the rewards."""
+    state, planes = carry.state, carry.planes
+    illegal = ~state.terminated & ~_is_legal(planes, actions)
+    model_moved = state.turn == model_colour
+    illegal = jnp.stack([illegal & model_moved, illegal & ~model_moved], axis=1)
+    record = carry.record
+    if record_plies:
+        record = GameLog(
+            record.actions.at[carry.ply].set(actions, mode="drop"),
+            record.pieces.at[carry.ply].set(state.pieces, mode="drop"),
+            record.own.at[carry.ply].set(state.own, mode="drop"),
+        )
+    state, planes = R.step_with_planes(rules, state, actions, planes)
+    return _Carry(
+        state,
+        planes,
+        carry.ply + 1,
+        carry.rewards + state.rewards,
+        carry.illegal | illegal,
+        record,
     )
 
 
@@ -342,6 +379,111 @@ def play_match(
       for the built-in policies); plus the match settings.
     """
     variant = R.check_variant(variant)  # the canonical spelling, recorded in the results
+    opponent_simulations = _checked_match_counts(
+        num_games, num_simulations, opening_plies, opening, opponent_simulations
+    )
+    network, params, model_name, model, model_params = _model_side(network, params, num_simulations)
+    if opponent is None and opponent_network is not None:
+        opponent = "checkpoint"
+    opponent_player, opponent_params = _player(
+        opponent, opponent_network, opponent_params, opponent_simulations, "opponent"
+    )
+    if R.parse(variant).fog == "on" and model.kind == "network" and not omniscient:
+        return _fair_fog_match(
+            network,
+            params,
+            variant,
+            opponent,
+            num_games,
+            num_simulations,
+            key,
+            num_worlds=num_worlds,
+            opening_plies=opening_plies,
+            max_plies=max_plies,
+        )
+    _check_pairing(variant, (network, model), (opponent, opponent_player), opening_plies)
+    opponent_name = opponent if isinstance(opponent, str) else getattr(opponent, "__name__", "?")
+    return _arena_match(
+        variant,
+        max_plies,
+        num_games,
+        key,
+        model=(model, model_params, model_name, num_simulations),
+        opponent=(opponent_player, opponent_params, opponent_name, opponent_simulations),
+        opening_plies=opening_plies,
+        opening=opening,
+        games_out=games_out,
+    )
+
+
+def _arena_match(
+    variant: str,
+    max_plies,
+    num_games: int,
+    key,
+    *,
+    model,
+    opponent,
+    opening_plies: int,
+    opening: str,
+    games_out,
+) -> dict[str, Any]:
+    """`play_match` in the compiled arena; each side is (static player, its jit-argument
+    params, display name, simulations)."""
+    (model, model_params, model_name, num_simulations) = model
+    (opponent, opponent_params, opponent_name, opponent_simulations) = opponent
+    single = R.get(variant) if max_plies is None else R.get(variant, max_plies=max_plies)
+    output = jax.device_get(
+        _arena(
+            model_params,
+            opponent_params,
+            R.batch(single, num_games),
+            jnp.asarray(np.tile(start_planes(variant), (num_games, 1))),
+            key,
+            jnp.int32(opening_plies),
+            model=model,
+            opponent=opponent,
+            opening=opening if opening_plies else "random",
+            # Always recorded (a few MB at most), so that `games_out` needs no other compile.
+            record_plies=max(R.variants.DEFAULT_MAX_PLIES, int(single.max_plies)),
+        )
+    )
+    result = _match_statistics(output, opening_plies)
+    if games_out is not None:
+        games_out.extend(game_records(output, variant, model_name, opponent_name, opening_plies))
+    result.update(
+        variant=variant,
+        model=model_name,
+        opponent=opponent_name,
+        num_simulations=num_simulations if model.kind == "network" else None,
+        opponent_simulations=opponent_simulations if opponent.kind == "network" else None,
+        max_plies=int(single.max_plies),
+        opening_plies=opening_plies,
+        opening=opening,
+    )
+    return result
+
+
+def _check_pairing(variant: str, model_side, opponent_side, opening_plies: int) -> None:
+    """ValueError for a built-in player unfair under fog (this arena hands it the true state)
+    or two deterministic networks without an opening; each side is (argument, static player).
+    """
+    for spec, player in (model_side, opponent_side):
+        if player.kind == "builtin":  # this arena hands them the true state
+            players.check_fair(spec, variant)
+    if model_side[1].kind == "network" and opponent_side[1].kind == "network" and not opening_plies:
+        raise ValueError(
+            "two networks with deterministic searches and opening_plies=0 would replay one "
+            f"game per colour; give opening_plies > 0 (e.g. {NETWORK_OPENING_PLIES}) so that "
+            "the games are independent"
+        )
+
+
+def _checked_match_counts(
+    num_games, num_simulations, opening_plies, opening, opponent_simulations
+) -> int:
+    """ValueError for a bad game count, opening, simulation or opening-ply count; returns the
+    opponent's simulations (default the model's)."""
     if isinstance(num_games, bool) or not isinstance(num_games, int) or num_games <= 0:
         raise ValueError(f"num_games must be a positive even integer, got {num_games!r}")
     if num_games % 2:
@@ -357,7 +499,13 @@ def play_match(
         raise ValueError(
             f"opponent_simulations must be a non-negative integer, got {opponent_simulations!r}"
         )
+    return opponent_simulations
 
+
+def _model_side(network, params, num_simulations: int):
+    """(network, params, display name, static player, its jit-argument params) of
+    `play_match`'s model: a network (None: the uniform-prior search), a built-in player's
+    kind or a policy function."""
     if network is None:
         network, params = UniformPriorNetwork(), {}
     if isinstance(network, str):
@@ -374,72 +522,22 @@ def play_match(
         if params is None:
             raise ValueError("a model network needs its params (None: only for baselines)")
         model, model_params = _Player("network", network, num_simulations), params
-    if opponent is None and opponent_network is not None:
-        opponent = "checkpoint"
-    opponent_player, opponent_params = _player(
-        opponent, opponent_network, opponent_params, opponent_simulations, "opponent"
-    )
+    return network, params, model_name, model, model_params
 
-    if R.parse(variant).fog == "on" and model.kind == "network" and not omniscient:
-        return _fair_fog_match(
-            network,
-            params,
-            variant,
-            opponent,
-            num_games,
-            num_simulations,
-            key,
-            num_worlds=num_worlds,
-            opening_plies=opening_plies,
-            max_plies=max_plies,
-        )
-    for spec, player in ((network, model), (opponent, opponent_player)):
-        if player.kind == "builtin":  # this arena hands them the true state
-            players.check_fair(spec, variant)
-    if model.kind == "network" and opponent_player.kind == "network" and opening_plies == 0:
-        raise ValueError(
-            "two networks with deterministic searches and opening_plies=0 would replay one "
-            f"game per colour; give opening_plies > 0 (e.g. {NETWORK_OPENING_PLIES}) so that "
-            "the games are independent"
-        )
-    single = R.get(variant) if max_plies is None else R.get(variant, max_plies=max_plies)
-    output = jax.device_get(
-        _arena(
-            model_params,
-            opponent_params,
-            R.batch(single, num_games),
-            jnp.asarray(np.tile(start_planes(variant), (num_games, 1))),
-            key,
-            jnp.int32(opening_plies),
-            model=model,
-            opponent=opponent_player,
-            opening=opening if opening_plies else "random",
-            # Always recorded (a few MB at most), so that `games_out` needs no other compile.
-            record_plies=max(R.variants.DEFAULT_MAX_PLIES, int(single.max_plies)),
-        )
-    )
+
+def _match_statistics(output: ArenaOutput, opening_plies: int) -> dict[str, Any]:
+    """`elo.match_statistics` of an arena's output (host arrays), with the share of games
+    decided during the opening and the games lost by illegal moves per side."""
     if not np.all(output.finished):  # unreachable while the rules enforce their ply cap
         raise RuntimeError(f"{int((~output.finished).sum())} games did not finish")
     result = elo_lib.match_statistics(output.model_reward, output.plies)
+    num_games = len(output.plies)
     decided = output.plies <= opening_plies if opening_plies else np.zeros(num_games, bool)
     result["opening_decided"] = float(np.mean(decided))
     result["illegal_moves"] = {
         "model": int(output.model_illegal.sum()),
         "opponent": int(output.opponent_illegal.sum()),
     }
-    opponent_name = opponent if isinstance(opponent, str) else getattr(opponent, "__name__", "?")
-    if games_out is not None:
-        games_out.extend(game_records(output, variant, model_name, opponent_name, opening_plies))
-    result.update(
-        variant=variant,
-        model=model_name,
-        opponent=opponent_name,
-        num_simulations=num_simulations if model.kind == "network" else None,
-        opponent_simulations=opponent_simulations if opponent_player.kind == "network" else None,
-        max_plies=int(single.max_plies),
-        opening_plies=opening_plies,
-        opening=opening,
-    )
     return result
 
 

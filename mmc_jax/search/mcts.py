@@ -164,7 +164,6 @@ def simulate(
     """
     batch, nodes = tree.node_values.shape
     keys, selection_keys = _split_each(sharding.draw_for_games(jax.random.split, key, batch))
-    depth_dtype = tree.children_prior_logits.dtype
     node = jnp.full((batch,), Tree.ROOT_INDEX, jnp.int32)
     action = jax.vmap(root_selection)(selection_keys, tree, node)
     next_node = get_per_game(tree.children_index, node, action)
@@ -174,72 +173,93 @@ def simulate(
     path = jnp.full((batch, width), nodes, jnp.int32).at[:, 0].set(Tree.ROOT_INDEX)
     steps = walk_steps(width)
     carry = (keys, node, action, next_node, depth, path, walking)
-
-    def advance(carry, step_action):
-        """One level down for the games still walking, `step_action` [B] chosen at next_node."""
-        keys, node, action, next_node, depth, path, walking = carry
-        step_next = get_per_game(tree.children_index, next_node, step_action)
-        step_depth = depth + 1
-        still = (step_next != Tree.UNVISITED) & (step_depth < max_depth)
-        path = set_per_game(path, jnp.where(walking, depth, width), value=next_node, mode="drop")
-        return (
-            keys,
-            jnp.where(walking, next_node, node),
-            jnp.where(walking, step_action, action),
-            jnp.where(walking, step_next, next_node),
-            jnp.where(walking, step_depth, depth),
-            path,
-            walking & still,
-        )
-
-    def by_steps(carry):
-        def step(carry):
-            keys, selection_keys = _split_each(carry[0])
-            _, _, _, next_node, depth, _, _ = carry
-            step_action = _select_batched(
-                interior_selection, selection_keys, tree, next_node, depth.astype(depth_dtype)
-            )
-            return advance((keys,) + carry[1:], step_action)
-
-        def body(_, carry):
-            return jax.lax.cond(jnp.any(carry[-1]), step, lambda carry: carry, carry)
-
-        return jax.lax.fori_loop(0, steps, body, carry)
-
-    def by_nodes(carry):
-        # The key of interior step d (depth d) is the d-th of the chain the steps would split.
-        keys, by_depth = carry[0], []
-        for _ in range(steps):
-            keys, selection_keys = _split_each(keys)
-            by_depth.append(selection_keys)
-        by_depth = jnp.stack(by_depth, axis=1)  # [B, steps]
-        others = jnp.arange(1, nodes, dtype=jnp.int32)  # the root takes the root rule
-        depths = node_depth[:, 1:]
-        node_keys = jnp.take_along_axis(by_depth, jnp.clip(depths - 1, 0, steps - 1), axis=1)
-
-        def choose(keys, tree, depths):
-            return jax.vmap(interior_selection, in_axes=(0, None, 0, 0))(
-                keys, tree, others, depths.astype(depth_dtype)
-            )
-
-        choice = jax.vmap(choose)(node_keys, tree, depths)  # [B, nodes - 1]
-
-        def body(_, carry):
-            return advance(carry, get_per_game(choice, carry[3] - 1))
-
-        return jax.lax.fori_loop(0, steps, body, (keys,) + carry[1:])
-
     if steps > 0:
+        walk_by = {
+            "steps": functools.partial(_walk_by_steps, tree, interior_selection, max_depth, steps),
+            "nodes": functools.partial(
+                _walk_by_nodes, tree, interior_selection, node_depth, max_depth, steps
+            ),
+        }
         if walk is None:
-            carry = jax.lax.platform_dependent(carry, cpu=by_steps, default=by_nodes)
-        elif walk == "steps":
-            carry = by_steps(carry)
-        elif walk == "nodes":
-            carry = by_nodes(carry)
+            carry = jax.lax.platform_dependent(
+                carry, cpu=walk_by["steps"], default=walk_by["nodes"]
+            )
+        elif walk in walk_by:
+            carry = walk_by[walk](carry)
         else:
             raise ValueError(f"unknown walk {walk!r}; expected one of {WALKS} or None")
     _, node, action, _, depth, path, _ = carry
     return node, action, path, depth
+
+
+# The walk's carry, as `simulate` builds it: (keys [B], node [B], action [B], next_node [B],
+# depth [B], path [B, width], walking [B]).
+
+
+def _advance_walk(tree: Tree, max_depth: int, carry, step_action):
+    """One level down for the games still walking, `step_action` [B] chosen at next_node."""
+    keys, node, action, next_node, depth, path, walking = carry
+    width = path.shape[1]
+    step_next = get_per_game(tree.children_index, next_node, step_action)
+    step_depth = depth + 1
+    still = (step_next != Tree.UNVISITED) & (step_depth < max_depth)
+    path = set_per_game(path, jnp.where(walking, depth, width), value=next_node, mode="drop")
+    return (
+        keys,
+        jnp.where(walking, next_node, node),
+        jnp.where(walking, step_action, action),
+        jnp.where(walking, step_next, next_node),
+        jnp.where(walking, step_depth, depth),
+        path,
+        walking & still,
+    )
+
+
+def _walk_by_steps(tree: Tree, interior_selection, max_depth: int, steps: int, carry):
+    """The walk's interior steps, the interior rule applied at each step to every game, a
+    step skipped (`lax.cond`) once no game walks."""
+    depth_dtype = tree.children_prior_logits.dtype
+
+    def step(carry):
+        keys, selection_keys = _split_each(carry[0])
+        _, _, _, next_node, depth, _, _ = carry
+        step_action = _select_batched(
+            interior_selection, selection_keys, tree, next_node, depth.astype(depth_dtype)
+        )
+        return _advance_walk(tree, max_depth, (keys,) + carry[1:], step_action)
+
+    def body(_, carry):
+        return jax.lax.cond(jnp.any(carry[-1]), step, lambda carry: carry, carry)
+
+    return jax.lax.fori_loop(0, steps, body, carry)
+
+
+def _walk_by_nodes(tree: Tree, interior_selection, node_depth, max_depth: int, steps: int, carry):
+    """The walk's interior steps, the interior rule applied once to every non-root node (with
+    the key and depth the walk would give it there) before a walk that follows the choices."""
+    nodes = tree.node_values.shape[1]
+    depth_dtype = tree.children_prior_logits.dtype
+    # The key of interior step d (depth d) is the d-th of the chain the steps would split.
+    keys, by_depth = carry[0], []
+    for _ in range(steps):
+        keys, selection_keys = _split_each(keys)
+        by_depth.append(selection_keys)
+    by_depth = jnp.stack(by_depth, axis=1)  # [B, steps]
+    others = jnp.arange(1, nodes, dtype=jnp.int32)  # the root takes the root rule
+    depths = node_depth[:, 1:]
+    node_keys = jnp.take_along_axis(by_depth, jnp.clip(depths - 1, 0, steps - 1), axis=1)
+
+    def choose(keys, tree, depths):
+        return jax.vmap(interior_selection, in_axes=(0, None, 0, 0))(
+            keys, tree, others, depths.astype(depth_dtype)
+        )
+
+    choice = jax.vmap(choose)(node_keys, tree, depths)  # [B, nodes - 1]
+
+    def body(_, carry):
+        return _advance_walk(tree, max_depth, carry, get_per_game(choice, carry[3] - 1))
+
+    return jax.lax.fori_loop(0, steps, body, (keys,) + carry[1:])
 
 
 def expand(params, key, tree: Tree, recurrent_fn, parent, action, node) -> Tree:
