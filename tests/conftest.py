@@ -39,6 +39,31 @@ os.environ["XLA_FLAGS"] = xla_flags.with_test_flags(os.environ.get("XLA_FLAGS", 
 jax.config.update("jax_enable_compilation_cache", False)
 
 
+# One pytest process compiles thousands of XLA programs, and every executable jit keeps maps a
+# few regions of memory: the whole suite passed Linux's default of 65,530 mappings per process
+# (`vm.max_map_count`) around its 400th test, after which XLA segfaulted in whatever it did next
+# (a compile, a cache write: CI on 2026-11-26). Between tests, past this many mappings, jit's
+# caches are dropped (`jax.clear_caches`), which unmaps them; a program needed again compiles again.
+MAX_MAPPINGS = 20_000
+MAPS = Path("/proc/self/maps")
+
+
+def mappings() -> int:
+    """Memory mappings of this process (0 where /proc does not say)."""
+    try:
+        with MAPS.open("rb") as handle:
+            return sum(1 for _ in handle)
+    except OSError:
+        return 0
+
+
+@pytest.fixture(autouse=True)
+def release_compiled_programs():
+    yield
+    if mappings() > MAX_MAPPINGS:
+        jax.clear_caches()
+
+
 ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:  # `from configs import gardner` in tests and their subprocesses
     sys.path.insert(0, str(ROOT))

@@ -18,6 +18,14 @@ import pytest
 from mmc_jax import bench
 
 
+@pytest.fixture(autouse=True)
+def keep_xla_flags(monkeypatch):
+    """`bench.main` sets XLA_FLAGS (the commands' start-up) and some tests fake the flags: put
+    the session's value back after each test, so no later child process inherits a fake flag
+    (XLA refuses to start on an unknown one)."""
+    monkeypatch.setenv("XLA_FLAGS", os.environ.get("XLA_FLAGS", ""))
+
+
 def counting_arm(step: int):
     """A jitted `run(state, key) -> state` that adds `step` to a counter: how many calls saw it."""
     return jax.jit(lambda state, key: state + step), jnp.zeros((), jnp.int32)

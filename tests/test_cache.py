@@ -8,6 +8,9 @@ import subprocess
 import sys
 from pathlib import Path
 
+import conftest
+import pytest
+
 from mmc_jax.infra import cache
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -82,3 +85,20 @@ def test_a_second_process_loads_the_compiled_program_from_the_cache(tmp_path):
     # Turned off: nothing is read or written.
     _, hits, misses = _run(directory, off=True)
     assert hits == misses == 0
+
+
+@pytest.mark.skipif(not conftest.MAPS.exists(), reason="no /proc/self/maps")
+def test_dropping_jits_caches_unmaps_their_programs():
+    # What keeps the whole suite in one process under vm.max_map_count (tests/conftest.py).
+    import jax
+    import jax.numpy as jnp
+
+    jax.clear_caches()
+    before = conftest.mappings()
+    functions = [jax.jit(lambda x, i=i: jnp.tanh(x * i) + i) for i in range(60)]
+    for function in functions:
+        function(jnp.ones(4)).block_until_ready()
+    compiled = conftest.mappings()
+    assert compiled > before + 60  # each executable maps memory of its own
+    jax.clear_caches()
+    assert conftest.mappings() < before + (compiled - before) // 2  # most of them released
