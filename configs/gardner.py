@@ -14,17 +14,9 @@ Presets (the part after the colon):
       their result when they end: `replay.backfill_outcomes`), evaluation (64 games each against
       random and greedy, 32 simulations) every 15 iterations, a checkpoint (with the replay
       ring: a resume is bit-identical) every iteration. `num_iterations` = 400 is only a cap:
-      the 30-minute protocol stops the run on the wall clock. Measured on a quiet 2-core CPU
-      (2026-11-23, batch-first search loop): compile 49 s, 7-8 s per iteration (~530
-      positions/s; 10-11 s on a slower 2-core machine, where `bench iteration` agrees: 11.2 s);
-      after 30 minutes (196 iterations, 803k positions) 1.000 [0.990, 1.000] against random and
-      0.991 [0.985, 0.998] against greedy over 400 games each
-      (experiments/gardner_cpu/README.md). With `replay.backfill_outcomes` (2026-11-24): 214
-      iterations, 0.994 against greedy and 0.224 [0.186, 0.261] against Fairy-Stockfish at 100
-      nodes (0.104 without); trained for 60 minutes instead (seed 2, 559 iterations), 0.258
-      [0.218, 0.297]. With `--config.selfplay.value_q_weight=0.5` (2026-11-25): 0.268 and 0.205
-      over seeds 0 and 1, against 0.199 and 0.205 for the default run beside each: no gain.
-      On one H100: about 1 s per iteration.
+      the 30-minute protocol stops the run on the wall clock. Expect about 50 s of compilation,
+      then 7-11 s per iteration on a 2-core CPU (about 200 iterations in the 30 minutes; on one
+      H100 about 1 s); its results: experiments/gardner_cpu/README.md.
   smoke            python -m mmc_jax.train --config configs/gardner.py:smoke --workdir /tmp/s
       The tests' run: a 1x8 net, 8 games x 4 plies x 4 simulations, 2 iterations. About two
       minutes on 2 CPU cores, nearly all of it compilation. Learns nothing.
