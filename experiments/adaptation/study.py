@@ -685,7 +685,9 @@ def cell(study: Study, arm: str, seed: int, variant: str, choice: dict, log) -> 
     preset = study.preset
     curve_info = curve(study, variant, log)
     if done and done["mid"] == curve_info["mid"] and done.get("final") == curve_info["final"]:
-        return done  # (a cell played against another mid or final reference is played again)
+        return done
+    if done:  # played against another mid or final reference: played again, from its start
+        shutil.rmtree(study.workdir / "games" / name, ignore_errors=True)
     mid = study.reference_model(variant, curve_info["mid"])
     final = study.reference_model(variant, curve_info["final"])
     init = "scratch" if arm == "scratch" else str(study.pretrained_model(arm, seed))
