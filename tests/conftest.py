@@ -11,6 +11,7 @@ import sys
 import tempfile
 from pathlib import Path
 
+import chex
 import jax
 import pytest
 import xla_flags
@@ -43,7 +44,8 @@ jax.config.update("jax_enable_compilation_cache", False)
 # few regions of memory: the whole suite passed Linux's default of 65,530 mappings per process
 # (`vm.max_map_count`) around its 400th test, after which XLA segfaulted in whatever it did next
 # (a compile, a cache write: CI on 2026-11-26). Between tests, past this many mappings, jit's
-# caches are dropped (`jax.clear_caches`), which unmaps them; a program needed again compiles again.
+# caches are dropped (`jax.clear_caches`), which unmaps them; a program needed again compiles again
+# (and chex's trace counts, which `chex.assert_max_traces` tests read, start again).
 MAX_MAPPINGS = 20_000
 MAPS = Path("/proc/self/maps")
 
@@ -62,6 +64,7 @@ def release_compiled_programs():
     yield
     if mappings() > MAX_MAPPINGS:
         jax.clear_caches()
+        chex.clear_trace_counter()  # a function traced again after this is no test's fault
 
 
 ROOT = Path(__file__).resolve().parents[1]

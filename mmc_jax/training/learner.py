@@ -83,8 +83,15 @@ class PackedBatch(NamedTuple):
 
 
 def _flat_slots(planes: jax.Array) -> tuple[jax.Array, jax.Array]:
-    """`search.all_slot_actions` of planes [..., 49] with any leading axes, flattened to [M]."""
-    return search.all_slot_actions(planes.reshape(-1, planes.shape[-1]))
+    """`search.all_slot_actions` of planes [..., 49] with any leading axes, flattened to [M].
+
+    Row by row (`vmap`: the same values), so that the scatter inside is one whose batch axis
+    XLA sees: a minibatch split over devices then unpacks on each device. Over the whole batch
+    at once, the partitioner gathered every device's legal planes in every learner step
+    (`tests/runs_support.py` looks for gathers inside loops)."""
+    rows = planes.reshape(-1, planes.shape[-1])
+    actions, valid = jax.vmap(lambda row: search.all_slot_actions(row[None]))(rows)
+    return actions[:, 0], valid[:, 0]
 
 
 def pack(batch: Batch) -> PackedBatch:
