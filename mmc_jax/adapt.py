@@ -595,7 +595,14 @@ def _evaluate_checkpointed_points(
     reached = checkpoint_lib.latest_step(workdir) or 0
     for point in points_wanted:
         if 0 < point <= reached and point not in done:
-            restored = checkpoint_lib.restore_subtree(workdir, "params", template, step=point)
+            try:
+                restored = checkpoint_lib.restore_subtree(workdir, "params", template, step=point)
+            except FileNotFoundError:
+                raise ValueError(
+                    f"{workdir}: iteration {point} was trained, but neither its result (for "
+                    f"this reference and these settings) nor its checkpoint is kept (newest "
+                    f"{reached}); adapt again in a fresh --workdir"
+                ) from None
             evaluate_at(point, on_device(restored), _frames_at(workdir, point), 0.0)
     return reached
 

@@ -582,3 +582,21 @@ def test_a_resume_steps_past_damaged_files_and_keeps_an_unreadable_workdir_as_it
     with pytest.raises(ValueError, match=r"no checkpoint in .* could be restored .* nothing there"):
         runloop.run(FakeAlgorithm(), fake_config(4), workdir, stream=None)
     assert sorted(str(p.relative_to(workdir)) for p in workdir.rglob("*")) == before
+
+
+def test_an_adaptation_whose_trained_point_lost_its_checkpoint_says_so_in_one_line(monkeypatch):
+    # A workdir trained past point 1 whose result is not recorded (another reference, or killed
+    # before it was written) and whose step 1 the checkpointer has deleted: one clear line, not
+    # orbax's traceback (the decisive study met it, 2026-11-26).
+    import jax.numpy as jnp
+
+    from mmc_jax import adapt
+
+    def gone(workdir, key, template, step):
+        raise FileNotFoundError(f"no checkpoint for step {step}")
+
+    monkeypatch.setattr(adapt.checkpoint_lib, "latest_step", lambda workdir: 4)
+    monkeypatch.setattr(adapt.checkpoint_lib, "restore_subtree", gone)
+    with pytest.raises(ValueError, match=r"iteration 1 was trained.*fresh --workdir") as error:
+        adapt._evaluate_checkpointed_points("runs/a", [0, 1, 2, 4], {0}, {"w": jnp.ones(2)}, None)
+    assert "\n" not in str(error.value)

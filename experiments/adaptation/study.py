@@ -685,9 +685,11 @@ def cell(study: Study, arm: str, seed: int, variant: str, choice: dict, log) -> 
     preset = study.preset
     curve_info = curve(study, variant, log)
     if done and done["mid"] == curve_info["mid"] and done.get("final") == curve_info["final"]:
-        return done
-    if done:  # played against another mid or final reference: played again, from its start
-        shutil.rmtree(study.workdir / "games" / name, ignore_errors=True)
+        return done  # (a cell played against another mid or final reference is played again)
+    # One workdir per mid reference: an interrupted cell resumes with its evaluated points, and a
+    # cell played against another mid starts afresh (a kept workdir holds only the last
+    # checkpoints, so its earlier points could not be evaluated again).
+    workdir = study.workdir / "games" / f"{name}_vs_it{curve_info['mid']}"
     mid = study.reference_model(variant, curve_info["mid"])
     final = study.reference_model(variant, curve_info["final"])
     init = "scratch" if arm == "scratch" else str(study.pretrained_model(arm, seed))
@@ -696,7 +698,7 @@ def cell(study: Study, arm: str, seed: int, variant: str, choice: dict, log) -> 
     results = adapt.run_adaptation(
         variant,
         init,
-        study.workdir / "games" / name,
+        workdir,
         iterations=max(preset.adapt_points),
         eval_at=list(preset.adapt_points),
         config=joat,
