@@ -1065,6 +1065,17 @@ def report(study: Study, results: dict) -> str:
             + ", ".join(f"{n} {m:.3f}" for n, m in s["means"].items())
             + "."
         )
+    uncalibrated = [
+        v for v, c in (results.get("curves") or {}).items() if c and c.get("calibrated") is not True
+    ]
+    if uncalibrated:
+        lines.append(
+            "- **No range on " + ", ".join(f"`{v}`" for v in uncalibrated) + "**: no reference "
+            "checkpoint there holds a random network to <= "
+            f"{preset.calibration_max:.2f}, so scores against its mid cannot rank the arms; the "
+            "differences below include those variants and are not endpoints (see README.md, "
+            "'Second calibration')."
+        )
     for name, diffs in endpoints(results):
         if diffs:
             lines.append(f"- {name}: {_difference_text(diffs)}")
