@@ -173,6 +173,8 @@ def adaptation_config(
     out.eval.max_plies = int(source.eval.get("max_plies", 0) or 0)
     out.eval.opening_plies = int(source.eval.get("opening_plies", DEFAULT_OPENING_PLIES))
     out.eval.opening = str(source.eval.get("opening", "random"))  # or "policy" (match.py)
+    # True: matches between two networks sample every move from each side's policy (match.py)
+    out.eval.sampled = bool(source.eval.get("sampled", False))
     out.eval.num_worlds = int(source.selfplay.get("num_worlds", 4))  # fog: PIMC worlds
     checkpoint = source.get("checkpoint", {})
     out.checkpoint = ml_collections.ConfigDict()
@@ -214,12 +216,14 @@ def evaluate_point(
     its observations (`pimc`, `settings.num_worlds` worlds) and only against built-in players:
     a second network would need beliefs of its own. Matches between two networks
     begin with `settings.opening_plies` plies, uniformly random or sampled from each side's
-    search policy (`settings.opening` "policy"), the same in game i and game i + N/2.
+    search policy (`settings.opening` "policy"), the same in game i and game i + N/2; with
+    `settings.sampled` both networks then sample every move from their own policy.
     """
     games, sims = int(settings.num_games), int(settings.num_simulations)
     max_plies = int(settings.get("max_plies", 0) or 0) or None
     openings = int(settings.get("opening_plies", DEFAULT_OPENING_PLIES))
     opening = str(settings.get("opening", "random"))
+    sampled = bool(settings.get("sampled", False))
     # (name, key index, opponent keyword arguments)
     matches = [
         (opponent, i, {"opponent": opponent}) for i, opponent in enumerate(settings.opponents)
@@ -252,6 +256,7 @@ def evaluate_point(
             opening_plies=openings if networks or fog else 0,
             opening=opening if networks else "random",
             num_worlds=int(settings.get("num_worlds", 4)),
+            sampled=sampled and networks,
             **opponent,
         )
         out[name] = match_summary(result)
@@ -555,6 +560,8 @@ def _recorded_settings(settings: ml_collections.ConfigDict) -> dict[str, Any]:
     }
     if settings.get("opening", "random") != "random":  # older results files lack the key
         recorded["opening"] = settings.opening
+    if settings.get("sampled", False):
+        recorded["sampled"] = True
     recorded["opponents"] = list(settings.opponents)
     if settings.reference_raw:
         recorded["reference_raw"] = True

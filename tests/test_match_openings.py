@@ -86,3 +86,42 @@ def test_opening_decided_counts_games_over_inside_the_opening(players):
 def test_an_unknown_opening_is_refused(players):
     with pytest.raises(ValueError, match="opening must be one of"):
         _play(players, jax.random.key(0), opening="book")
+
+
+def test_sampled_matches_differ_after_the_opening_and_repeat_with_the_key(players):
+    net, model, opponent = players
+
+    def play(key, sampled):
+        records = []
+        result = match.play_match(
+            net, model, "gardner", "checkpoint", 32, 0, key,
+            opponent_network=net, opponent_params=opponent, max_plies=24,
+            opening_plies=1, opening="policy", games_out=records, sampled=sampled,
+        )  # fmt: skip
+        return result, [tuple(r["moves"]) for r in records]
+
+    def lines_and_openings(moves):  # the model's White games (the first half)
+        first = moves[: len(moves) // 2]
+        return len(set(first)), len({m[:1] for m in first})
+
+    plain, plain_moves = play(jax.random.key(3), False)
+    result, moves = play(jax.random.key(3), True)
+    assert result["sampled"] and not plain["sampled"]
+    half = len(moves) // 2
+    assert [m[:1] for m in moves[:half]] == [m[:1] for m in moves[half:]]  # paired opening
+    # Raw argmax play is one line per opening; sampled play is not.
+    lines, openings = lines_and_openings(plain_moves)
+    assert lines == openings < half
+    lines, openings = lines_and_openings(moves)
+    assert lines > openings
+    assert play(jax.random.key(3), True)[1] == moves  # deterministic given the key
+    assert play(jax.random.key(4), True)[1] != moves
+
+
+def test_sampled_matches_refuse_fog(players):
+    net, model, opponent = players
+    with pytest.raises(ValueError, match="fog-free"):
+        match.play_match(
+            net, model, "dark", "checkpoint", 4, 0, jax.random.key(0),
+            opponent_network=net, opponent_params=opponent, opening_plies=2, sampled=True,
+        )  # fmt: skip

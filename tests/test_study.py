@@ -89,7 +89,7 @@ def test_auc_and_minimum_detectable_effect():
     assert study.minimum_detectable([0.1, 0.2]) is None
 
 
-def _cell(arm, seed, variant, scores, zero_shot):
+def _cell(arm, seed, variant, scores, zero_shot, yardstick):
     points = [
         {
             "iteration": i,
@@ -102,43 +102,53 @@ def _cell(arm, seed, variant, scores, zero_shot):
         for i, s in zip((0, 1, 2, 4), scores, strict=True)
     ]
     return {"arm": arm, "seed": seed, "variant": variant, "points": points,
-            "zero_shot_final": {"score": zero_shot}, "procedure": {}, "mid": 2}  # fmt: skip
+            "zero_shot_final": {"score": zero_shot}, "procedure": {}, "mid": 2,
+            "yardstick": yardstick}  # fmt: skip
 
 
-def test_report_pairs_arms_over_variant_and_seed(tmp_path):
+def test_report_pairs_arms_over_variant_and_seed_on_the_primary_variants(tmp_path):
     preset = study.dataclasses.replace(
-        study.PRESETS["smoke"], variants=("atomic", "rifle"), seeds=(0, 1)
+        study.PRESETS["smoke"], variants=("atomic", "rifle", "extinction"), seeds=(0, 1)
     )
     s = study.Study("test", preset, tmp_path / "work", tmp_path / "art")
+    yardstick = study.yardstick(preset)
     gains = {"scratch": 0.0, "joint": 0.1, "joat": 0.2, "joint+desc": 0.3, "joat+desc": 0.3}
-    for variant in preset.variants:
+    # atomic: calibrated with range (primary); rifle: no mid (secondary only, its cells carry
+    # an opposite effect that must not reach the endpoints); extinction: an older yardstick.
+    for variant, primary in (("atomic", True), ("rifle", False), ("extinction", True)):
         s.write(
             {"variant": variant, "mid": 2, "final": 2, "calibration": {},
+             "calibrated": primary, "range": 0.8, "primary": primary,
+             "yardstick": yardstick if variant != "extinction" else {"games": 64},
              "points": [{"frames": 0, "score": 0.1}, {"frames": 4096, "score": 0.5},
                         {"frames": 8192, "score": 0.9}]},
             "curve", f"{study.slug(variant)}.json",
         )  # fmt: skip
         for seed in preset.seeds:
             for arm, gain in gains.items():
+                gain = gain if primary else -gain
                 noise = 0.01 * seed
                 scores = [0.1 + gain + noise, 0.3 + gain, 0.35 + gain, 0.4 + gain]
-                s.write(_cell(arm, seed, variant, scores, 0.2 + gain), "cells",
+                ys = yardstick if variant != "extinction" else {"games": 64}
+                s.write(_cell(arm, seed, variant, scores, 0.2 + gain, ys), "cells",
                         f"{arm}_s{seed}_{study.slug(variant)}.json")  # fmt: skip
     results = study.collect(s)
-    assert len(results["cells"]) == 20
+    assert study.primary_variants(results) == ["atomic"]
+    assert len(results["cells"]) == 20  # atomic and rifle; extinction's yardstick is another
     joat_atomic = next(c for c in results["cells"] if c["arm"] == "joat" and c["seed"] == 0)
     first = joat_atomic["points"][1]
     # 0.5 against the mid reference after one iteration (512 frames): 4096 on the curve.
     assert first["sef"] == pytest.approx(4096) and first["speedup"] == pytest.approx(8)
     ends = dict(study.endpoints(results))
-    assert ends["P2 joat - joint, iteration 1"] == pytest.approx([0.1] * 4)
-    assert ends["P1 joat+desc - scratch, AUC"] == pytest.approx([0.3] * 4)
+    assert ends["P2 joat - joint, iteration 1"] == pytest.approx([0.1] * 2)
+    assert ends["P1 joat+desc - scratch, AUC"] == pytest.approx([0.3] * 2)
     assert ends["P2 interaction (Reptile gain with - without descriptor), AUC"] == pytest.approx(
-        [-0.1] * 4
+        [-0.1] * 2
     )
     text = study.report(s, results)
     assert "## Current result" in text and "P2 joat - joint, iteration 1: +0.100" in text
-    assert "Incomplete" not in text  # 2 variants x 2 seeds x 5 arms: every cell
+    assert "Primary analysis" in text and "`rifle` (no mid)" in text
+    assert "Incomplete" in text  # extinction's cells are to be played again
     study.plot(s, results)
     assert (tmp_path / "art" / "games.png").stat().st_size > 0
     assert json.loads((tmp_path / "art" / "results.json").read_text())["preset"] == "test"

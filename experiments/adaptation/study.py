@@ -21,8 +21,11 @@ The protocol (pre-registered in experiments/adaptation/README.md):
               (configs/gardner.py:cpu, the preset's `reference_preset`), a checkpoint after
               each of `reference_iterations` (4k, 8k, 16k, 33k, 66k frames on the CPU
               preset): the scratch curve. The mid-strength reference is the weakest of them
-              against which a random network (with the same search) scores <= 0.25; every
-              curve point is scored against it. Scratch-equivalent frames (SEF) of a score:
+              against which a random network scores <= 0.25; every curve point is scored
+              against it. Matches are the yardstick's (Amendment 2, 2026-11-26): `games`
+              games of raw policies (`simulations` 0) that sample every move from their own
+              softmax after a paired `opening_plies`-ply policy opening, so the score sees
+              the network, not the search. Scratch-equivalent frames (SEF) of a score:
               the frames at which the curve (its running maximum, linear between points)
               first reaches it; speed-up = SEF / adaptation frames.
   arms        {rules hidden, rules descriptor} x {joint (k = 1), JOAT (Reptile)}, pretrained
@@ -40,9 +43,8 @@ The protocol (pre-registered in experiments/adaptation/README.md):
               reference self-play after one and two procedures.
   games       per (arm, seed, variant): `mmc_jax.adapt` for max(adapt_points) iterations of
               `adapt_games` games each; at each point `games` colour-balanced games against
-              the mid reference (primary) and greedy (secondary), openings of
-              `opening_plies` plies sampled from each side's own search policy and paired
-              across colours; at iteration 0 also against the final reference (zero-shot).
+              the mid reference (primary, the yardstick's matches) and greedy (secondary);
+              at iteration 0 also against the final reference (zero-shot).
   long        the better rules-descriptor arm (zero-shot) pretrained to `long_iterations`,
               a checkpoint every `long_every`, each played zero-shot: transfer against
               pretraining frames.
@@ -105,12 +107,20 @@ class Preset:
     games_per_task: int = 0  # 0: the joat preset's G
     adapt_points: tuple[int, ...] = (0, 1, 2, 4)
     adapt_games: int = 16  # games per adaptation iteration
-    games: int = 64  # games per match
-    simulations: int = 16  # evaluation search, both sides
-    opening_plies: int = 4
+    # The yardstick (Amendment 2, registered 2026-11-26 before any cell was played with it):
+    # raw policies (0 simulations) sampling every move from their softmax, 256 games after a
+    # paired 2-ply policy opening. The first yardstick (64 games, a deterministic 16-simulation
+    # search, 4-ply opening) had no range on 5 of the 6 variants (README, "Second calibration").
+    games: int = 256  # games per match
+    simulations: int = 0  # evaluation search, both sides (0: the raw policy)
+    opening_plies: int = 2
+    sampled: bool = True  # every move sampled from the mover's own policy (match.py)
     step_sizes: tuple[float, ...] = (0.01, 0.03, 0.1, 0.3)  # SGD candidates
     dataset_draws: int = 8  # reference self-play draws per variant (5 adapt + 3 held out)
     calibration_max: float = 0.25  # the mid reference: random init scores at most this
+    # A variant is in the primary analysis when it has a mid and the final reference's score
+    # against it minus the random networks' is at least this (Amendment 2).
+    min_range: float = 0.3
     long_iterations: int = 0  # 0: no long run
     long_every: int = 0
 
@@ -127,7 +137,6 @@ PRESETS = {
         adapt_points=(0, 1),
         adapt_games=4,
         games=4,
-        simulations=2,
         step_sizes=(0.1,),
         dataset_draws=3,
         long_iterations=2,
@@ -186,6 +195,24 @@ class Log:
 
 def slug(variant: str) -> str:
     return "".join(c if c.isalnum() else "_" for c in variant)
+
+
+def yardstick(preset: Preset) -> dict:
+    """The match settings every curve point and cell is scored with: a curve or a cell
+    scored with other settings is played again."""
+    return {
+        "games": preset.games,
+        "simulations": preset.simulations,
+        "opening_plies": preset.opening_plies,
+        "opening": "policy",
+        "sampled": preset.sampled,
+    }
+
+
+def yardstick_tag(preset: Preset) -> str:
+    """A short name of `yardstick(preset)` for workdir names (g256-s0-o2-sampled)."""
+    tag = f"g{preset.games}-s{preset.simulations}-o{preset.opening_plies}"
+    return tag + ("-sampled" if preset.sampled else "")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -331,6 +358,7 @@ def adaptation_joat_config(preset: Preset, choice: dict):
     config.adapt.eval.opening_plies = preset.opening_plies
     with config.adapt.eval.unlocked():
         config.adapt.eval.opening = "policy"
+        config.adapt.eval.sampled = preset.sampled
     config.adapt.checkpoint.save_replay = False
     return config
 
@@ -600,6 +628,7 @@ def _match(network, params, variant, preset, key, opponent_model, opponent_simul
         opponent_simulations=opponent_simulations,
         opening_plies=preset.opening_plies,
         opening="policy",
+        sampled=preset.sampled,
     )
     return adapt.match_summary(result)
 
@@ -623,8 +652,12 @@ def curve(study: Study, variant: str, log) -> dict:
 
     preset = study.preset
     done = study.read("curve", f"{slug(variant)}.json")
-    if done and done.get("reference_iterations") == list(preset.reference_iterations):
-        return done  # (a curve of another set of references is played again)
+    if (
+        done
+        and done.get("reference_iterations") == list(preset.reference_iterations)
+        and done.get("yardstick") == yardstick(preset)
+    ):
+        return done  # (a curve of other references or another yardstick is played again)
     frames = study.read("reference", f"{slug(variant)}.json")["frames"]
     models = {
         it: checkpoint.load_model(study.reference_model(variant, it))[:2]
@@ -651,6 +684,8 @@ def curve(study: Study, variant: str, log) -> dict:
         points.append({"frames": frames[str(it)], "source": f"it{it}", "scores": [result]})
     for p in points:
         p["score"] = sum(s["score"] for s in p["scores"]) / len(p["scores"])
+    calibrated = any(c["score"] <= preset.calibration_max for c in calibration.values())
+    spread = points[-1]["score"] - points[0]["score"]  # the final reference minus random nets
     log(
         f"curve {variant} (mid = it{mid}): "
         + ", ".join(f"{p['frames']}: {p['score']:.2f}" for p in points)
@@ -662,8 +697,12 @@ def curve(study: Study, variant: str, log) -> dict:
             "final": max(preset.reference_iterations),
             # False: no reference is strong enough (a random net scores above the bound
             # against every one): the yardstick has little range on this variant.
-            "calibrated": any(c["score"] <= preset.calibration_max for c in calibration.values()),
+            "calibrated": calibrated,
+            "range": spread,
+            # In the primary analysis: a mid, and range against it (Amendment 2).
+            "primary": calibrated and spread >= preset.min_range,
             "reference_iterations": list(preset.reference_iterations),
+            "yardstick": yardstick(preset),
             "calibration": calibration,
             "points": points,
         },
@@ -684,12 +723,18 @@ def cell(study: Study, arm: str, seed: int, variant: str, choice: dict, log) -> 
     done = study.read("cells", f"{name}.json")
     preset = study.preset
     curve_info = curve(study, variant, log)
-    if done and done["mid"] == curve_info["mid"] and done.get("final") == curve_info["final"]:
-        return done  # (a cell played against another mid or final reference is played again)
-    # One workdir per mid reference: an interrupted cell resumes with its evaluated points, and a
-    # cell played against another mid starts afresh (a kept workdir holds only the last
-    # checkpoints, so its earlier points could not be evaluated again).
-    workdir = study.workdir / "games" / f"{name}_vs_it{curve_info['mid']}"
+    if (
+        done
+        and done["mid"] == curve_info["mid"]
+        and done.get("final") == curve_info["final"]
+        and done.get("yardstick") == yardstick(preset)
+    ):
+        return done  # (a cell of another mid, final reference or yardstick is played again)
+    # One workdir per mid reference and yardstick: an interrupted cell resumes with its
+    # evaluated points, and a cell played against another mid starts afresh (a kept workdir
+    # holds only the last checkpoints, so its earlier points could not be evaluated again).
+    tag = yardstick_tag(preset)
+    workdir = study.workdir / "games" / f"{name}_vs_it{curve_info['mid']}_{tag}"
     mid = study.reference_model(variant, curve_info["mid"])
     final = study.reference_model(variant, curve_info["final"])
     init = "scratch" if arm == "scratch" else str(study.pretrained_model(arm, seed))
@@ -736,6 +781,7 @@ def cell(study: Study, arm: str, seed: int, variant: str, choice: dict, log) -> 
             "procedure": choice,
             "mid": curve_info["mid"],
             "final": curve_info["final"],
+            "yardstick": yardstick(preset),
             "points": points,
             "zero_shot_final": zero_shot,
             "seconds": time.time() - started,
@@ -921,8 +967,12 @@ def collect(study: Study) -> dict:
     cells = {}
     for path in sorted(study.path("cells").glob("*.json")) if study.path("cells").is_dir() else []:
         c = json.loads(path.read_text())
-        cells[(c["arm"], c["seed"], c["variant"])] = c
+        if c.get("yardstick") == yardstick(preset):  # (cells of an earlier yardstick: history)
+            cells[(c["arm"], c["seed"], c["variant"])] = c
     curves = {v: study.read("curve", f"{slug(v)}.json") for v in preset.variants}
+    curves = {
+        v: c if c and c.get("yardstick") == yardstick(preset) else None for v, c in curves.items()
+    }
     out = {
         "preset": study.preset_name,
         "settings": dataclasses.asdict(preset),
@@ -998,8 +1048,15 @@ def _difference_text(diffs: list[float]) -> str:
     )
 
 
+def primary_variants(results: dict) -> list[str]:
+    """The variants of the primary analysis: a calibrated mid with range (Amendment 2)."""
+    return [v for v, c in (results.get("curves") or {}).items() if c and c.get("primary")]
+
+
 def endpoints(results: dict) -> list[tuple[str, list[float]]]:
-    """The pre-registered endpoints: (name, paired differences)."""
+    """The pre-registered endpoints over the primary variants: (name, paired differences)."""
+    primary = set(primary_variants(results))
+    results = {**results, "cells": [c for c in results["cells"] if c["variant"] in primary]}
     rows = []
     for arm in ARMS:
         rows.append((f"P1 {arm} - scratch, iteration 0", paired(results, arm, "scratch", at(0))))
@@ -1065,16 +1122,26 @@ def report(study: Study, results: dict) -> str:
             + ", ".join(f"{n} {m:.3f}" for n, m in s["means"].items())
             + "."
         )
-    uncalibrated = [
-        v for v, c in (results.get("curves") or {}).items() if c and c.get("calibrated") is not True
-    ]
-    if uncalibrated:
+    curves = {v: c for v, c in (results.get("curves") or {}).items() if c}
+    primary = primary_variants(results)
+    if curves:
         lines.append(
-            "- **No range on " + ", ".join(f"`{v}`" for v in uncalibrated) + "**: no reference "
-            "checkpoint there holds a random network to <= "
-            f"{preset.calibration_max:.2f}, so scores against its mid cannot rank the arms; the "
-            "differences below include those variants and are not endpoints (see README.md, "
-            "'Second calibration')."
+            "- Primary analysis (a mid where a random network scores <= "
+            f"{preset.calibration_max:.2f}, and range >= {preset.min_range:.2f}: the final "
+            "reference's score against the mid minus the random networks'): "
+            + (", ".join(f"`{v}` (range {curves[v]['range']:.2f})" for v in primary) or "none")
+            + ". Out (secondary only): "
+            + (
+                ", ".join(
+                    f"`{v}` ("
+                    + (f"range {c['range']:.2f}" if c.get("calibrated") else "no mid")
+                    + ")"
+                    for v, c in curves.items()
+                    if v not in primary
+                )
+                or "none"
+            )
+            + ". Endpoints below are over the primary variants' cells (README, Amendment 2)."
         )
     for name, diffs in endpoints(results):
         if diffs:

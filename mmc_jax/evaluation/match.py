@@ -339,6 +339,7 @@ def play_match(
     games_out: list | None = None,
     num_worlds: int = 4,
     omniscient: bool = False,
+    sampled: bool = False,
 ) -> dict[str, Any]:
     """Plays `num_games` colour-balanced games of `variant`: model vs `opponent`.
 
@@ -369,6 +370,11 @@ def play_match(
         start_fen, moves in UCI, result, termination, opening_plies) for `mmc_jax.evaluation.pgn`.
         The arena records every match anyway (a `GameLog` of max(256, ply cap) plies), so this
         costs no other compile and changes nothing in the games.
+      sampled: every network side samples every move from its own policy (the search with
+        Gumbel noise, `gumbel_scale` 1, as in self-play; at 0 simulations the raw policy's
+        softmax) instead of playing deterministically: games differ after the opening, so a
+        match measures the policy's strength rather than one line of play per opening.
+        Fog-free variants only.
 
     Returns:
       A JSON-able dict: `num_games`, `wins`, `draws`, `losses`, `score`, `score_ci95`,
@@ -388,6 +394,11 @@ def play_match(
     opponent_player, opponent_params = _player(
         opponent, opponent_network, opponent_params, opponent_simulations, "opponent"
     )
+    if sampled:
+        if R.parse(variant).fog != "off":
+            raise ValueError(f"sampled matches are for fog-free variants; {variant} has fog")
+        model = dataclasses.replace(model, gumbel_scale=1.0)
+        opponent_player = dataclasses.replace(opponent_player, gumbel_scale=1.0)
     if R.parse(variant).fog == "on" and model.kind == "network" and not omniscient:
         return _fair_fog_match(
             network,
@@ -460,6 +471,7 @@ def _arena_match(
         max_plies=int(single.max_plies),
         opening_plies=opening_plies,
         opening=opening,
+        sampled=model.gumbel_scale > 0 or opponent.gumbel_scale > 0,
     )
     return result
 
