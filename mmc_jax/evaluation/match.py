@@ -370,11 +370,8 @@ def play_match(
         start_fen, moves in UCI, result, termination, opening_plies) for `mmc_jax.evaluation.pgn`.
         The arena records every match anyway (a `GameLog` of max(256, ply cap) plies), so this
         costs no other compile and changes nothing in the games.
-      sampled: every network side samples every move from its own policy (the search with
-        Gumbel noise, `gumbel_scale` 1, as in self-play; at 0 simulations the raw policy's
-        softmax) instead of playing deterministically: games differ after the opening, so a
-        match measures the policy's strength rather than one line of play per opening.
-        Fog-free variants only.
+      sampled: every network side samples every move from its own policy (as self-play does;
+        at 0 simulations the raw softmax), not one line per opening. Fog-free variants only.
 
     Returns:
       A JSON-able dict: `num_games`, `wins`, `draws`, `losses`, `score`, `score_ci95`,
@@ -395,10 +392,7 @@ def play_match(
         opponent, opponent_network, opponent_params, opponent_simulations, "opponent"
     )
     if sampled:
-        if R.parse(variant).fog != "off":
-            raise ValueError(f"sampled matches are for fog-free variants; {variant} has fog")
-        model = dataclasses.replace(model, gumbel_scale=1.0)
-        opponent_player = dataclasses.replace(opponent_player, gumbel_scale=1.0)
+        model, opponent_player = _sampling(variant, model, opponent_player)
     if R.parse(variant).fog == "on" and model.kind == "network" and not omniscient:
         return _fair_fog_match(
             network,
@@ -512,6 +506,14 @@ def _checked_match_counts(
             f"opponent_simulations must be a non-negative integer, got {opponent_simulations!r}"
         )
     return opponent_simulations
+
+
+def _sampling(variant: str, *sides: _Player) -> tuple[_Player, ...]:
+    """`sides` sampling every move from their own policy (`play_match(sampled=True)`);
+    ValueError under fog."""
+    if R.parse(variant).fog != "off":
+        raise ValueError(f"sampled matches are for fog-free variants; {variant} has fog")
+    return tuple(dataclasses.replace(side, gumbel_scale=1.0) for side in sides)
 
 
 def _model_side(network, params, num_simulations: int):
