@@ -253,3 +253,16 @@ def test_cli_rejects_unknown_variant():
     )
     assert proc.returncode != 0
     assert "unknown variant 'chess'" in proc.stderr and "bichromatic" in proc.stderr
+
+
+def test_stack_equals_a_stack_of_every_leaf_for_mixed_and_repeated_rules():
+    import jax
+    import jax.numpy as jnp
+
+    rules = [R.get(v) for v in ("gardner", "atomic", "dark,capture=atomic", "baby")]
+    items = [rules[i % 4] for i in range(11)] + [R.get("rifle"), R.get("gardner")]
+    got = R.stack(items)
+    want = jax.tree.map(lambda *xs: jnp.stack(xs), *items)
+    for x, y in zip(jax.tree.leaves(got), jax.tree.leaves(want), strict=True):
+        assert x.dtype == y.dtype and x.shape == y.shape and x.weak_type == y.weak_type
+        assert bool(jnp.all(x == y))

@@ -467,10 +467,21 @@ def get(spec: str | Variant, *, max_plies: int = DEFAULT_MAX_PLIES) -> Rules:
 
 
 def stack(rules: Sequence[Rules]) -> Rules:
-    """Stack unbatched `Rules` into one with a leading batch axis [B]."""
+    """Stack unbatched `Rules` into one with a leading batch axis [B].
+
+    Built on the host from the distinct values (by identity) and gathered: `jnp.stack` of
+    thousands of device arrays took minutes (one operand per game)."""
     if not rules:
         raise ValueError("stack() needs at least one Rules value")
-    return jax.tree.map(lambda *xs: jnp.stack(xs), *rules)
+    slot: dict[int, int] = {}
+    distinct = []
+    for r in rules:
+        if id(r) not in slot:
+            slot[id(r)] = len(distinct)
+            distinct.append(r)
+    index = np.asarray([slot[id(r)] for r in rules])
+    host = jax.tree.map(lambda *xs: np.stack([np.asarray(x) for x in xs]), *distinct)
+    return jax.tree.map(lambda x: jnp.asarray(x[index]), host)
 
 
 def batch(
