@@ -256,7 +256,6 @@ def test_cli_rejects_unknown_variant():
 
 
 def test_stack_equals_a_stack_of_every_leaf_for_mixed_and_repeated_rules():
-    import jax
     import jax.numpy as jnp
 
     rules = [R.get(v) for v in ("gardner", "atomic", "dark,capture=atomic", "baby")]
