@@ -389,16 +389,11 @@ def play_match(
         num_games, num_simulations, opening_plies, opening, opponent_simulations
     )
     network, params, model_name, model, model_params = _model_side(network, params, num_simulations)
-    if opponent is None and opponent_network is not None:
-        opponent = "checkpoint"
-    opponent_player, opponent_params = _player(
-        opponent, opponent_network, opponent_params, opponent_simulations, "opponent"
+    opponent, opponent_player, opponent_params = _opponent_side(
+        opponent, opponent_network, opponent_params, opponent_simulations
     )
     if sampled:
-        if R.parse(variant).fog != "off":
-            raise ValueError(f"sampled matches are for fog-free variants; {variant} has fog")
-        model = dataclasses.replace(model, gumbel_scale=1.0)
-        opponent_player = dataclasses.replace(opponent_player, gumbel_scale=1.0)
+        model, opponent_player = _sampled_players(variant, model, opponent_player)
     if R.parse(variant).fog == "on" and model.kind == "network" and not omniscient:
         return _fair_fog_match(
             network,
@@ -535,6 +530,28 @@ def _model_side(network, params, num_simulations: int):
             raise ValueError("a model network needs its params (None: only for baselines)")
         model, model_params = _Player("network", network, num_simulations), params
     return network, params, model_name, model, model_params
+
+
+def _opponent_side(opponent, opponent_network, opponent_params, opponent_simulations: int):
+    """(opponent, static player, its jit-argument params) of `play_match`'s opponent: an
+    `opponent_network` alone means "checkpoint"."""
+    if opponent is None and opponent_network is not None:
+        opponent = "checkpoint"
+    opponent_player, opponent_params = _player(
+        opponent, opponent_network, opponent_params, opponent_simulations, "opponent"
+    )
+    return opponent, opponent_player, opponent_params
+
+
+def _sampled_players(variant: str, model: _Player, opponent: _Player) -> tuple[_Player, _Player]:
+    """Both players sampling every move from their own policy (Gumbel noise, scale 1), for
+    `play_match(sampled=True)`; fog-free variants only."""
+    if R.parse(variant).fog != "off":
+        raise ValueError(f"sampled matches are for fog-free variants; {variant} has fog")
+    return (
+        dataclasses.replace(model, gumbel_scale=1.0),
+        dataclasses.replace(opponent, gumbel_scale=1.0),
+    )
 
 
 def _match_statistics(output: ArenaOutput, opening_plies: int) -> dict[str, Any]:
