@@ -32,7 +32,7 @@ import numpy as np
 
 from mmc_jax import rules as R
 from mmc_jax.evaluation import pimc
-from mmc_jax.infra import startup
+from mmc_jax.infra import cli, startup
 from mmc_jax.model import network as network_lib
 
 UNTRAINED_SEED = 0
@@ -54,18 +54,16 @@ def _analyse(
         value = out.search_tree.summary().value
         return out.action_weights, value, jnp.full((1,), -1, jnp.int32)
     games = pimc.start_games(state, exact=False)
-    observation, belief = pimc.observe_and_update(rules, games, planes)
-    out = pimc.fair_search(
+    _, out = pimc.mover_fair_search(
         network,
         params,
         rules,
-        observation,
-        belief,
+        games,
+        planes,
         key,
         num_worlds=num_worlds,
         num_simulations=num_simulations,
         num_candidates=num_candidates,
-        gumbel_scale=0.0,
     )
     return out.action_weights, out.value, out.num_consistent
 
@@ -123,19 +121,6 @@ def analyse_position(
     }
 
 
-def _positive(flag: str):
-    def parse(text: str) -> int:
-        try:
-            value = int(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"{flag} must be an integer, got {text!r}") from None
-        if value < 1:
-            raise argparse.ArgumentTypeError(f"{flag} must be positive, got {value}")
-        return value
-
-    return parse
-
-
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="python -m mmc_jax.analyse",
@@ -144,9 +129,9 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--variant", required=True, help="variant name or spec")
     parser.add_argument("--fen", required=True, help="the position (start of the history)")
     parser.add_argument("--checkpoint", default=None, help="run workdir (default: untrained)")
-    parser.add_argument("--simulations", type=_positive("--simulations"), default=32)
-    parser.add_argument("--worlds", type=_positive("--worlds"), default=8, help="fog: K")
-    parser.add_argument("--candidates", type=_positive("--candidates"), default=32)
+    parser.add_argument("--simulations", type=cli.integer_arg("--simulations", 1), default=32)
+    parser.add_argument("--worlds", type=cli.integer_arg("--worlds", 1), default=8, help="fog: K")
+    parser.add_argument("--candidates", type=cli.integer_arg("--candidates", 1), default=32)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument(
         "--omniscient", action="store_true", help="search the true position (upper bound)"

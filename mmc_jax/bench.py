@@ -637,6 +637,22 @@ def bench_selfplay(args) -> dict:
     }
     rows = Rows(args, result)
     rows.may_start("moves/s")  # the first row always runs
+    network, params, rules, scan = _selfplay_moves(args, result, mesh)
+    rows.record()
+    if args.breakdown and rows.may_start("breakdown"):
+        _selfplay_breakdown(args, result, network, params, rules, scan)
+        rows.record()
+    if args.memory_batch and rows.may_start(f"memory at B={args.memory_batch}"):
+        _selfplay_memory(args, result, mesh)
+        rows.record()
+    return rows.finish()
+
+
+def _selfplay_moves(args, result: dict, mesh):
+    """The first row: self-play moves/s of mmc_jax (and, with --vs-pgx, of pgx under its own
+    and under our search loop, arms interleaved) into `result`. Returns the network, its
+    parameters, the rules and the (run, state) of the scan timed, for the breakdown."""
+    batch, plies, sims = args.batch, args.plies, args.simulations
     run, state, (network, params, rules) = mmc_selfplay_runner(
         batch, plies, sims, args.blocks, args.channels, mesh
     )
@@ -682,65 +698,72 @@ def bench_selfplay(args) -> dict:
                 f"ratio {result['ratio_vs_pgx_mcts']:.2f}x",
                 flush=True,
             )
-    rows.record()
-    if args.breakdown and rows.may_start("breakdown"):
-        parts = _time_parts(network, params, rules, batch, plies, sims, args.repeats, (run, state))
-        total = parts["total"]
-        bookkeeping = parts["search_bookkeeping_slots"]
-        result["seconds_per_scan"] = {
-            "total": total,
-            "network": parts["network"],
-            "rules": parts["rules"],
-            "search_bookkeeping": bookkeeping,
-            "glue": max(total - parts["network"] - parts["rules"] - bookkeeping, 0.0),
-            "search_bookkeeping_if_1225_actions": parts["search_bookkeeping_all_actions"],
-            "search_bookkeeping_with_node_state": parts["search_bookkeeping_node_state"],
+    return network, params, rules, (run, state)
+
+
+def _selfplay_breakdown(args, result: dict, network, params, rules, scan) -> None:
+    """The --breakdown row: seconds per scan of the network, the rules, the search's
+    bookkeeping and the rest, timed alone, into `result["seconds_per_scan"]`."""
+    batch, plies, sims = args.batch, args.plies, args.simulations
+    parts = _time_parts(network, params, rules, batch, plies, sims, args.repeats, scan)
+    total = parts["total"]
+    bookkeeping = parts["search_bookkeeping_slots"]
+    result["seconds_per_scan"] = {
+        "total": total,
+        "network": parts["network"],
+        "rules": parts["rules"],
+        "search_bookkeeping": bookkeeping,
+        "glue": max(total - parts["network"] - parts["rules"] - bookkeeping, 0.0),
+        "search_bookkeeping_if_1225_actions": parts["search_bookkeeping_all_actions"],
+        "search_bookkeeping_with_node_state": parts["search_bookkeeping_node_state"],
+    }
+    if not args.json:
+        print(
+            f"where the time goes, seconds per scan of {plies} plies: "
+            + ", ".join(f"{k} {v:.3f}" for k, v in result["seconds_per_scan"].items()),
+            flush=True,
+        )
+
+
+def _selfplay_memory(args, result: dict, mesh) -> None:
+    """The --memory-batch row: the compiler's memory estimate of one searched ply at that
+    batch, and of mctx alone over 160 slots and over 1225 actions, into `result["memory"]`."""
+    sims = args.simulations
+    run, state, _ = mmc_selfplay_runner(
+        args.memory_batch, 1, sims, args.blocks, args.channels, mesh
+    )
+    analysis = run.lower(state, jax.random.key(0)).compile().memory_analysis()
+    if analysis is not None:
+        peak = (
+            analysis.temp_size_in_bytes
+            + analysis.argument_size_in_bytes
+            + analysis.output_size_in_bytes
+        )
+        result["memory"] = {
+            "batch": args.memory_batch,
+            "peak_bytes_one_ply": int(peak),
+            "temp_bytes": int(analysis.temp_size_in_bytes),
+            "node_embedding_bytes": _node_bytes(),
+            "tree_state_bytes": _node_bytes() * args.memory_batch * (sims + 1),
         }
+        from mmc_jax.search import MAX_LEGAL_MOVES
+
+        for name, width in (("slots", MAX_LEGAL_MOVES), ("all_actions", R.NUM_ACTIONS)):
+            run, embedding = _bookkeeping_runner(args.memory_batch, sims, width)
+            tree = run.lower(embedding, jax.random.key(0)).compile().memory_analysis()
+            result["memory"][f"search_alone_temp_bytes_{name}"] = int(tree.temp_size_in_bytes)
         if not args.json:
             print(
-                f"where the time goes, seconds per scan of {plies} plies: "
-                + ", ".join(f"{k} {v:.3f}" for k, v in result["seconds_per_scan"].items()),
+                f"memory at B={args.memory_batch}: peak {peak / 2**20:.1f} MiB for one "
+                f"searched ply (compiler's estimate); tree states "
+                f"{result['memory']['tree_state_bytes'] / 2**20:.1f} MiB "
+                f"({result['memory']['node_embedding_bytes']} bytes per node); mctx alone "
+                f"over 160 slots "
+                f"{result['memory']['search_alone_temp_bytes_slots'] / 2**20:.1f} MiB, "
+                f"over 1225 actions "
+                f"{result['memory']['search_alone_temp_bytes_all_actions'] / 2**20:.1f} MiB",
                 flush=True,
             )
-        rows.record()
-    if args.memory_batch and rows.may_start(f"memory at B={args.memory_batch}"):
-        run, state, _ = mmc_selfplay_runner(
-            args.memory_batch, 1, sims, args.blocks, args.channels, mesh
-        )
-        analysis = run.lower(state, jax.random.key(0)).compile().memory_analysis()
-        if analysis is not None:
-            peak = (
-                analysis.temp_size_in_bytes
-                + analysis.argument_size_in_bytes
-                + analysis.output_size_in_bytes
-            )
-            result["memory"] = {
-                "batch": args.memory_batch,
-                "peak_bytes_one_ply": int(peak),
-                "temp_bytes": int(analysis.temp_size_in_bytes),
-                "node_embedding_bytes": _node_bytes(),
-                "tree_state_bytes": _node_bytes() * args.memory_batch * (sims + 1),
-            }
-            from mmc_jax.search import MAX_LEGAL_MOVES
-
-            for name, width in (("slots", MAX_LEGAL_MOVES), ("all_actions", R.NUM_ACTIONS)):
-                run, embedding = _bookkeeping_runner(args.memory_batch, sims, width)
-                tree = run.lower(embedding, jax.random.key(0)).compile().memory_analysis()
-                result["memory"][f"search_alone_temp_bytes_{name}"] = int(tree.temp_size_in_bytes)
-            if not args.json:
-                print(
-                    f"memory at B={args.memory_batch}: peak {peak / 2**20:.1f} MiB for one "
-                    f"searched ply (compiler's estimate); tree states "
-                    f"{result['memory']['tree_state_bytes'] / 2**20:.1f} MiB "
-                    f"({result['memory']['node_embedding_bytes']} bytes per node); mctx alone "
-                    f"over 160 slots "
-                    f"{result['memory']['search_alone_temp_bytes_slots'] / 2**20:.1f} MiB, "
-                    f"over 1225 actions "
-                    f"{result['memory']['search_alone_temp_bytes_all_actions'] / 2**20:.1f} MiB",
-                    flush=True,
-                )
-        rows.record()
-    return rows.finish()
 
 
 # ----------------------------------------------------------------------------- learner
@@ -798,6 +821,49 @@ def _before_adapt_tasks(params, opt_state, rings, keys, config):
 
 def bench_learner(args) -> dict:
     """Seconds per call of each learner path, arms interleaved, medians of `repeats`."""
+    arms = _learner_arms(args)
+    seconds, first_call = _interleaved(arms, args.repeats, verbose=not args.json)
+    steps, batch_size, tasks, inner = args.steps, args.batch, args.tasks, args.inner_steps
+    result = {
+        "benchmark": "learner",
+        "device": str(jax.devices()[0].device_kind),
+        "platform": jax.default_backend(),
+        "network": f"{args.blocks}x{args.channels}",
+        "batch": batch_size,
+        "learner_steps": steps,
+        "tasks": tasks,
+        "inner_steps": inner,
+        "repeats": args.repeats,
+        "seconds": seconds,
+        "first_call_seconds": first_call,
+        "learner_steps_per_s": steps / seconds["learner"],
+        "learner_limit_steps_per_s": steps / seconds["learner_limit"],
+        "inner_loop_steps_per_s": tasks * inner / seconds["inner_loop"],
+        "inner_loop_limit_steps_per_s": tasks * inner / seconds["inner_loop_limit"],
+        "learner_vs_limit": seconds["learner"] / seconds["learner_limit"],
+        "inner_loop_vs_limit": seconds["inner_loop"] / seconds["inner_loop_limit"],
+        "learner_speedup_vs_scan": seconds["learner_scan_before"] / seconds["learner"],
+        "inner_loop_speedup_vs_before": seconds["inner_loop_before"] / seconds["inner_loop"],
+    }
+    if not args.json:
+        for name, value in seconds.items():
+            print(f"{name:>20}: {value * 1e3:9.1f} ms per call", flush=True)
+        print(
+            f"learner {result['learner_steps_per_s']:.1f} steps/s = "
+            f"{result['learner_vs_limit']:.2f}x the limit's time, "
+            f"{result['learner_speedup_vs_scan']:.1f}x faster than the scan before; "
+            f"inner loop {result['inner_loop_steps_per_s']:.1f} steps/s = "
+            f"{result['inner_loop_vs_limit']:.2f}x the limit's time, "
+            f"{result['inner_loop_speedup_vs_before']:.1f}x faster than before",
+            flush=True,
+        )
+    return Rows(args, result).finish()  # one row: with --json-out, a file as the others write
+
+
+def _learner_arms(args) -> dict:
+    """{arm: a function that runs it once}: the learner epoch and the JOAT inner loop as they
+    are, as they were before (a scan; vmapped tasks with XLA's convolution gradient) and their
+    limit (a Python loop of jitted steps), on random samples shaped like self-play's."""
     import functools
 
     import ml_collections
@@ -868,53 +934,7 @@ def bench_learner(args) -> dict:
             params, opt_state, rings, keys, config=frozen_before
         )[0],
     }
-    first_call, times = {}, {name: [] for name in arms}
-    for name, fn in arms.items():  # compile and warm up
-        start = time.perf_counter()
-        jax.block_until_ready(fn())
-        first_call[name] = time.perf_counter() - start
-        if not args.json:
-            print(f"  {name}: first call (compile) {first_call[name]:.1f} s", flush=True)
-    for _ in range(args.repeats):
-        for name, fn in arms.items():
-            start = time.perf_counter()
-            jax.block_until_ready(fn())
-            times[name].append(time.perf_counter() - start)
-    seconds = {name: float(np.median(t)) for name, t in times.items()}
-    result = {
-        "benchmark": "learner",
-        "device": str(jax.devices()[0].device_kind),
-        "platform": jax.default_backend(),
-        "network": f"{args.blocks}x{args.channels}",
-        "batch": batch_size,
-        "learner_steps": steps,
-        "tasks": tasks,
-        "inner_steps": inner,
-        "repeats": args.repeats,
-        "seconds": seconds,
-        "first_call_seconds": first_call,
-        "learner_steps_per_s": steps / seconds["learner"],
-        "learner_limit_steps_per_s": steps / seconds["learner_limit"],
-        "inner_loop_steps_per_s": tasks * inner / seconds["inner_loop"],
-        "inner_loop_limit_steps_per_s": tasks * inner / seconds["inner_loop_limit"],
-        "learner_vs_limit": seconds["learner"] / seconds["learner_limit"],
-        "inner_loop_vs_limit": seconds["inner_loop"] / seconds["inner_loop_limit"],
-        "learner_speedup_vs_scan": seconds["learner_scan_before"] / seconds["learner"],
-        "inner_loop_speedup_vs_before": seconds["inner_loop_before"] / seconds["inner_loop"],
-    }
-    if not args.json:
-        for name, value in seconds.items():
-            print(f"{name:>20}: {value * 1e3:9.1f} ms per call", flush=True)
-        print(
-            f"learner {result['learner_steps_per_s']:.1f} steps/s = "
-            f"{result['learner_vs_limit']:.2f}x the limit's time, "
-            f"{result['learner_speedup_vs_scan']:.1f}x faster than the scan before; "
-            f"inner loop {result['inner_loop_steps_per_s']:.1f} steps/s = "
-            f"{result['inner_loop_vs_limit']:.2f}x the limit's time, "
-            f"{result['inner_loop_speedup_vs_before']:.1f}x faster than before",
-            flush=True,
-        )
-    return Rows(args, result).finish()  # one row: with --json-out, a file as the others write
+    return arms
 
 
 # ----------------------------------------------------------------------------- iteration
@@ -1542,13 +1562,8 @@ def _has_pgx() -> bool:
     return True
 
 
-def main(argv=None):
-    started = time.monotonic()  # what --time-limit counts from
-    parser = argparse.ArgumentParser(
-        prog="python -m mmc_jax.bench",
-        description="Speed and memory benchmarks of mmc_jax (see the module docstring).",
-    )
-    sub = parser.add_subparsers(dest="benchmark", required=True)
+def _add_env_parser(sub) -> None:
+    """The `env` subcommand: random-play env steps per second."""
     env = sub.add_parser("env", help="random-play env steps per second (mask + step + reset)")
     env.add_argument(
         "--batch-sizes",
@@ -1584,6 +1599,10 @@ def main(argv=None):
     )
     env.add_argument("--seed", type=int, default=0, help="seed of the --mixed combinations")
     _add_output_flags(env, "batch size, then move generation")
+
+
+def _add_selfplay_parser(sub) -> None:
+    """The `selfplay` subcommand: self-play moves/s with mctx search."""
     sp = sub.add_parser("selfplay", help="self-play moves/s with mctx search (gardner)")
     sp.add_argument("--batch", type=POSITIVE, default=64, help="games in parallel (default 64)")
     sp.add_argument("--plies", type=POSITIVE, default=8, help="plies per timed scan (default 8)")
@@ -1616,6 +1635,10 @@ def main(argv=None):
     _add_output_flags(
         sp, "measurement: moves/s of every arm, then --breakdown, then --memory-batch"
     )
+
+
+def _add_learner_parser(sub) -> None:
+    """The `learner` subcommand: learner and JOAT inner-loop steps/s."""
     lp = sub.add_parser(
         "learner", help="learner and JOAT inner-loop steps/s against a Python loop of steps"
     )
@@ -1633,6 +1656,10 @@ def main(argv=None):
         "--repeats", type=POSITIVE, default=5, help="timed rounds over all arms (default 5)"
     )
     _add_output_flags(lp, None)
+
+
+def _add_iteration_parser(sub) -> None:
+    """The `iteration` subcommand: one training iteration split into parts."""
     ip = sub.add_parser(
         "iteration",
         help="one training iteration split into self-play/targets/learner/checkpoint/other",
@@ -1648,6 +1675,10 @@ def main(argv=None):
     ip.add_argument("--joat-preset", default="quick", help="configs/joat.py preset (quick)")
     ip.add_argument("--repeats", type=POSITIVE, default=3, help="timed rounds (default 3)")
     _add_output_flags(ip, "config")
+
+
+def _add_memory_parser(sub) -> None:
+    """The `memory` subcommand: bytes per replay sample, memory of one iteration."""
     mp = sub.add_parser(
         "memory", help="bytes per replay sample and XLA's memory analysis of one iteration"
     )
@@ -1658,6 +1689,10 @@ def main(argv=None):
         help="NAME:PRESET of configs/NAME.py, one row each (default gardner:full)",
     )
     _add_output_flags(mp, "config")
+
+
+def _add_processes_parser(sub) -> None:
+    """The `processes` subcommand: the overhead of several processes."""
     pp = sub.add_parser(
         "processes",
         help="multi-process overhead: 2 processes x 1 device vs 1 process x 2 devices (gloo)",
@@ -1672,6 +1707,10 @@ def main(argv=None):
     )
     pp.add_argument("--repeats", type=POSITIVE, default=2, help="runs per layout (default 2)")
     _add_output_flags(pp, "training run")
+
+
+def _add_xla_flags_parser(sub) -> None:
+    """The `xla-flags` subcommand: XLA's defaults vs the project's flags."""
     xp = sub.add_parser(
         "xla-flags",
         help="self-play and learner with XLA's defaults vs the project's flags (processes)",
@@ -1687,8 +1726,27 @@ def main(argv=None):
         "--rounds", type=POSITIVE, default=2, help="alternated runs per arm (default 2)"
     )
     _add_output_flags(xp, "child run")
-    args = parser.parse_args(argv)
-    args.started = started
+
+
+def _parser() -> argparse.ArgumentParser:
+    """The command line: one subcommand per benchmark."""
+    parser = argparse.ArgumentParser(
+        prog="python -m mmc_jax.bench",
+        description="Speed and memory benchmarks of mmc_jax (see the module docstring).",
+    )
+    sub = parser.add_subparsers(dest="benchmark", required=True)
+    _add_env_parser(sub)
+    _add_selfplay_parser(sub)
+    _add_learner_parser(sub)
+    _add_iteration_parser(sub)
+    _add_memory_parser(sub)
+    _add_processes_parser(sub)
+    _add_xla_flags_parser(sub)
+    return parser
+
+
+def _check_args(parser, args) -> None:
+    """Refuses (one usage line) what cannot run, before any work; drops --vs-pgx without pgx."""
     if args.benchmark == "env":
         try:
             args.variants = [R.check_variant(v) for v in args.variants]
@@ -1704,6 +1762,15 @@ def main(argv=None):
             file=sys.stderr,
         )
         args.vs_pgx = False
+
+
+def main(argv=None):
+    """Runs the benchmark named on the command line; each prints and writes its own rows."""
+    started = time.monotonic()  # what --time-limit counts from
+    parser = _parser()
+    args = parser.parse_args(argv)
+    args.started = started
+    _check_args(parser, args)
     environ = dict(os.environ)
     startup.apply_xla_flags()  # every benchmark runs with the flags the commands use
     # Each benchmark prints and writes its rows itself, as it measures them (`Rows`).

@@ -70,34 +70,6 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
-def fog_board(fen: str, legal_moves) -> str:
-    """The FEN board the side to move sees in `dark`: its own pieces and the target squares
-    of its legal moves; every other square is `*` (as `mmc_jax.rules.fog_fen`)."""
-    board, side = fen.split()[:2]
-    white = side == "w"
-    visible = {m[2:4] for m in legal_moves}
-    rows = []
-    for i, text in enumerate(board.split("/")):
-        rank = 5 - i
-        cells = []
-        for ch in text:
-            cells += ["."] * int(ch) if ch.isdigit() else [ch]
-        out = []
-        for file, ch in enumerate(cells):
-            square = f"{notation.FILES[file]}{rank}"
-            own = ch != "." and ch.isupper() == white
-            out.append(ch if own or square in visible else "*")
-        row, empty = "", 0
-        for ch in out:
-            if ch == ".":
-                empty += 1
-                continue
-            row += (str(empty) if empty else "") + ch
-            empty = 0
-        rows.append(row + (str(empty) if empty else ""))
-    return "/".join(rows) + " " + " ".join(fen.split()[1:])
-
-
 class _Quit(Exception):
     pass
 
@@ -144,7 +116,9 @@ def main(
 
     def draw() -> None:
         legal = list(single.legal_moves())
-        shown = fog_board(single.fen, legal) if dark and single.turn == human else single.fen
+        shown = (
+            notation.fog_view(single.fen, legal) if dark and single.turn == human else single.fen
+        )
         say("")
         say(R.render(shown))
         say(f"{'White' if single.turn == 0 else 'Black'} to move" + ("   (fog)" if dark else ""))

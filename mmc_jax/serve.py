@@ -9,7 +9,8 @@ run or exported model found under `--runs`), and lets a person play either colou
 piece and then its target (a promotion asks for the piece). It shows the model's evaluation and
 its top moves with their visit shares, and offers new game, takeback, flip, FEN in (start from
 a FEN) and out, and a PGN download with the `[Variant]` tag. The model plays through the same
-`engine.ModelEngine` as the UCI engine (`python -m mmc_jax.engine`), so it is fair under fog.
+`evaluation.model_engine.ModelEngine` as the UCI engine (`python -m mmc_jax.engine`), so it is
+fair under fog.
 
 The server is the standard library's `http.server` (a `ThreadingHTTPServer`): the page needs a
 handful of JSON requests from one person on localhost, which a web framework would only add a
@@ -44,9 +45,8 @@ import urllib.parse
 from importlib import resources
 from typing import Any
 
-from mmc_jax import engine
 from mmc_jax import rules as R
-from mmc_jax.evaluation import pgn
+from mmc_jax.evaluation import model_engine, pgn
 from mmc_jax.infra import checkpoint, startup
 
 DEFAULT_PORT = 8040
@@ -116,7 +116,7 @@ class Server:
         default_model: str,
         *,
         simulations: int = DEFAULT_SIMULATIONS,
-        worlds: int = engine.DEFAULT_WORLDS,
+        worlds: int = model_engine.DEFAULT_WORLDS,
     ):
         if default_model not in models:
             raise ValueError(f"unknown default model {default_model!r}")
@@ -124,21 +124,21 @@ class Server:
         self.default_model = default_model
         self.simulations = simulations
         self.worlds = worlds
-        self._engines: dict[str, engine.ModelEngine] = {}
+        self._engines: dict[str, model_engine.ModelEngine] = {}
         self._engine_locks = {name: threading.Lock() for name in models}
         self._games: collections.OrderedDict[str, Game] = collections.OrderedDict()
         self._lock = threading.Lock()
 
     # -- models
 
-    def engine(self, name: str) -> engine.ModelEngine:
+    def engine(self, name: str) -> model_engine.ModelEngine:
         """The model `name` (loaded on first use from its listed path)."""
         if name not in self.models:
             raise RequestError(f"unknown model {name!r}; models: {', '.join(self.models)}")
         with self._engine_locks[name]:
             if name not in self._engines:
                 try:
-                    loaded = engine.load_engine(self.models[name])
+                    loaded = model_engine.load_engine(self.models[name])
                 except (FileNotFoundError, ValueError, OSError) as error:
                     raise RequestError(f"model {name!r} cannot be loaded: {error}", 500) from None
                 loaded.name = name
@@ -167,7 +167,7 @@ class Server:
         """Start a game (the model moves first when the human plays Black)."""
         variant = _text(request, "variant", "gardner")
         try:
-            variant = engine.parse_uci_variant(variant)
+            variant = model_engine.parse_uci_variant(variant)
         except ValueError as error:
             raise RequestError(str(error)) from None
         model = _text(request, "model", self.default_model)
@@ -264,7 +264,7 @@ class Server:
 
     # -- internals
 
-    def _position(self, game: Game) -> engine.GamePosition:
+    def _position(self, game: Game) -> model_engine.GamePosition:
         model = self.engine(game.model)
         try:
             with self._engine_locks[game.model]:
@@ -272,7 +272,9 @@ class Server:
         except ValueError as error:
             raise RequestError(str(error)) from None
 
-    def _model_moves(self, game: Game, position: engine.GamePosition) -> engine.GamePosition:
+    def _model_moves(
+        self, game: Game, position: model_engine.GamePosition
+    ) -> model_engine.GamePosition:
         if position.over or position.turn == game.human:
             return position
         model = self.engine(game.model)
@@ -291,7 +293,7 @@ class Server:
         game.moves.append(result.move)
         return self._position(game)
 
-    def _state(self, game: Game, position: engine.GamePosition) -> dict[str, Any]:
+    def _state(self, game: Game, position: model_engine.GamePosition) -> dict[str, Any]:
         """What the page gets. Under fog, while the game runs: the human's view only."""
         hidden = position.fog and not position.over
         if hidden:

@@ -16,6 +16,7 @@ import pytest
 from mmc_jax import play, uci
 from mmc_jax import rules as R
 from mmc_jax.evaluation import pgn
+from mmc_jax.rules import notation
 
 pytestmark = pytest.mark.usefixtures("fairy_stockfish")
 
@@ -75,12 +76,12 @@ def test_dark_shows_fog_and_hides_the_model_move():
     assert "model moved (hidden in dark)" in out and "⊙" in out
 
 
-def test_fog_board_matches_pyffish():
+def test_fog_view_matches_pyffish():
     sf.load_variant_config(open(uci.variants_file()).read())
     fens = [fen for fen, _ in uci.PROBES["dark"]] + [R.START_FENS["dark"]]
     for fen in fens:
         legal = sf.legal_moves("dark-gardner", fen, [])
-        assert play.fog_board(fen, legal) == sf.get_fog_fen(fen, "dark-gardner"), fen
+        assert notation.fog_view(fen, legal) == sf.get_fog_fen(fen, "dark-gardner"), fen
 
 
 def test_cli_errors_in_a_subprocess():

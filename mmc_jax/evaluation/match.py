@@ -386,10 +386,8 @@ def play_match(
         num_games, num_simulations, opening_plies, opening, opponent_simulations
     )
     network, params, model_name, model, model_params = _model_side(network, params, num_simulations)
-    if opponent is None and opponent_network is not None:
-        opponent = "checkpoint"
-    opponent_player, opponent_params = _player(
-        opponent, opponent_network, opponent_params, opponent_simulations, "opponent"
+    opponent, opponent_player, opponent_params = _opponent_side(
+        opponent, opponent_network, opponent_params, opponent_simulations
     )
     if sampled:
         model, opponent_player = _sampling(variant, model, opponent_player)
@@ -537,6 +535,17 @@ def _model_side(network, params, num_simulations: int):
             raise ValueError("a model network needs its params (None: only for baselines)")
         model, model_params = _Player("network", network, num_simulations), params
     return network, params, model_name, model, model_params
+
+
+def _opponent_side(opponent, opponent_network, opponent_params, opponent_simulations: int):
+    """(opponent, static player, its jit-argument params) of `play_match`'s opponent: an
+    `opponent_network` alone means "checkpoint"."""
+    if opponent is None and opponent_network is not None:
+        opponent = "checkpoint"
+    opponent_player, opponent_params = _player(
+        opponent, opponent_network, opponent_params, opponent_simulations, "opponent"
+    )
+    return opponent, opponent_player, opponent_params
 
 
 def _match_statistics(output: ArenaOutput, opening_plies: int) -> dict[str, Any]:

@@ -212,6 +212,38 @@ def observe_and_update(rules: R.Rules, games: FogGames, planes: jax.Array):
     return observation, B.update_batch(mover_belief(games), observation)
 
 
+def mover_fair_search(
+    network,
+    params: Any,
+    rules: R.Rules,
+    games: FogGames,
+    planes: jax.Array,
+    key: jax.Array,
+    *,
+    num_worlds: int,
+    num_simulations: int,
+    num_candidates: int,
+) -> tuple[B.Observation, FairSearchOutput]:
+    """The side to move's fair search of the present ply, as the UCI engine and
+    `mmc_jax.analyse` choose a move under fog: its observation updates its belief
+    (`observe_and_update`), then `fair_search` over worlds sampled from that belief, without
+    Gumbel noise (deterministic for a key). Returns (Observation [B], `FairSearchOutput`)."""
+    observation, belief = observe_and_update(rules, games, planes)
+    out = fair_search(
+        network,
+        params,
+        rules,
+        observation,
+        belief,
+        key,
+        num_worlds=num_worlds,
+        num_simulations=num_simulations,
+        num_candidates=num_candidates,
+        gumbel_scale=0.0,
+    )
+    return observation, out
+
+
 def play(rules: R.Rules, games: FogGames, observation, belief, action, planes):
     """Plays `action` [B]: the mover's belief records its move, the state steps.
 

@@ -7,6 +7,7 @@ raises `ValueError` naming what is wrong.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Iterable
 
 import numpy as np
 
@@ -192,6 +193,32 @@ def uci_to_action(move: str, turn: int) -> int:
 
 
 _UNICODE = dict(zip("KQRBNPkqrbnp", "♔♕♖♗♘♙♚♛♜♝♞♟", strict=True))
+
+
+def fog_view(fen: str, legal_moves: Iterable[str]) -> str:
+    """The FEN the side to move sees under fog: its own pieces and the target squares of its
+    legal moves; every other square is `*` (the format of `rules.fog_fen`). Computed from the
+    true FEN by the referee (the engine, the web server, `mmc_jax.play`); what it returns holds
+    nothing hidden."""
+    board, side = fen.split()[:2]
+    white = side == "w"
+    visible = {move[2:4] for move in legal_moves}
+    rows = []
+    for i, text in enumerate(board.split("/")):
+        cells: list[str] = []
+        for ch in text:
+            cells += ["."] * int(ch) if ch.isdigit() else [ch]
+        row, empty = "", 0
+        for file, ch in enumerate(cells):
+            own = ch != "." and ch.isupper() == white
+            shown = ch if own or f"{FILES[file]}{5 - i}" in visible else "*"
+            if shown == ".":
+                empty += 1
+                continue
+            row += (str(empty) if empty else "") + shown
+            empty = 0
+        rows.append(row + (str(empty) if empty else ""))
+    return "/".join(rows) + " " + " ".join(fen.split()[1:])
 
 
 def render(fen: str, hidden_char: str = "⊙", empty_char: str = "·") -> str:

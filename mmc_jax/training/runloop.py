@@ -594,12 +594,45 @@ def workdir_lock(workdir: str | os.PathLike, log: Callable[[str], None] = print)
         yield
 
 
+@dataclasses.dataclass(frozen=True)
+class _Session:
+    """What every phase of `_run` reads, fixed for the whole run."""
+
+    algorithm: Algorithm
+    config: ml_collections.ConfigDict
+    mesh: Mesh
+    workdir: str | os.PathLike
+    log: Callable[[str], None]
+    ckpt: checkpoint_lib.Checkpointer
+    stop: _StopRequest | None
+    num_iterations: int
+    is_chief: bool
+
+    def stop_requested(self) -> bool:
+        """Whether any process was asked to stop (every process gets the same answer)."""
+        return sharding.any_process(self.stop is not None and self.stop.requested is not None)
+
+    def stop_reason(self) -> str:
+        """The signal that stopped the run, as the log names it."""
+        return (self.stop and self.stop.requested) or "a signal to another process"
+
+
+@dataclasses.dataclass(frozen=True)
+class _Start:
+    """Where a run starts: its state, the counters and (after a resume) whether the replay ring
+    came with the checkpoint (None on a fresh start)."""
+
+    state: Any
+    iteration: int
+    frames: int
+    games: int
+    replay_restored: bool | None
+
+
 def _run(algorithm, config, mesh, workdir, log, init_params, on_eval, handle_signals):
     """`run` once the config, the mesh and the workdir's lock are settled."""
-    is_chief = jax.process_index() == 0
     data = algorithm.setup(config, mesh)
     init_key, run_key, eval_key = jax.random.split(jax.random.key(int(config.seed)), 3)
-    save_replay = bool(config.checkpoint.save_replay)
     num_iterations = int(config.num_iterations)
     ckpt = checkpoint_lib.Checkpointer(
         workdir,
@@ -612,60 +645,27 @@ def _run(algorithm, config, mesh, workdir, log, init_params, on_eval, handle_sig
     stop = _StopRequest(log) if handle_signals else None
     if stop is not None:
         stop.__enter__()
-
-    def stopped_during_start_up(start: int) -> bool:
-        if not sharding.any_process(stop is not None and stop.requested is not None):
-            return False
-        kept = f"checkpoint {ckpt.directory}/{start} is kept" if start else "no iteration had run"
-        log(
-            f"stopped by {(stop and stop.requested) or 'a signal to another process'} during "
-            f"start-up, before iteration {start + 1}: nothing was lost ({kept}). Run the same "
-            "command to resume."
-        )
-        return True
-
+    session = _Session(
+        algorithm=algorithm,
+        config=config,
+        mesh=mesh,
+        workdir=workdir,
+        log=log,
+        ckpt=ckpt,
+        stop=stop,
+        num_iterations=num_iterations,
+        is_chief=jax.process_index() == 0,
+    )
     try:
-        start, frames, games = 0, 0, 0
-        restored = _restore(algorithm, config, mesh, ckpt, log)
-        replay_restored = None  # after a resume: whether the ring came with the checkpoint
-        if restored is None:
-            state = algorithm.init_state(config, mesh, data, init_key)
-            algorithm.check_start(config, state)
-            if init_params is not None:
-                state = state.replace(params=_start_params(state.params, init_params, mesh))
-        else:
-            start = int(restored["iteration"])
-            frames, games = int(restored["frames"]), int(restored["games"])
-            abstract = algorithm.abstract_state(config, mesh)
-            replay_restored = "replay" in restored
-            state = abstract.replace(
-                params=restored["params"],
-                opt_state=restored["opt_state"],
-                game_state=restored["game_state"],
-                replay=restored["replay"] if replay_restored else empty_ring(abstract.replay),
-            )
-            if start >= num_iterations:
-                log(
-                    f"{workdir} is already finished: {start} of {num_iterations} iterations "
-                    f"done (checkpoint {ckpt.directory}/{start}); raise "
-                    "--config.num_iterations to train on"
-                )
-            else:
-                log(f"resumed from {ckpt.directory}/{start}: {start} iterations, {frames} frames")
-                if not replay_restored:
-                    log(
-                        "note: the checkpoint holds no replay ring (written with "
-                        "checkpoint.save_replay=False): the ring starts empty and refills as "
-                        "the run plays (a full ring in replay.iterations iterations); not "
-                        "bit-identical to an unbroken run (replay/restored = 0 in the next record)"
-                    )
+        begin = _start_state(session, data, init_key, init_params)
+        start, state = begin.iteration, begin.state
         writer = metrics_lib.MetricsWriter(
-            workdir, resume_step=start, enabled=is_chief, stream=None
+            workdir, resume_step=start, enabled=session.is_chief, stream=None
         )
         compile_seconds = 0.0
         record: dict[str, Any] = {}
         stopped = False
-        if start < num_iterations and stopped_during_start_up(start):
+        if start < num_iterations and _stopped_during_start_up(session, start):
             stopped = True
         elif start < num_iterations:
             log(algorithm.describe(config, mesh, state))
@@ -673,122 +673,13 @@ def _run(algorithm, config, mesh, workdir, log, init_params, on_eval, handle_sig
             step_fn = algorithm.compile(config, mesh, state, data, start)
             compile_seconds = time.time() - started
             log(f"compiled the iteration in {compile_seconds:.1f} s")
-            stopped = stopped_during_start_up(start)
+            stopped = _stopped_during_start_up(session, start)
             end = start if stopped else num_iterations
-            latest_eval = metrics_lib.latest_eval(metrics_lib.read_metrics(workdir))
-            loop_started, last_plot = time.time(), 0.0
-            if stop is not None:
-                stop.looping = True
-            try:
-                for iteration in range(start, end):
-                    started = time.time()
-                    key = jax.random.fold_in(run_key, iteration)
-                    state, record = step_fn(state, data, key, iteration)
-                    seconds = time.time() - started
-                    done = iteration + 1
-                    if nonfinite_metrics(record):
-                        check_finite(
-                            record,
-                            done,
-                            _last_good(
-                                algorithm, config, mesh, workdir, ckpt, iteration, vouched=False
-                            ),
-                        )
-                    # What may be saved must be finite: the losses were, but an explosion in
-                    # the last learner step shows only in the state.
-                    bad = checkpoint_lib.nonfinite_leaves(
-                        {"params": state.params, "opt_state": state.opt_state}
-                    )
-                    if bad:
-                        note = _last_good(algorithm, config, mesh, workdir, ckpt, iteration, True)
-                        raise FloatingPointError(
-                            f"non-finite values in the state after iteration {done}: "
-                            f"{', '.join(bad[:6])}. Stopping; nothing of this iteration was "
-                            f"saved ({note}). {DIVERGENCE_HINT}"
-                        )
-                    frames += int(record["selfplay/frames"])
-                    games += int(record["selfplay/games"])
-                    if replay_restored is not None:  # the first iteration after a resume
-                        record["replay/restored"] = int(replay_restored)
-                        replay_restored = None
-                    record.update(
-                        frames=frames,
-                        games=games,
-                        iteration=done,
-                        **{
-                            "perf/iteration_seconds": seconds,
-                            "perf/games_per_s": record["selfplay/games"] / seconds,
-                            "perf/frames_per_s": record["selfplay/frames"] / seconds,
-                        },
-                    )
-                    evaluated = False
-                    if itstime(done, int(config.eval.every), num_iterations):
-                        eval_started = time.time()
-                        latest_eval = algorithm.evaluate(
-                            config, state.params, jax.random.fold_in(eval_key, iteration)
-                        )
-                        latest_eval["perf/eval_seconds"] = time.time() - eval_started
-                        record.update(latest_eval)
-                        latest_eval["iteration"] = done
-                        evaluated = True
-                    if on_eval is not None:
-                        extra = on_eval(done, state, record)
-                        if extra:
-                            record.update(extra)
-                    record = writer.write(done, record)
-                    per_iteration = (time.time() - loop_started) / (done - start)
-                    eta = per_iteration * (num_iterations - done)
-                    log(
-                        progress_line(
-                            algorithm, done, num_iterations, record, seconds, eta, latest_eval
-                        )
-                    )
-                    stopping = sharding.any_process(stop is not None and stop.requested is not None)
-                    last = done == num_iterations or stopping
-                    if is_chief and (
-                        evaluated or last or time.time() - last_plot > PLOT_INTERVAL_SECONDS
-                    ):
-                        try:
-                            metrics_lib.plot_metrics(workdir)
-                        except Exception as error:  # a plot must never stop a training run
-                            log(f"plotting failed: {error!r}")
-                        last_plot = time.time()
-                    if itstime(done, int(config.checkpoint.every), num_iterations) or stopping:
-                        # A bucket's metrics file is uploaded at intervals: make it hold every
-                        # record up to this checkpoint, which a resumed run starts from.
-                        writer.flush()
-                        ckpt.save(
-                            done,
-                            checkpoint_state(state, done, frames, games, save_replay),
-                            config=config,
-                            extra={"frames": frames, "games": games},
-                        )
-                    if stopping:
-                        ckpt.wait()
-                        signal_name = (stop and stop.requested) or "a signal to another process"
-                        log(
-                            f"stopped by {signal_name} after iteration {done}; checkpoint "
-                            f"{ckpt.directory}/{done} is kept. Run the same command to resume."
-                        )
-                        stopped = True
-                        break
-            except KeyboardInterrupt:
-                ckpt.wait()
-                log(
-                    f"interrupted; the last checkpoint ({ckpt.directory}/{ckpt.latest_step()}) "
-                    "is kept. Run the same command to resume."
-                )
-                stopped = True
-        if not record:
-            records = metrics_lib.read_metrics(workdir)
-            record = dict(records[-1]) if records else {}
-        record.update(
-            iteration=int(record.get("iteration", start))
-            if stopped
-            else max(start, num_iterations),
-            start_iteration=start,
-            compile_seconds=compile_seconds,
-        )
+            state, record, stopped_in_loop = _iterate(
+                session, writer, begin, end, step_fn, data, (run_key, eval_key), on_eval
+            )
+            stopped = stopped or stopped_in_loop
+        record = _final_record(session, record, start, stopped, compile_seconds)
         return RunResult(state=state, record=record, start_iteration=start, stopped=stopped)
     finally:
         if stop is not None:
@@ -796,3 +687,217 @@ def _run(algorithm, config, mesh, workdir, log, init_params, on_eval, handle_sig
         ckpt.close()
         if writer is not None:
             writer.close()
+
+
+def _stopped_during_start_up(session: _Session, start: int) -> bool:
+    """Whether a signal came during start-up (restore, compilation); if so, says so."""
+    if not session.stop_requested():
+        return False
+    ckpt = session.ckpt
+    kept = f"checkpoint {ckpt.directory}/{start} is kept" if start else "no iteration had run"
+    session.log(
+        f"stopped by {session.stop_reason()} during "
+        f"start-up, before iteration {start + 1}: nothing was lost ({kept}). Run the same "
+        "command to resume."
+    )
+    return True
+
+
+def _start_state(session: _Session, data, init_key: jax.Array, init_params: Any) -> _Start:
+    """The state the run starts from, in big_vision's order: the latest intact checkpoint in
+    the workdir, else `init_params` (fresh optimizer state and games), else from scratch."""
+    algorithm, config, mesh, log = session.algorithm, session.config, session.mesh, session.log
+    ckpt, num_iterations = session.ckpt, session.num_iterations
+    start, frames, games = 0, 0, 0
+    restored = _restore(algorithm, config, mesh, ckpt, log)
+    replay_restored = None  # after a resume: whether the ring came with the checkpoint
+    if restored is None:
+        state = algorithm.init_state(config, mesh, data, init_key)
+        algorithm.check_start(config, state)
+        if init_params is not None:
+            state = state.replace(params=_start_params(state.params, init_params, mesh))
+    else:
+        start = int(restored["iteration"])
+        frames, games = int(restored["frames"]), int(restored["games"])
+        abstract = algorithm.abstract_state(config, mesh)
+        replay_restored = "replay" in restored
+        state = abstract.replace(
+            params=restored["params"],
+            opt_state=restored["opt_state"],
+            game_state=restored["game_state"],
+            replay=restored["replay"] if replay_restored else empty_ring(abstract.replay),
+        )
+        if start >= num_iterations:
+            log(
+                f"{session.workdir} is already finished: {start} of {num_iterations} iterations "
+                f"done (checkpoint {ckpt.directory}/{start}); raise "
+                "--config.num_iterations to train on"
+            )
+        else:
+            log(f"resumed from {ckpt.directory}/{start}: {start} iterations, {frames} frames")
+            if not replay_restored:
+                log(
+                    "note: the checkpoint holds no replay ring (written with "
+                    "checkpoint.save_replay=False): the ring starts empty and refills as "
+                    "the run plays (a full ring in replay.iterations iterations); not "
+                    "bit-identical to an unbroken run (replay/restored = 0 in the next record)"
+                )
+    return _Start(
+        state=state, iteration=start, frames=frames, games=games, replay_restored=replay_restored
+    )
+
+
+def _iterate(session: _Session, writer, begin: _Start, end: int, step_fn, data, keys, on_eval):
+    """The iterations from `begin.iteration` to `end`: run, check, count, evaluate, write, log,
+    plot and checkpoint each. Returns (state, last record, whether a signal stopped the run);
+    a second Ctrl-C stops at once, keeping the last checkpoint."""
+    run_key, eval_key = keys
+    ckpt, log, num_iterations = session.ckpt, session.log, session.num_iterations
+    state, start, frames, games = begin.state, begin.iteration, begin.frames, begin.games
+    replay_restored = begin.replay_restored
+    record: dict[str, Any] = {}
+    stopped = False
+    latest_eval = metrics_lib.latest_eval(metrics_lib.read_metrics(session.workdir))
+    loop_started, last_plot = time.time(), 0.0
+    if session.stop is not None:
+        session.stop.looping = True
+    try:
+        for iteration in range(start, end):
+            started = time.time()
+            key = jax.random.fold_in(run_key, iteration)
+            state, record = step_fn(state, data, key, iteration)
+            seconds = time.time() - started
+            done = iteration + 1
+            _check_iteration(session, state, record, iteration)
+            frames += int(record["selfplay/frames"])
+            games += int(record["selfplay/games"])
+            if replay_restored is not None:  # the first iteration after a resume
+                record["replay/restored"] = int(replay_restored)
+                replay_restored = None
+            record.update(
+                frames=frames,
+                games=games,
+                iteration=done,
+                **{
+                    "perf/iteration_seconds": seconds,
+                    "perf/games_per_s": record["selfplay/games"] / seconds,
+                    "perf/frames_per_s": record["selfplay/frames"] / seconds,
+                },
+            )
+            evaluated = False
+            if itstime(done, int(session.config.eval.every), num_iterations):
+                latest_eval = _evaluate(session, state, record, iteration, eval_key)
+                evaluated = True
+            if on_eval is not None:
+                extra = on_eval(done, state, record)
+                if extra:
+                    record.update(extra)
+            record = writer.write(done, record)
+            per_iteration = (time.time() - loop_started) / (done - start)
+            eta = per_iteration * (num_iterations - done)
+            log(
+                progress_line(
+                    session.algorithm, done, num_iterations, record, seconds, eta, latest_eval
+                )
+            )
+            stopping = session.stop_requested()
+            last = done == num_iterations or stopping
+            if session.is_chief and (
+                evaluated or last or time.time() - last_plot > PLOT_INTERVAL_SECONDS
+            ):
+                last_plot = _plot(session)
+            if itstime(done, int(session.config.checkpoint.every), num_iterations) or stopping:
+                _save(session, writer, state, done, frames, games)
+            if stopping:
+                ckpt.wait()
+                log(
+                    f"stopped by {session.stop_reason()} after iteration {done}; checkpoint "
+                    f"{ckpt.directory}/{done} is kept. Run the same command to resume."
+                )
+                stopped = True
+                break
+    except KeyboardInterrupt:
+        ckpt.wait()
+        log(
+            f"interrupted; the last checkpoint ({ckpt.directory}/{ckpt.latest_step()}) "
+            "is kept. Run the same command to resume."
+        )
+        stopped = True
+    return state, record, stopped
+
+
+def _check_iteration(session: _Session, state, record: dict[str, Any], iteration: int) -> None:
+    """Raises FloatingPointError (naming the last good checkpoint) when iteration `iteration`
+    (0-based) gave a non-finite `train/*` metric or a non-finite state, before anything of it
+    is saved."""
+    algorithm, config, mesh = session.algorithm, session.config, session.mesh
+    workdir, ckpt = session.workdir, session.ckpt
+    done = iteration + 1
+    if nonfinite_metrics(record):
+        check_finite(
+            record,
+            done,
+            _last_good(algorithm, config, mesh, workdir, ckpt, iteration, vouched=False),
+        )
+    # What may be saved must be finite: the losses were, but an explosion in
+    # the last learner step shows only in the state.
+    bad = checkpoint_lib.nonfinite_leaves({"params": state.params, "opt_state": state.opt_state})
+    if bad:
+        note = _last_good(algorithm, config, mesh, workdir, ckpt, iteration, True)
+        raise FloatingPointError(
+            f"non-finite values in the state after iteration {done}: "
+            f"{', '.join(bad[:6])}. Stopping; nothing of this iteration was "
+            f"saved ({note}). {DIVERGENCE_HINT}"
+        )
+
+
+def _evaluate(session: _Session, state, record: dict[str, Any], iteration: int, eval_key):
+    """Evaluates the parameters after iteration `iteration` (0-based), adds the `eval/*`
+    metrics to `record` and returns them (with the iteration) as the latest evaluation."""
+    eval_started = time.time()
+    latest_eval = session.algorithm.evaluate(
+        session.config, state.params, jax.random.fold_in(eval_key, iteration)
+    )
+    latest_eval["perf/eval_seconds"] = time.time() - eval_started
+    record.update(latest_eval)
+    latest_eval["iteration"] = iteration + 1
+    return latest_eval
+
+
+def _plot(session: _Session) -> float:
+    """Redraws the plots of the workdir (a failure is logged, never raised); returns when."""
+    try:
+        metrics_lib.plot_metrics(session.workdir)
+    except Exception as error:  # a plot must never stop a training run
+        session.log(f"plotting failed: {error!r}")
+    return time.time()
+
+
+def _save(session: _Session, writer, state, done: int, frames: int, games: int) -> None:
+    """Checkpoints the state after iteration `done` (orbax writes in the background)."""
+    # A bucket's metrics file is uploaded at intervals: make it hold every
+    # record up to this checkpoint, which a resumed run starts from.
+    writer.flush()
+    save_replay = bool(session.config.checkpoint.save_replay)
+    session.ckpt.save(
+        done,
+        checkpoint_state(state, done, frames, games, save_replay),
+        config=session.config,
+        extra={"frames": frames, "games": games},
+    )
+
+
+def _final_record(session: _Session, record, start: int, stopped: bool, compile_seconds: float):
+    """The record `run` returns: the last one written (read back when this call wrote none)
+    plus `iteration`, `start_iteration` and `compile_seconds`."""
+    if not record:
+        records = metrics_lib.read_metrics(session.workdir)
+        record = dict(records[-1]) if records else {}
+    record.update(
+        iteration=int(record.get("iteration", start))
+        if stopped
+        else max(start, session.num_iterations),
+        start_iteration=start,
+        compile_seconds=compile_seconds,
+    )
+    return record

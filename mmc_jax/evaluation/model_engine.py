@@ -1,0 +1,552 @@
+"""A trained model with its search, one game at a time: the engine behind the UCI command
+(`python -m mmc_jax.engine`) and the web page (`python -m mmc_jax.serve`).
+
+    engine = ModelEngine(network, params, name="gardner-cpu")    # or load_engine("gardner-cpu")
+    position = engine.position("gardner", moves=["a2a3", "e4e3"])   # GamePosition
+    result = engine.search(position, simulations=64)                  # SearchResult
+
+A position is the game replayed from its start through its moves, as a referee would; under fog
+the side to move's belief is updated only from its own observations at its own plies
+(`pimc.observe_and_update`, as in `pimc.fog_match`), and the search is the mover's fair search
+(`pimc.mover_fair_search`) over worlds sampled from that belief, so every number it returns is
+computed from the observation history alone. The scores follow Lc0: cp = 90 tan(1.5637541897 v)
+and `wdl` the split of the expected score with the most draws (the network has no draw head).
+The protocol, the options and the timing are `mmc_jax.engine`'s.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import math
+import os
+import threading
+import time
+from collections.abc import Sequence
+from typing import Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from mmc_jax import rules as R
+from mmc_jax import search
+from mmc_jax.evaluation import arena, pimc, policies
+from mmc_jax.rules import notation
+
+DEFAULT_SIMULATIONS = 256
+DEFAULT_MAX_SIMULATIONS = 8192
+DEFAULT_WORLDS = 8
+DEFAULT_CANDIDATES = 32
+MAX_SIMULATIONS_OPTION = 65536
+PV_LENGTH = 16  # longest principal variation read from the tree
+TOP_MOVES = 5  # moves in the `info string visits` line
+LC0_CP_SCALE, LC0_CP_STRETCH = 90.0, 1.5637541897
+
+
+def uci_variant_names() -> dict[str, str]:
+    """{name a GUI may send: the project's canonical variant}: Fairy-Stockfish's names of the
+    variants it plays, then the project's names of all the named variants."""
+    names = {fsf: variant for variant, fsf in R.FAIRY_STOCKFISH_NAMES.items()}
+    for variant in R.VARIANTS:
+        names.setdefault(variant, variant)
+    return names
+
+
+def parse_uci_variant(name: str) -> str:
+    """The canonical variant of a UCI_Variant value: a Fairy-Stockfish name of
+    `uci_variant_names()` or any spelling of the rule space. ValueError naming the problem."""
+    text = name.strip()
+    names = uci_variant_names()
+    if text.lower() in names:
+        return names[text.lower()]
+    return R.check_variant(text)
+
+
+def score_cp(value: float) -> int:
+    """Centipawns of a value in [-1, 1] (side to move), as Lc0 writes them: 90 tan(1.5638 v)."""
+    clipped = min(max(float(value), -0.999), 0.999)
+    return int(round(LC0_CP_SCALE * math.tan(LC0_CP_STRETCH * clipped)))
+
+
+def wdl(value: float) -> tuple[int, int, int]:
+    """(W, D, L) per mille of a value in [-1, 1]: the split of the expected score (1 + v) / 2
+    with the most draws (the network has no draw head)."""
+    clipped = min(max(float(value), -1.0), 1.0)
+    win, loss = round(1000 * max(clipped, 0.0)), round(1000 * max(-clipped, 0.0))
+    return win, 1000 - win - loss, loss
+
+
+# ---------------------------------------------------------------------------------------------
+# Compiled pieces (batch of one game; rules are data, so one program serves every variant)
+
+
+def _select(condition, a, b):
+    return jax.tree.map(lambda x, y: jnp.where(condition, x, y), a, b)
+
+
+@functools.partial(jax.jit, static_argnames=("fog",))
+def _advance(rules, state, games, white_reward, action, *, fog):
+    """One ply of the game (none when `action` [1] < 0): (state, beliefs, White's reward so
+    far, legal planes [1, 49] of the position reached). Under fog the mover's belief is updated
+    from its observation first, exactly as `pimc.fog_match` does at every ply."""
+    play = action[0] >= 0
+    safe = jnp.maximum(action, 0)
+    planes = R.legal_planes(rules, state)
+    if fog:
+        observation, belief = pimc.observe_and_update(rules, games, planes)
+        moved, next_planes = pimc.play(rules, games, observation, belief, safe, planes)
+        games = _select(play, moved, games)
+        state = games.state
+    else:
+        stepped, next_planes = R.step_with_planes(rules, state, safe, planes)
+        state = _select(play, stepped, state)
+    white_reward = white_reward + jnp.where(play, state.rewards[:, 0], 0.0)
+    return state, games, white_reward, jnp.where(play, next_planes, planes)
+
+
+@functools.partial(jax.jit, static_argnames=("exact",))
+def _start_beliefs(state, *, exact):
+    return pimc.start_games(state, exact=exact)
+
+
+class _SearchArrays(NamedTuple):
+    action: jax.Array  # int32 [] the search's move
+    weights: jax.Array  # float32 [1225] visit shares (fog: mean improved policy)
+    value: jax.Array  # float32 [] root value, side to move
+    pv_actions: jax.Array  # int32 [L]
+    pv_valid: jax.Array  # bool [L]
+    pv_pieces: jax.Array  # uint32 [L, 6] boards the PV moves are played in (mover's view)
+    pv_own: jax.Array  # uint32 [L]
+    pv_turn: jax.Array  # int32 [L]
+    consistent: jax.Array  # int32 [] fog: consistent candidate worlds (-1 without fog)
+
+
+def _principal_variation(output, planes):
+    """The chosen move, then the most visited child down the tree (at most PV_LENGTH moves)."""
+    tree = output.search_tree
+    states, node_planes = tree.embeddings
+    slot_actions, valid = search.all_slot_actions(planes)
+    chosen = jnp.argmax(valid[0] & (slot_actions[0] == output.action[0]))
+    node, slot, alive = jnp.int32(0), chosen.astype(jnp.int32), valid[0, 0]
+    actions, oks, pieces, owns, turns = [], [], [], [], []
+    for _ in range(PV_LENGTH):
+        here = jax.tree.map(lambda x, node=node: x[0, node], states)
+        alive = alive & ~here.terminated
+        action, _ = search.slot_actions(node_planes[0, node][None], slot[None, None])
+        actions.append(action[0, 0])
+        oks.append(alive)
+        pieces.append(here.pieces)
+        owns.append(here.own)
+        turns.append(here.turn)
+        child = tree.children_index[0, node, slot]
+        alive = alive & (child >= 0)
+        node = jnp.maximum(child, 0)
+        visits = tree.children_visits[0, node]
+        slot = jnp.argmax(visits).astype(jnp.int32)
+        alive = alive & (visits[slot] > 0)
+    return (
+        jnp.stack(actions),
+        jnp.stack(oks),
+        jnp.stack(pieces),
+        jnp.stack(owns),
+        jnp.stack(turns),
+    )
+
+
+@functools.partial(
+    jax.jit, static_argnames=("network", "simulations", "fog", "worlds", "candidates")
+)
+def _search(params, rules, state, games, key, *, network, simulations, fog, worlds, candidates):
+    """One search of the position (batch of one): `_SearchArrays`. Under fog it reads the
+    observation and the mover's belief only (never `state`'s hidden squares)."""
+    planes = R.legal_planes(rules, state)
+    if fog:
+        observation, out = pimc.mover_fair_search(
+            network,
+            params,
+            rules,
+            games,
+            planes,
+            key,
+            num_worlds=worlds,
+            num_simulations=simulations,
+            num_candidates=candidates,
+        )
+        length = PV_LENGTH
+        first = jnp.arange(length) == 0
+        return _SearchArrays(
+            action=out.action[0],
+            weights=out.action_weights[0],
+            value=out.value[0],
+            pv_actions=jnp.where(first, out.action[0], 0),
+            pv_valid=first & jnp.any(observation.planes[0] != 0),
+            # Moves are written from the mover's own pieces and the opponent pieces it sees.
+            pv_pieces=jnp.broadcast_to(
+                observation.own_pieces[0] | observation.seen[0], (length, 6)
+            ),
+            pv_own=jnp.broadcast_to(observation.own[0], (length,)),
+            pv_turn=jnp.broadcast_to(observation.turn[0], (length,)),
+            consistent=out.num_consistent[0],
+        )
+    out = search.run_search(
+        network,
+        params,
+        rules,
+        state,
+        key,
+        num_simulations=simulations,
+        gumbel_scale=0.0,
+        planes=planes,
+    )
+    summary = out.search_tree.summary()
+    slot_actions, valid = search.all_slot_actions(planes)
+    visits = search.expand(summary.visit_counts, slot_actions, valid)[0]
+    shares = visits / jnp.maximum(visits.sum(), 1.0)
+    pv = _principal_variation(out, planes)
+    return _SearchArrays(out.action[0], shares, summary.value[0], *pv, consistent=jnp.int32(-1))
+
+
+# ---------------------------------------------------------------------------------------------
+# Positions and searches
+
+
+@dataclasses.dataclass(frozen=True)
+class _Ply:
+    """A position of the replayed game (device arrays, batch of one) and its host facts."""
+
+    state: Any
+    games: Any
+    white_reward: Any
+    planes: Any
+    legal: dict[str, int]
+    fen: str
+    over: bool
+
+
+@dataclasses.dataclass(frozen=True)
+class GamePosition:
+    """A game replayed from `start_fen` through `moves`: the position to search.
+
+    `legal` maps the legal moves (UCI) to action ids (empty once the game is over); `fen` is
+    the true position (the referee's). Under fog, `view` is what the side to move sees and is
+    all a client of the mover may be shown.
+    """
+
+    variant: str
+    start_fen: str
+    moves: tuple[str, ...]
+    fog: bool
+    fen: str
+    legal: dict[str, int]
+    over: bool
+    result: str | None
+    ply: _Ply = dataclasses.field(repr=False)
+
+    @property
+    def turn(self) -> int:
+        """0 when White is to move, 1 for Black."""
+        return 0 if self.fen.split()[1] == "w" else 1
+
+    @property
+    def view(self) -> str:
+        """The FEN the side to move sees (the true FEN without fog)."""
+        return notation.fog_view(self.fen, list(self.legal)) if self.fog else self.fen
+
+
+@dataclasses.dataclass(frozen=True)
+class SearchResult:
+    """One search of a position.
+
+    move: the move chosen (UCI; Temperature applied); policy: {move: share} of every legal
+    move, largest first (visit shares; under fog the worlds' mean improved policy); value: the
+    root value in [-1, 1] for the side to move; pv: principal variation (UCI); nodes: network
+    evaluations; simulations: per world under fog; worlds: 0 without fog; seconds: wall time;
+    consistent: fog only, candidate worlds consistent with the observation (0: sampling
+    failed, the worlds are then only plausible).
+    """
+
+    move: str
+    policy: dict[str, float]
+    value: float
+    pv: tuple[str, ...]
+    nodes: int
+    simulations: int
+    worlds: int
+    seconds: float
+    consistent: int | None = None
+
+    @property
+    def score_cp(self) -> int:
+        return score_cp(self.value)
+
+    @property
+    def wdl(self) -> tuple[int, int, int]:
+        return wdl(self.value)
+
+    def info_line(self, show_wdl: bool = True) -> str:
+        """The UCI `info` line of this search."""
+        millis = max(int(round(1000 * self.seconds)), 1)
+        parts = [
+            f"info depth {max(len(self.pv), 1)} nodes {self.nodes}",
+            f"nps {int(self.nodes * 1000 / millis)} time {millis}",
+            f"score cp {self.score_cp}",
+        ]
+        if show_wdl:
+            parts.append("wdl {} {} {}".format(*self.wdl))
+        if self.pv:
+            parts.append("pv " + " ".join(self.pv))
+        return " ".join(parts)
+
+    def visits_line(self, top: int = TOP_MOVES) -> str:
+        """`info string visits <move> <share> ...` of the top moves."""
+        best = list(self.policy.items())[:top]
+        return "info string visits " + " ".join(f"{m} {p:.3f}" for m, p in best)
+
+
+class ModelEngine:
+    """A network with its search, for one game at a time (thread-safe).
+
+    Args:
+      network, params: the model (`checkpoint.load_model`); network None: the uniform-prior
+        search (zero logits, zero value).
+      name: shown in `id name` and on the web page.
+      max_plies: the rules' ply cap (default 256, a draw by rule).
+      candidates: candidate worlds sampled per kept world under fog.
+    """
+
+    def __init__(
+        self,
+        network,
+        params,
+        name: str = "model",
+        *,
+        max_plies: int | None = None,
+        candidates: int = DEFAULT_CANDIDATES,
+    ):
+        if network is None:
+            network, params = policies.UniformPriorNetwork(), {}
+        self.network, self.params, self.name = network, params, name
+        self.max_plies = max_plies
+        self.candidates = candidates
+        self._lock = threading.RLock()
+        self._cache: dict[tuple[str, str], list[_Ply]] = {}
+        self._cache_moves: dict[tuple[str, str], list[str]] = {}
+        self._compiled: set[tuple] = set()
+        self.compile_seconds: float | None = None  # of the last search that compiled
+
+    # -- positions
+
+    def _rules(self, variant: str):
+        single = (
+            R.get(variant) if self.max_plies is None else R.get(variant, max_plies=self.max_plies)
+        )
+        return R.stack([single])
+
+    def _host(self, variant, state, planes) -> tuple[dict[str, int], str, bool]:
+        s, p = jax.device_get((jax.tree.map(lambda x: x[0], state), planes[0]))
+        turn = int(s.turn)
+        legal = {} if bool(s.terminated) else arena.legal_uci(variant, turn, s.pieces, s.own, p)
+        fen = notation.to_fen(s.pieces, s.own, turn, int(s.halfmove), int(s.fullmove))
+        return dict(sorted(legal.items())), fen, bool(s.terminated)
+
+    def _start(self, variant: str, fen: str) -> _Ply:
+        fog = bool(R.get(variant).fog)
+        if fen != R.start_fen(variant):
+            R.validate_position(variant, fen)
+        state = jax.tree.map(lambda x: jnp.asarray(x)[None], R.from_fen(fen))
+        rules = self._rules(variant)
+        games = _start_beliefs(state, exact=fen == R.start_fen(variant)) if fog else None
+        state, games, reward, planes = _advance(
+            rules, state, games, jnp.zeros(1), jnp.full((1,), -1, jnp.int32), fog=fog
+        )
+        legal, true_fen, over = self._host(variant, state, planes)
+        over = over or not legal
+        return _Ply(state, games, reward, planes, legal, true_fen, over)
+
+    def position(
+        self, variant: str, fen: str | None = None, moves: Sequence[str] = ()
+    ) -> GamePosition:
+        """The game from `fen` (default: the variant's start) through `moves` (UCI).
+
+        Raises ValueError naming the problem: an unknown variant, a malformed or impossible
+        FEN, a malformed or illegal move (with the legal moves), a move after the game's end.
+        Games that extend the previous one are replayed from where it stopped.
+        """
+        variant = R.check_variant(variant)
+        start = R.start_fen(variant) if fen is None else " ".join(fen.split())
+        if fen is not None:
+            notation.parse_fen(start)  # syntax first: a clear error before any compile
+        moves = [str(m) for m in moves]
+        key = (variant, start)
+        fog = bool(R.get(variant).fog)
+        with self._lock:
+            plies = self._cache.get(key)
+            known = self._cache_moves.get(key, [])
+            if plies is None:
+                plies, known = [self._start(variant, start)], []
+            common = 0
+            while common < min(len(known), len(moves)) and known[common] == moves[common]:
+                common += 1
+            plies, known = plies[: common + 1], known[:common]
+            rules = self._rules(variant)
+            try:
+                for i, move in enumerate(moves[common:], start=common):
+                    here = plies[-1]
+                    if here.over:
+                        raise ValueError(
+                            f"move {i + 1} ({move!r}): the game is already over after "
+                            f"{' '.join(moves[:i]) or 'the start'}"
+                        )
+                    if move not in here.legal:
+                        notation.uci_to_action(move, 0)  # malformed strings say so
+                        raise ValueError(
+                            f"illegal move {move!r} (move {i + 1}) in {here.fen}; legal moves: "
+                            + " ".join(here.legal)
+                        )
+                    action = jnp.full((1,), here.legal[move], jnp.int32)
+                    state, games, reward, planes = _advance(
+                        rules, here.state, here.games, here.white_reward, action, fog=fog
+                    )
+                    legal, true_fen, over = self._host(variant, state, planes)
+                    plies.append(_Ply(state, games, reward, planes, legal, true_fen, over))
+                    known.append(move)
+            finally:
+                self._cache = {key: plies}  # one game at a time: drop the others
+                self._cache_moves = {key: known}
+            here = plies[-1]
+            return GamePosition(
+                variant=variant,
+                start_fen=start,
+                moves=tuple(moves),
+                fog=fog,
+                fen=here.fen,
+                legal=here.legal,
+                over=here.over,
+                result=self._result(variant, start, moves, here),
+                ply=here,
+            )
+
+    @staticmethod
+    def _result(variant, start, moves, here: _Ply) -> str | None:
+        if not here.over:
+            return None
+        if not moves:  # over in the given position: mate, stalemate, a captured king ...
+            return R.result(variant, start) or "1/2-1/2"
+        reward = float(np.asarray(here.white_reward)[0])
+        return "1-0" if reward > 0 else "0-1" if reward < 0 else "1/2-1/2"
+
+    def forget(self) -> None:
+        """Drop the cached game (`ucinewgame`)."""
+        with self._lock:
+            self._cache, self._cache_moves = {}, {}
+
+    # -- searches
+
+    def split(self, position: GamePosition, nodes: int, worlds: int) -> tuple[int, int]:
+        """(simulations per search, worlds) for a budget of `nodes` network evaluations."""
+        if position.fog:
+            worlds = max(1, min(worlds, nodes))
+            return max(1, nodes // worlds), worlds
+        return max(1, nodes), 0
+
+    def is_compiled(self, position: GamePosition, nodes: int, worlds: int) -> bool:
+        """Whether a search of this size has run in this process (else it compiles first)."""
+        return (position.fog, *self.split(position, nodes, worlds)) in self._compiled
+
+    def search(
+        self,
+        position: GamePosition,
+        nodes: int = DEFAULT_SIMULATIONS,
+        *,
+        worlds: int = DEFAULT_WORLDS,
+        temperature: float = 0.0,
+        seed: int = 0,
+    ) -> SearchResult:
+        """Search `position` with about `nodes` network evaluations (split over `worlds`
+        sampled worlds under fog). Deterministic for a seed. ValueError if the game is over."""
+        if position.over:
+            raise ValueError(f"the game is over ({position.result}); there is nothing to search")
+        simulations, worlds = self.split(position, nodes, worlds)
+        ply = len(position.moves)
+        key = jax.random.fold_in(jax.random.key(seed), ply)
+        signature = (position.fog, simulations, worlds)
+        # No lock around the search itself: a search abandoned by `stop` may still be
+        # compiling in its thread while the next one runs.
+        started = time.monotonic()
+        out = _search(
+            self.params,
+            self._rules(position.variant),
+            position.ply.state,
+            position.ply.games,
+            key,
+            network=self.network,
+            simulations=simulations,
+            fog=position.fog,
+            worlds=max(worlds, 1),
+            candidates=self.candidates,
+        )
+        out = jax.device_get(out)
+        seconds = time.monotonic() - started
+        with self._lock:
+            if signature not in self._compiled:
+                self._compiled.add(signature)
+                self.compile_seconds = seconds
+        rifle = R.parse(position.variant).capture == "rifle"
+        weights = np.asarray(out.weights)
+        policy = {m: float(weights[a]) for m, a in position.legal.items()}
+        policy = dict(sorted(policy.items(), key=lambda kv: (-kv[1], kv[0])))
+        pv = []
+        for i in range(PV_LENGTH):
+            if not out.pv_valid[i]:
+                break
+            pv.append(
+                notation.action_to_uci(
+                    int(out.pv_actions[i]),
+                    int(out.pv_turn[i]),
+                    out.pv_pieces[i],
+                    out.pv_own[i],
+                    rifle,
+                )
+            )
+        by_action = {a: m for m, a in position.legal.items()}
+        move = by_action[int(out.action)]
+        if temperature > 0:
+            move = _sample(policy, temperature, seed, ply) or move
+        if pv and pv[0] != move:
+            pv = [move]
+        return SearchResult(
+            move=move,
+            policy=policy,
+            value=float(out.value),
+            pv=tuple(pv or [move]),
+            nodes=simulations * max(worlds, 1),
+            simulations=simulations,
+            worlds=worlds,
+            seconds=seconds,
+            consistent=None if not position.fog else int(out.consistent),
+        )
+
+
+def _sample(policy: dict[str, float], temperature: float, seed: int, ply: int) -> str | None:
+    moves = [m for m, p in policy.items() if p > 0]
+    if not moves:
+        return None
+    logits = np.log(np.array([policy[m] for m in moves])) / temperature
+    probabilities = np.exp(logits - logits.max())
+    probabilities /= probabilities.sum()
+    rng = np.random.default_rng((seed, ply))
+    return moves[int(rng.choice(len(moves), p=probabilities))]
+
+
+def load_engine(model: str, step: int | None = None, **kwargs: Any) -> ModelEngine:
+    """A `ModelEngine` of a shipped model's name, an exported model, a run or a checkpoint
+    (`none`: the uniform-prior search). Raises ValueError, FileNotFoundError or OSError with a
+    message naming the problem."""
+    if model.lower() == "none":
+        return ModelEngine(None, None, "uniform-prior", **kwargs)
+    from mmc_jax.infra import checkpoint
+
+    network, params, _ = checkpoint.load_model(model, step)
+    name = os.path.basename(os.path.normpath(model)) if os.path.exists(model) else model
+    return ModelEngine(network, params, name, **kwargs)
