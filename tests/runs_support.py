@@ -357,6 +357,19 @@ def pytest_collection_finish(session):
             start_child(name)
 
 
+# The session fixtures that compile the smoke iterations: under pytest-xdist
+# (`--dist loadgroup`) every test using one runs in the same worker, so each compiles once.
+SHARED_RUN_FIXTURES = {"runs", "first_iterations", "four_devices", "adaptation"}
+
+
+def pytest_collection_modifyitems(config, items):
+    if not config.pluginmanager.hasplugin("xdist"):
+        return
+    for item in items:
+        if SHARED_RUN_FIXTURES & set(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.xdist_group("runs"))
+
+
 @pytest.fixture(scope="session")
 def four_devices() -> dict[str, Any]:
     """What FOUR_DEVICES_SCRIPT found on 4 fake CPU devices."""
