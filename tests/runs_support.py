@@ -102,6 +102,8 @@ def temporary(name: str) -> Path:
 @pytest.fixture(scope="session")
 def runs() -> dict[str, Run]:
     """Two iterations of every algorithm in one call each (in `temporary("runs") / name`)."""
+    for name in sorted(_NEEDED):  # under pytest-xdist: this worker runs the tests needing them
+        start_child(name)
     return {name: train(name, 2, temporary("runs") / name) for name in NAMES}
 
 
@@ -346,14 +348,17 @@ def child_result(name: str, timeout: float = 1500) -> Any:
     return json.loads(line[len("RESULT ") :])
 
 
+_NEEDED: set[str] = set()  # the children the selected tests need
+
+
 def pytest_collection_finish(session):
-    """Starts the children the selected tests need: they compile while the tests run. (Under
-    pytest-xdist every worker collects every test: there a child starts when a test needs it.)"""
-    if os.environ.get("PYTEST_XDIST_WORKER"):
-        return
+    """Starts the children the selected tests need: they compile while the tests run. Under
+    pytest-xdist every worker collects every test, and the tests that need a child run in the
+    worker that builds `runs` (one group): there `runs` starts them."""
     needed = {name for item in session.items for name in getattr(item, "fixturenames", ())}
-    for name in CHILDREN:
-        if name in needed:
+    _NEEDED.update(name for name in CHILDREN if name in needed)
+    if not os.environ.get("PYTEST_XDIST_WORKER"):
+        for name in sorted(_NEEDED):
             start_child(name)
 
 

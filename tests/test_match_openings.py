@@ -94,7 +94,7 @@ def test_sampled_matches_differ_after_the_opening_and_repeat_with_the_key(player
     def play(key, sampled):
         records = []
         result = match.play_match(
-            net, model, "gardner", "checkpoint", 32, 0, key,
+            net, model, "gardner", "checkpoint", 8, 2, key,
             opponent_network=net, opponent_params=opponent, max_plies=24,
             opening_plies=1, opening="policy", games_out=records, sampled=sampled,
         )  # fmt: skip
@@ -109,7 +109,8 @@ def test_sampled_matches_differ_after_the_opening_and_repeat_with_the_key(player
     assert result["sampled"] and not plain["sampled"]
     half = len(moves) // 2
     assert [m[:1] for m in moves[:half]] == [m[:1] for m in moves[half:]]  # paired opening
-    # Raw argmax play is one line per opening; sampled play is not.
+    # Deterministic play is one line per opening; sampled play is not. (8 games and 2
+    # simulations, as `_play`: the deterministic arena is the one the other tests compiled.)
     lines, openings = lines_and_openings(plain_moves)
     assert lines == openings < half
     lines, openings = lines_and_openings(moves)
