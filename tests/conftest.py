@@ -40,6 +40,15 @@ os.environ["XLA_FLAGS"] = xla_flags.with_test_flags(os.environ.get("XLA_FLAGS", 
 jax.config.update("jax_enable_compilation_cache", False)
 
 
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_cmdline_main(config):
+    """`-n N` (pytest-xdist) schedules by group unless `--dist` says otherwise: the tests of the
+    shared smoke runs (tests/runs_support.py) then run in one worker, which compiles them once."""
+    if getattr(config.option, "numprocesses", None) and config.option.dist == "no":
+        config.option.dist = "loadgroup"
+
+
 # One pytest process compiles thousands of XLA programs, and every executable jit keeps maps a
 # few regions of memory: the whole suite passed Linux's default of 65,530 mappings per process
 # (`vm.max_map_count`) around its 400th test, after which XLA segfaulted in whatever it did next
