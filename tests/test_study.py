@@ -11,6 +11,8 @@ import sys
 from pathlib import Path
 
 import chex
+import jax
+import numpy as np
 import pytest
 
 PATH = Path(__file__).resolve().parents[1] / "experiments" / "adaptation" / "study.py"
@@ -213,3 +215,50 @@ def test_a_second_study_process_on_a_workdir_is_refused(tmp_path, capsys):
         status = study.main(["--preset", "smoke", "--workdir", str(tmp_path), "--only", "pretrain"])
     assert status == 2
     assert "in use" in capsys.readouterr().err
+
+
+def test_ship_exports_the_best_arm_with_the_studys_adaptation_and_a_card(tmp_path):
+    from mmc_jax import adapt
+    from mmc_jax.infra import checkpoint
+
+    preset = study.dataclasses.replace(study.PRESETS["smoke"], variants=("atomic",), seeds=(0, 1))
+    s = study.Study("test", preset, tmp_path / "work", tmp_path / "art")
+    yardstick = study.yardstick(preset)
+    choice = {"optimizer": "sgd", "learning_rate": 0.3}
+    s.write({"choice": choice, "means": {}}, "sensitivity.json")
+    s.write(
+        {"variant": "atomic", "mid": 2, "final": 2, "calibration": {}, "calibrated": True,
+         "range": 0.8, "primary": True, "yardstick": yardstick,
+         "points": [{"frames": 0, "score": 0.1}, {"frames": 4096, "score": 0.9}]},
+        "curve", "atomic.json",
+    )  # fmt: skip
+    gains = {"scratch": 0.0, "joint": 0.1, "joat": 0.2, "joint+desc": 0.25, "joat+desc": 0.3}
+    for seed in preset.seeds:
+        for arm, gain in gains.items():
+            gain += 0.05 * seed  # seed 1 is the better seed of every arm
+            scores = [0.1 + gain, 0.3 + gain, 0.35 + gain, 0.4 + gain]
+            s.write(_cell(arm, seed, "atomic", scores, 0.2, yardstick), "cells",
+                    f"{arm}_s{seed}_atomic.json")  # fmt: skip
+            if arm != "scratch":
+                s.write({"frames": 4096, "iterations": 2, "sequential_steps": 16,
+                         "optimizer": "sgd 0.3"}, "pretrain", f"{arm}_s{seed}.json")  # fmt: skip
+    with pytest.raises(ValueError, match="primary cells played"):
+        incomplete = study.collect(s)
+        incomplete["cells"] = incomplete["cells"][1:]
+        study.ship(s, incomplete, tmp_path / "nothing")
+    config = study.arm_config(preset, "joat+desc", 1, choice)
+    network_config, params, _, _ = adapt.load_start("scratch", config, 0)
+    checkpoint.export_model(s.pretrained_model("joat+desc", 1), config, params, {"step": 2})
+    card = study.ship(s, study.collect(s), tmp_path / "shipped")
+    assert (card["arm"], card["seed"]) == ("joat+desc", 1)
+    assert card["mean_auc_by_arm"]["joat+desc"] > card["mean_auc_by_arm"]["scratch"]
+    info = json.loads((tmp_path / "shipped" / "model.json").read_text())
+    assert info["card"]["arm"] == "joat+desc" and info["frames"] == 4096
+    learner = info["config"]["adapt"]["learner"]
+    assert learner["optimizer"] == "sgd" and learner["learning_rate"] == 0.3
+    assert info["config"]["adapt"]["eval"]["sampled"] is True
+    _, shipped, _, _ = adapt.load_start(str(tmp_path / "shipped"), None)
+    assert all(
+        np.array_equal(a, b)
+        for a, b in zip(jax.tree.leaves(shipped), jax.tree.leaves(params), strict=True)
+    )

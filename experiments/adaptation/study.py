@@ -852,6 +852,78 @@ def long_run(study: Study, choice: dict, log) -> dict | None:
 # The archive of finished pretraining runs (an accelerator's output, played on a CPU)
 
 
+def ship(study: Study, results: dict, out: Path) -> dict:
+    """Exports the best pretrained start into `out`: the arm with the highest mean AUC over the
+    primary variants' cells (every seed), its seed with the highest mean AUC there; the
+    model's `adapt` section is the study's (the chosen procedure, the yardstick's matches), and
+    `model.json` carries a card: how it was trained and what it scored. ValueError before every
+    primary cell is played."""
+    from mmc_jax.infra import checkpoint
+
+    preset = study.preset
+    primary = primary_variants(results)
+    cells = [c for c in results["cells"] if c["variant"] in primary]
+    expected = len(primary) * len(preset.seeds) * (len(preset.arms) + 1)
+    if not primary or len(cells) < expected:
+        raise ValueError(
+            f"{len(cells)}/{expected} primary cells played: nothing is shipped before the "
+            "endpoints are complete"
+        )
+
+    def mean_auc(arm, seed=None):
+        values = [c["auc"] for c in cells if c["arm"] == arm and seed in (None, c["seed"])]
+        return sum(values) / len(values)
+
+    arm = max(preset.arms, key=mean_auc)
+    seed = max(preset.seeds, key=lambda s: mean_auc(arm, s))
+    choice = results["sensitivity"]["choice"]
+    _, params, saved = checkpoint.load_model(study.pretrained_model(arm, seed))
+    config = saved.copy_and_resolve_references()
+    with config.unlocked():
+        config.adapt = adaptation_joat_config(preset, choice).adapt
+    pretrain_info = results["pretrain"][f"{arm}_s{seed}"]
+    mine = [c for c in results["cells"] if c["arm"] == arm and c["seed"] == seed]
+    card = {
+        "arm": arm,
+        "seed": seed,
+        "trained": (
+            f"{arm} over the rule space of configs/joat.py:{preset.joat_preset} (the 8 "
+            f"held-out variants never drawn), {pretrain_info['frames']:,} self-play frames, "
+            f"{pretrain_info['sequential_steps']} sequential steps, {pretrain_info['optimizer']}"
+        ),
+        "adaptation": _procedure_name(choice) + f", {preset.adapt_games} games per iteration",
+        "chosen_by": "the highest mean AUC (adaptation iterations 0-4, score against the mid "
+        "reference) over the primary variants' cells of every seed, then its best seed",
+        "mean_auc_by_arm": {a: mean_auc(a) for a in (*preset.arms, "scratch")},
+        "scores": {
+            c["variant"]: {
+                "primary": c["variant"] in primary,
+                "auc": c["auc"],
+                "vs_mid": {str(p["iteration"]): p["score"] for p in c["points"]},
+                "zero_shot_vs_final": c["zero_shot_final"],
+            }
+            for c in mine
+        },
+        "results": "experiments/adaptation/decisive_cpu/results.md",
+    }
+    if out.exists():
+        shutil.rmtree(out)
+    checkpoint.export_model(
+        out,
+        config,
+        params,
+        {
+            "step": pretrain_info["iterations"],
+            "frames": pretrain_info["frames"],
+            "description": f"the decisive study's best pretrained start ({arm}, seed {seed})",
+            "command": f"python experiments/adaptation/study.py --preset {study.preset_name} "
+            f"--only report --ship {out}",
+            "card": card,
+        },
+    )
+    return card
+
+
 def write_pack(study: Study, pack: Path) -> None:
     """Every finished pretraining run (its exported model and JSON) into the tar.gz `pack`,
     rewritten whole after each run, so a time limit keeps what finished."""
@@ -1411,6 +1483,13 @@ def main(argv=None) -> int:
         choices=("all", "references", "pretrain", "sensitivity", "games", "long", "report"),
         default="all",
     )
+    parser.add_argument(
+        "--ship",
+        default=None,
+        metavar="FOLDER",
+        help="after the report: export the best pretrained start (mean AUC over the primary "
+        "cells) with the study's adaptation settings and its card into FOLDER, exit",
+    )
     parser.add_argument("--seeds", type=int, nargs="+", help="a subset of the preset's seeds")
     parser.add_argument("--variants", nargs="+", help="a subset of the preset's variants")
     parser.add_argument("--iterations", type=int, help="pretraining iterations (a dry run: 1)")
@@ -1499,6 +1578,13 @@ def main(argv=None) -> int:
     text = report(study, results)
     plot(study, results)
     print(text)
+    if args.ship:
+        try:
+            card = ship(study, results, Path(args.ship))
+        except ValueError as error:
+            print(f"error: {error}", file=sys.stderr)
+            return 2
+        log(f"shipped {card['arm']} seed {card['seed']} to {args.ship}")
     log(
         ("done" if complete else "stopped (rerun to continue)")
         + f"; results: {study.path('results.md')}"
