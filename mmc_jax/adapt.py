@@ -51,7 +51,7 @@ from mmc_jax.training import runloop
 
 SCRATCH = ("scratch", "none")
 # The model `--init_from` defaults to: shipped in the package (mmc_jax/data/models).
-DEFAULT_MODEL = "joat-cpu"
+DEFAULT_MODEL = "joat-study"
 RESULTS_FILE = "adaptation.json"
 TABLE_FILE = "adaptation.md"
 PLOT_FILE = "adaptation.png"

@@ -3,10 +3,11 @@
     python -m mmc_jax.engine --model gardner-cpu        # or: python -m mmc_jax.uci serve ...
     python -m mmc_jax.engine --model runs/atomic [--step N] [--simulations 256]
 
-speaks UCI on stdin/stdout. `--model` is a shipped model's name (`gardner-cpu`, `joat-cpu`), an
-exported model folder, a run's workdir or one of its checkpoints (`checkpoint.load_model`), or
-`none` (the uniform-prior search: zero logits, zero value). A model that cannot be loaded ends
-the program at once with one line `error: ...` on stderr and exit status 1.
+speaks UCI on stdin/stdout. `--model` is a shipped model's name (`gardner-cpu`, `joat-cpu`,
+`joat-study`), an exported model folder, a run's workdir or one of its checkpoints
+(`checkpoint.load_model`), or `none` (the uniform-prior search: zero logits, zero value). A
+model that cannot be loaded ends the program at once with one line `error: ...` on stderr and
+exit status 1.
 
 Protocol (what a GUI sends, what the engine answers):
 
@@ -600,7 +601,8 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--model",
         required=True,
-        help="a shipped model's name (gardner-cpu, joat-cpu), an exported model, a run workdir "
+        help="a shipped model's name (gardner-cpu, joat-cpu, joat-study), an exported model, "
+        "a run workdir "
         "or a checkpoint folder; 'none': the uniform-prior search",
     )
     parser.add_argument("--step", type=int, default=None, help="checkpoint step (default latest)")

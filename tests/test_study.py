@@ -256,7 +256,8 @@ def test_ship_exports_the_best_arm_with_the_studys_adaptation_and_a_card(tmp_pat
     assert info["card"]["arm"] == "joat+desc" and info["frames"] == 4096
     learner = info["config"]["adapt"]["learner"]
     assert learner["optimizer"] == "sgd" and learner["learning_rate"] == 0.3
-    assert info["config"]["adapt"]["eval"]["sampled"] is True
+    assert info["config"]["adapt"]["eval"] == json.loads(json.dumps(config.adapt.eval.to_dict()))
+    assert info["card"]["yardstick"] == yardstick
     _, shipped, _, _ = adapt.load_start(str(tmp_path / "shipped"), None)
     assert all(
         np.array_equal(a, b)

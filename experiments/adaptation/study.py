@@ -880,7 +880,11 @@ def ship(study: Study, results: dict, out: Path) -> dict:
     _, params, saved = checkpoint.load_model(study.pretrained_model(arm, seed))
     config = saved.copy_and_resolve_references()
     with config.unlocked():
+        # The study's procedure and adaptation games; `adapt`'s own evaluation stays the
+        # pretraining config's (the card gives the scores on the study's yardstick).
+        evaluation = config.adapt.eval
         config.adapt = adaptation_joat_config(preset, choice).adapt
+        config.adapt.eval = evaluation
     pretrain_info = results["pretrain"][f"{arm}_s{seed}"]
     mine = [c for c in results["cells"] if c["arm"] == arm and c["seed"] == seed]
     card = {
@@ -892,6 +896,7 @@ def ship(study: Study, results: dict, out: Path) -> dict:
             f"{pretrain_info['sequential_steps']} sequential steps, {pretrain_info['optimizer']}"
         ),
         "adaptation": _procedure_name(choice) + f", {preset.adapt_games} games per iteration",
+        "yardstick": yardstick(preset),
         "chosen_by": "the highest mean AUC (adaptation iterations 0-4, score against the mid "
         "reference) over the primary variants' cells of every seed, then its best seed",
         "mean_auc_by_arm": {a: mean_auc(a) for a in (*preset.arms, "scratch")},
