@@ -16,6 +16,7 @@ import recon_brute_force as BF
 import recon_reference as RR
 
 from mmc_jax import rules as R
+from mmc_jax.evaluation import recon_agents as A
 from mmc_jax.rules import notation, recon
 from mmc_jax.rules import tables as T
 from mmc_jax.search import recon_belief as RB
@@ -128,3 +129,38 @@ def test_belief_matches_brute_force_enumeration_on_short_random_games(jitted):
             assert int(RB.count(updates[0])) >= int(RB.count(updates[1]))
             compared += 1
     assert compared > 60
+
+
+def mixed_rules(n: int, max_plies: int) -> R.Rules:
+    return R.stack([R.get(SPECS[i % len(SPECS)], max_plies=max_plies) for i in range(n)])
+
+
+def random_agents(n: int) -> np.ndarray:
+    kinds = [A.AGENTS["random"], A.AGENTS["random-pimc"], A.AGENTS["entropy-pimc"]]
+    return np.array([[kinds[i % 3], kinds[(i // 3) % 3]] for i in range(n)], np.int32)
+
+
+def check_contains_true_board(games: int, max_plies: int, seed: int):
+    rules = mixed_rules(games, max_plies)
+    _, _, stats = A.play_games(
+        rules, random_agents(games), jax.random.key(seed), size=128, moves_per_board=48, worlds=4
+    )
+    live = stats.live
+    assert np.all(stats.contains_true[live & stats.exact])
+    assert np.all(stats.after_sense[live] >= 1)  # never empty, exact or not
+    assert np.all(stats.after_sense[live] <= stats.before_sense[live])
+    return stats
+
+
+def test_an_exact_belief_always_contains_the_true_board():
+    """12 games of mixed sensing variants and agents, 20 plies each."""
+    stats = check_contains_true_board(12, 20, seed=1)
+    assert stats.live.sum() > 150
+    assert stats.exact[stats.live].mean() > 0.8
+
+
+@pytest.mark.slow
+def test_an_exact_belief_always_contains_the_true_board_over_thousands_of_games():
+    for seed in range(8):
+        stats = check_contains_true_board(256, 80, seed=100 + seed)
+        assert stats.exact[stats.live].mean() > 0.5

@@ -68,7 +68,8 @@ class ReconBelief:
     overflows: jax.Array
 
 
-def _occupied(pieces):
+def occupied(pieces):
+    """uint32[...] union of the six bitboards of `pieces` [..., 6]."""
     return (
         pieces[..., 0]
         | pieces[..., 1]
@@ -169,7 +170,7 @@ def _opponent_children(rules, key, own_pieces, opponent, moves_per_board: int):
     uint32[M, 6], notification int32[M], valid bool[M], overflowed), in the player's view."""
     requests, valid, overflowed = _opponent_requests(rules, key, opponent, moves_per_board)
     pieces = mirror(opponent | own_pieces)  # the opponent's view
-    their = _occupied(mirror(opponent))
+    their = occupied(mirror(opponent))
     resolve = jax.vmap(recon.resolve, in_axes=(None, None, None, 0))
     after, their_after, _, capture = resolve(rules, pieces, their, requests)
     theirs = mirror(after & their_after[:, None])
@@ -224,7 +225,7 @@ def after_own_move(rules, belief: ReconBelief, request, taken, capture, key):
     """The belief after the player's `request` was taken as `taken` (a move id or `PASS`)
     capturing on `capture` (`NO_SQUARE` if none)."""
     own_pieces = belief.own
-    own = _occupied(own_pieces)
+    own = occupied(own_pieces)
 
     def resolve(opponent):
         after, own_after, got_taken, got_capture = recon.resolve(
@@ -244,7 +245,7 @@ def own_after_move(rules, own_pieces, taken, capture):
     piece on the capture square)."""
     stand_in = jnp.zeros(6, jnp.uint32).at[0].set(_bit(capture))
     after, own_after, _, _ = recon.resolve(
-        rules, own_pieces | stand_in, _occupied(own_pieces), taken
+        rules, own_pieces | stand_in, occupied(own_pieces), taken
     )
     return after & own_after
 
