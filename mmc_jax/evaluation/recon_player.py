@@ -29,7 +29,6 @@ import functools
 import time
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 
 from mmc_jax import rules as R
@@ -125,3 +124,241 @@ def move_text(action: int, colour: int, own_pawns: int, rifle: bool):
 def move_id(text, colour: int) -> int:
     """Action id of a UCI move (None or 'pass': `PASS`)."""
     return recon.PASS if text in (None, "pass") else notation.uci_to_action(text, colour)
+
+
+# ----------------------------------------------------------------------------- the agent
+
+
+@functools.partial(jax.jit, static_argnames=("moves_per_board",))
+def _opponent_moved(rules, belief, notification, ply, key, *, moves_per_board):
+    own = RB.own_after_notification(belief.own, notification)
+    return RB.after_opponent_move(
+        rules, belief, own, notification, ply, key, moves_per_board=moves_per_board
+    )
+
+
+_sensed = jax.jit(RB.after_sense)
+_moved = jax.jit(RB.after_own_move)
+_window = jax.jit(A.choose_window)
+_request = jax.jit(A.choose_request, static_argnames=("worlds",))
+_initial = jax.jit(RB.from_boards, static_argnums=2)
+
+
+def _mirror(bits: int) -> int:
+    out = 0
+    for sq in range(T.NUM_SQUARES):
+        if bits >> sq & 1:
+            out |= 1 << (5 * (sq // 5) + 4 - sq % 5)
+    return out
+
+
+class BeliefPlayer(Player):
+    """A fair recon agent (`recon_agents`) behind the reconchess callbacks.
+
+    `agent` names one of `recon_agents.AGENTS` (random, random-pimc, entropy-pimc); `variant`
+    must be the game's sensing variant. Everything it decides comes from its callbacks.
+    """
+
+    def __init__(
+        self,
+        agent: str = "entropy-pimc",
+        variant: str = "recon",
+        *,
+        seed: int = 0,
+        size: int = RB.DEFAULT_SIZE,
+        moves_per_board: int = RB.DEFAULT_MOVES_PER_BOARD,
+        worlds: int = A.DEFAULT_WORLDS,
+    ):
+        self.name = agent
+        self.sense_kind, self.move_kind = A.agent_kinds(agent)
+        self.rules = R.get(R.check_variant(variant, sensing=True))
+        if not R.is_sense(variant):
+            raise ValueError(f"{R.canonical(variant)} is not a sensing variant (fog=sense:W)")
+        self.rifle = R.parse(variant).capture == "rifle"
+        self.size, self.moves_per_board, self.worlds = size, moves_per_board, worlds
+        self.seed = seed
+
+    def _key(self, purpose: int):
+        self.calls += 1
+        return jax.random.fold_in(jax.random.key(self.seed), self.calls * 8 + purpose)
+
+    def handle_game_start(self, color: bool, board: str, opponent_name: str) -> None:
+        self.colour = 0 if color else 1
+        state = R.recon_from_fen(board)
+        pieces, own = np.asarray(state.pieces), int(state.own)
+        if int(state.turn) != self.colour:  # the start FEN is in the mover's view
+            pieces, own = np.array([_mirror(int(p)) for p in pieces], np.uint32), _mirror(own)
+            own = int(np.bitwise_or.reduce(pieces)) & ~own
+        mine = pieces & np.uint32(own)
+        theirs = pieces & ~np.uint32(own)
+        self.belief = _initial(theirs[None], mine, self.size)
+        self.turns, self.calls = 0, 0
+        self.first_mover = int(state.turn) == self.colour
+
+    def handle_opponent_move_result(self, captured_my_piece: bool, capture_square) -> None:
+        square = view_square(capture_square, self.colour) if captured_my_piece else -1
+        ply = 0 if (self.turns == 0 and self.first_mover) else 1
+        self.belief = _opponent_moved(
+            self.rules, self.belief, square, ply, self._key(0),
+            moves_per_board=self.moves_per_board,
+        )  # fmt: skip
+        self.turns += 1
+
+    def choose_sense(self, sense_actions, move_actions, seconds_left):
+        window = int(_window(self._key(1), self.rules, self.belief, self.sense_kind))
+        return window_names(int(self.rules.sense), self.colour)[window]
+
+    def handle_sense_result(self, sense_result) -> None:
+        window, seen = 0, np.zeros(6, np.uint32)
+        for name, piece in sense_result:
+            sq = view_square(name, self.colour)
+            window |= 1 << sq
+            if piece is not None and piece.isupper() != (self.colour == 0):
+                seen[KINDS.index(piece.upper())] |= np.uint32(1 << sq)
+        self.belief = _sensed(self.belief, np.uint32(window), seen, self._key(2))
+
+    def choose_move(self, move_actions, seconds_left):
+        request = int(
+            _request(self._key(3), self.rules, self.belief, self.move_kind, worlds=self.worlds)
+        )
+        pawns = int(np.asarray(self.belief.own)[0])
+        return move_text(request, self.colour, pawns, self.rifle)
+
+    def handle_move_result(self, requested_move, taken_move, captured, capture_square) -> None:
+        square = view_square(capture_square, self.colour) if captured else -1
+        self.belief = _moved(
+            self.rules, self.belief, move_id(requested_move, self.colour),
+            move_id(taken_move, self.colour), square, self._key(4),
+        )  # fmt: skip
+
+
+class RandomPlayer(Player):
+    """Random senses and random requests (a pass among them): the baseline, no belief."""
+
+    def __init__(self, seed: int = 0):
+        self.rng = np.random.default_rng(seed)
+        self.name = "random"
+
+    def choose_sense(self, sense_actions, move_actions, seconds_left):
+        return sense_actions[self.rng.integers(len(sense_actions))]
+
+    def choose_move(self, move_actions, seconds_left):
+        choices = list(move_actions) + [None]
+        return choices[self.rng.integers(len(choices))]
+
+
+# ----------------------------------------------------------------------------- the runner
+
+
+@dataclasses.dataclass
+class GameRecord:
+    """A finished game: winner (True White, False Black, None draw), reason, final ply, and
+    the history: (colour, kind, text) for every sense and move, kind `sense` or `move`, text
+    the window corner or `requested->taken`."""
+
+    winner: bool | None
+    reason: str
+    plies: int
+    history: list[tuple[str, str, str]]
+
+
+_step = jax.jit(recon.step)
+_requestable = jax.jit(A.requestable_mask)
+
+
+def _legal_texts(rules, state, rifle: bool) -> list[str]:
+    """The requestable moves (UCI, no pass) of the side to move, in either phase."""
+    mask = np.asarray(_requestable(rules, state.pieces & state.own))
+    pawns = int(state.pieces[0]) & int(state.own)
+    return [
+        move_text(int(a), int(state.turn), pawns, rifle) for a in np.flatnonzero(mask[: recon.PASS])
+    ]
+
+
+def _request_id(player, move, legal: list[str], colour: int) -> int:
+    if move is None or move == "pass":
+        return recon.PASS
+    if move not in legal:
+        raise ValueError(
+            f"{getattr(player, 'name', type(player).__name__)} requested {move!r}, not a "
+            f"requestable move ({len(legal)} requestable, e.g. {', '.join(legal[:5])})"
+        )
+    return move_id(move, colour)
+
+
+def _sense_id(player, choice, names: list[str]) -> int:
+    if choice is None:
+        return 0
+    if choice not in names:
+        raise ValueError(
+            f"{getattr(player, 'name', type(player).__name__)} chose sense {choice!r}, not a "
+            f"window corner (valid: {', '.join(names)})"
+        )
+    return names.index(choice)
+
+
+def _play_turn(rules, state, player, rifle: bool, history: list, seconds: float):
+    """One turn of `player` (the side to move): its callbacks in reconchess order."""
+    colour = int(state.turn)
+    notified = int(state.notification)
+    player.handle_opponent_move_result(
+        notified >= 0, square_name(notified, colour) if notified >= 0 else None
+    )
+    names = window_names(int(rules.sense), colour)
+    legal = _legal_texts(rules, state, rifle)
+    window = _sense_id(player, player.choose_sense(list(names), list(legal), seconds), names)
+    state = _step(rules, state, recon.SENSE_BASE + window)
+    bits = int(recon.WINDOW_BITS[int(rules.sense), window])
+    player.handle_sense_result(window_contents(state.pieces, state.own, colour, bits))
+    history.append(("wb"[colour], "sense", names[window]))
+    move = player.choose_move(list(legal), seconds)
+    request = _request_id(player, move, legal, colour)
+    pawns = int(state.pieces[0]) & int(state.own)
+    state = _step(rules, state, request)
+    taken = move_text(int(state.taken[colour]), colour, pawns, rifle)
+    capture = int(state.capture[colour])
+    requested = move_text(request, colour, pawns, rifle)
+    player.handle_move_result(
+        requested, taken, capture >= 0, square_name(capture, colour) if capture >= 0 else None
+    )
+    history.append(("wb"[colour], "move", f"{requested or 'pass'}->{taken or 'pass'}"))
+    return state
+
+
+def play_game(
+    white: Player,
+    black: Player,
+    variant: str = "recon",
+    *,
+    max_plies: int | None = None,
+    fen: str | None = None,
+    seconds: float = 900.0,
+) -> GameRecord:
+    """Play one game of a sensing variant between two Players on the true state."""
+    variant = R.check_variant(variant, sensing=True)
+    if not R.is_sense(variant):
+        raise ValueError(f"{variant} is not a sensing variant (fog=sense:W): use recon, ...")
+    kwargs = {} if max_plies is None else {"max_plies": max_plies}
+    rules = R.get(variant, **kwargs)
+    fen = R.start_fen(variant) if fen is None else fen
+    state = R.recon_from_fen(fen)
+    rifle = R.parse(variant).capture == "rifle"
+    players = (white, black)
+    for colour, player in enumerate(players):
+        other = players[1 - colour]
+        player.handle_game_start(colour == 0, fen, getattr(other, "name", type(other).__name__))
+    history: list = []
+    start = time.time()
+    while not bool(state.terminated):
+        player = players[int(state.turn)]
+        state = _play_turn(rules, state, player, rifle, history, seconds - (time.time() - start))
+    rewards = np.asarray(state.rewards)
+    winner = None if rewards[0] == 0 else bool(rewards[0] > 0)
+    goal = R.parse(variant).goal
+    reason = "draw by the ply cap" if winner is None else f"{goal} captured"
+    if goal == "extinction" and winner is not None:
+        reason = "a type went extinct"
+    record = GameRecord(winner, reason, int(state.ply), history)
+    for player in players:
+        player.handle_game_end(winner, reason, history)
+    return record
