@@ -143,6 +143,8 @@ def main(
     stdout = sys.stdout if stdout is None else stdout
     parser = _parser()
     args = parser.parse_args(argv)
+    if args.pgn and R.is_sense(args.variant):
+        parser.error("--pgn is not available for sensing variants (recon games are not PGN)")
     if args.pgn:  # before the game, not after it
         cli.check_output_file(parser, "--pgn", args.pgn)
     startup.start()
@@ -376,8 +378,6 @@ class _HumanRecon(recon_player.Player):
 
 def _play_recon(parser, args, stdin: TextIO, stdout: TextIO) -> int:
     """A person against a recon agent (`--recon-agent`) in a sensing variant."""
-    if args.pgn:
-        parser.error("--pgn is not available for sensing variants")
 
     def say(text: str = "") -> None:
         stdout.write(text + "\n")
