@@ -164,3 +164,24 @@ def test_an_exact_belief_always_contains_the_true_board_over_thousands_of_games(
     for seed in range(8):
         stats = check_contains_true_board(256, 80, seed=100 + seed)
         assert stats.exact[stats.live].mean() > 0.5
+
+
+def test_an_overflowing_belief_keeps_a_sample_of_consistent_boards():
+    """Black's belief after White's first move holds 8 boards (5 pawn steps, 2 knight moves,
+    or nothing: a pass, or one of the 8 diagonal steps, which fail): with room for 4 (and 8 of
+    White's 16 requests expanded per board) it keeps 4 distinct boards that brute force holds
+    possible, and is no longer exact."""
+    spec = "recon"
+    rules = R.get(spec)
+    match = RR.Match(spec, R.start_fen(spec))
+    brute = BF.BruteBelief(match.game.rules, "b", match.game.board)
+    brute.opponent_moved(None)
+    assert len(brute.boards) == 8
+    update = jax.jit(functools.partial(RB.after_opponent_move, moves_per_board=8))
+    belief = RB.initial(rules, 1, 4)
+    out = update(rules, belief, belief.own, -1, 1, jax.random.key(5))
+    assert not bool(out.exact) and int(out.overflows) == 1 and int(RB.count(out)) == 4
+    got = opponent_sets(out, "b")
+    assert len(got) == 4 and got <= brute.opponent_sets()
+    exact = update(rules, RB.initial(rules, 1, 64), belief.own, -1, 1, jax.random.key(5))
+    assert not bool(exact.exact)  # 8 of White's 16 requests: the request list overflowed
