@@ -165,3 +165,17 @@ def test_a_person_plays_recon_in_the_terminal():
     assert "'z9' is not one of the windows" in text and "'b2' is not one of the" in text
     assert "You requested pass: taken pass." in text
     assert "Game over: draw (draw by the ply cap)." in text
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_belief_players_of_both_colours_hold_the_true_board(seed):
+    """After a game between two BeliefPlayers, the last mover's (exact) belief holds the true
+    final board: the callbacks carry everything the belief needs, for White and for Black."""
+    players = [P.BeliefPlayer("random-pimc", "recon", seed=seed + c, size=256) for c in (0, 1)]
+    record = P.play_game(*players, "recon", max_plies=5 + seed)
+    final = R.recon_from_fen(record.fen)  # in the view of the side to move
+    last = players[1 - int(final.turn)]
+    opponent_of_last = np.asarray(final.pieces) & np.uint32(int(final.own))
+    mirrored = np.array([P.mirror_bits(int(b)) for b in opponent_of_last], np.uint32)
+    assert bool(last.belief.exact)
+    assert bool(RB.contains(last.belief, mirrored))

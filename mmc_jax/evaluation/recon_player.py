@@ -144,7 +144,8 @@ _request = jax.jit(A.choose_request, static_argnames=("worlds",))
 _initial = jax.jit(RB.from_boards, static_argnums=2)
 
 
-def _mirror(bits: int) -> int:
+def mirror_bits(bits: int) -> int:
+    """A bitboard (Python int) in the other side's view."""
     out = 0
     for sq in range(T.NUM_SQUARES):
         if bits >> sq & 1:
@@ -187,7 +188,10 @@ class BeliefPlayer(Player):
         state = R.recon_from_fen(board)
         pieces, own = np.asarray(state.pieces), int(state.own)
         if int(state.turn) != self.colour:  # the start FEN is in the mover's view
-            pieces, own = np.array([_mirror(int(p)) for p in pieces], np.uint32), _mirror(own)
+            pieces, own = (
+                np.array([mirror_bits(int(p)) for p in pieces], np.uint32),
+                mirror_bits(own),
+            )
             own = int(np.bitwise_or.reduce(pieces)) & ~own
         mine = pieces & np.uint32(own)
         theirs = pieces & ~np.uint32(own)
@@ -252,13 +256,14 @@ class RandomPlayer(Player):
 
 @dataclasses.dataclass
 class GameRecord:
-    """A finished game: winner (True White, False Black, None draw), reason, final ply, and
-    the history: (colour, kind, text) for every sense and move, kind `sense` or `move`, text
-    the window corner or `requested->taken`."""
+    """A finished game: winner (True White, False Black, None draw), reason, final ply, the
+    final position (FEN) and the history: (colour, kind, text) for every sense and move, kind
+    `sense` or `move`, text the window corner or `requested->taken`."""
 
     winner: bool | None
     reason: str
     plies: int
+    fen: str
     history: list[tuple[str, str, str]]
 
 
@@ -358,7 +363,7 @@ def play_game(
     reason = "draw by the ply cap" if winner is None else f"{goal} captured"
     if goal == "extinction" and winner is not None:
         reason = "a type went extinct"
-    record = GameRecord(winner, reason, int(state.ply), history)
+    record = GameRecord(winner, reason, int(state.ply), R.recon_to_fen(state), history)
     for player in players:
         player.handle_game_end(winner, reason, history)
     return record
