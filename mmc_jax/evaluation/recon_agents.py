@@ -11,8 +11,9 @@ key, never the true state:
   pimc_request      PIMC: `worlds` boards drawn from the belief; on each, every requestable
                     move is resolved by the referee's `resolve` and scored greedily (material
                     after it, a win for taking the king / the last of a type, less half the
-                    value of the most valuable own piece the opponent then attacks); the move
-                    with the best mean score is requested
+                    value of the most valuable own piece the opponent then attacks, plus a
+                    little for attacking opponent pieces and advancing pawns); the move with
+                    the best mean score is requested
 
 An agent is a (sense kind, move kind) pair, `AGENTS` names the three of the study. `turn`
 plays one whole turn (belief update, sense, belief update, move, belief update) of a game for
@@ -33,7 +34,7 @@ from flax import struct
 
 from mmc_jax.rules import recon
 from mmc_jax.rules import tables as T
-from mmc_jax.rules.game import attacked_squares, planes_to_mask
+from mmc_jax.rules.game import attacked_squares, mirror, planes_to_mask
 from mmc_jax.search import recon_belief as RB
 
 SENSE_RANDOM, SENSE_ENTROPY = 0, 1
@@ -44,6 +45,8 @@ AGENTS = {
     "entropy-pimc": (SENSE_ENTROPY, MOVE_PIMC),
 }
 PIECE_VALUES = (1.0, 3.0, 3.0, 5.0, 9.0, 100.0)
+PRESSURE_VALUES = (0.1, 0.3, 0.3, 0.5, 0.9, 3.0)  # per opponent piece the player attacks
+PAWN_RANK_VALUE = 0.02  # per rank a pawn has advanced
 WIN_SCORE = 1000.0
 DEFAULT_WORLDS = 8
 
@@ -125,10 +128,24 @@ def _lost(rules, pieces, side):
     return missing
 
 
+def _pressure(rules, pieces, mine):
+    """float32 `PRESSURE_VALUES` of the opponent's pieces the player's pieces attack, plus
+    `PAWN_RANK_VALUE` per rank of pawn advance: what makes a quiet move better than a pass."""
+    flip = mirror(pieces)
+    attacks = mirror(attacked_squares(flip, mirror(mine), RB.occupied(flip), rules.vector_allowed))
+    them = RB.occupied(pieces) & ~mine
+    hit = jax.lax.population_count(pieces & them & attacks).astype(jnp.float32)
+    ranks = [jax.lax.population_count(pieces[0] & mine & jnp.uint32(T.RANK_MASKS[r])) * r
+             for r in range(5)]  # fmt: skip
+    advance = sum(ranks).astype(jnp.float32)
+    return jnp.sum(jnp.asarray(PRESSURE_VALUES) * hit) + PAWN_RANK_VALUE * advance
+
+
 def request_scores(rules, own_pieces, opponent):
     """float32[1226] greedy score of every request (`PASS` last) on one world: the player's
     material lead after it, `WIN_SCORE` if it wins, less half the value of the most valuable
-    own piece the opponent then attacks (nothing to lose once won)."""
+    own piece the opponent then attacks (nothing to lose once won), plus a small `_pressure`
+    term (attacked opponent pieces, pawn advance)."""
     values = jnp.asarray(PIECE_VALUES, jnp.float32)
     own = RB.occupied(own_pieces)
     actions = jnp.arange(RB.NUM_REQUESTS)
@@ -143,7 +160,8 @@ def request_scores(rules, own_pieces, opponent):
         attacked = attacked_squares(pieces, them, RB.occupied(pieces), rules.vector_allowed)
         threat = jnp.max(jnp.where((pieces & mine & attacked) != 0, values, 0.0))
         won = _lost(rules, pieces, them) & ~_lost(rules, pieces, mine)
-        return jnp.where(won, WIN_SCORE + material, material - 0.5 * threat)
+        quiet = material - 0.5 * threat + _pressure(rules, pieces, mine)
+        return jnp.where(won, WIN_SCORE + material, quiet)
 
     return jax.vmap(score)(after, own_after)
 
