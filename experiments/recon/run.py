@@ -43,6 +43,7 @@ def parse_args(argv):
     parser.add_argument("--worlds", type=int, default=8, help="PIMC worlds per decision")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", default="experiments/recon")
+    parser.add_argument("--replot", action="store_true", help="redraw --out's plot, play nothing")
     args = parser.parse_args(argv)
     names = args.agents.split(",")
     for name in names:
@@ -111,6 +112,9 @@ def per_ply(stats, white, black, names):
     return out
 
 
+MIN_GAMES_PLOTTED = 10  # plies reached by fewer live games are left out of the plot
+
+
 def plot(curves, path):
     import matplotlib
 
@@ -118,12 +122,13 @@ def plot(curves, path):
     import matplotlib.pyplot as plt
 
     fig, axes = plt.subplots(1, 2, figsize=(10, 3.8))
-    for name, rows in curves.items():
-        plies = [r["ply"] for r in rows]
-        axes[0].plot(plies, [r["size_before_sense"] for r in rows], label=f"{name} before sense")
-        axes[0].plot(plies, [r["size_after_sense"] for r in rows], "--", label=f"{name} after")
-        axes[1].plot(plies, [r["certain"] for r in rows], label=f"{name} certain")
-        axes[1].plot(plies, [r["agreement"] for r in rows], "--", label=f"{name} agreement")
+    for i, (name, rows) in enumerate(curves.items()):
+        rows = [r for r in rows if r["games"] >= MIN_GAMES_PLOTTED]
+        plies, c = [r["ply"] for r in rows], f"C{i}"
+        axes[0].plot(plies, [r["size_before_sense"] for r in rows], c, label=f"{name} before sense")
+        axes[0].plot(plies, [r["size_after_sense"] for r in rows], c + "--", label=f"{name} after")
+        axes[1].plot(plies, [r["certain"] for r in rows], c, label=f"{name} certain")
+        axes[1].plot(plies, [r["agreement"] for r in rows], c + "--", label=f"{name} agreement")
     axes[0].set(yscale="log", xlabel="ply", ylabel="candidate boards (mean)", title="belief size")
     axes[1].set(xlabel="ply", ylabel="share of the 25 squares", title="board known at decision")
     for ax in axes:
@@ -135,6 +140,10 @@ def plot(curves, path):
 
 def main(argv=None):
     args, names = parse_args(argv)
+    if args.replot:
+        curves = json.loads((Path(args.out) / "results.json").read_text())["per_ply"]
+        plot(curves, Path(args.out) / "belief.png")
+        return
     pairs, white, black = schedule(names, args.games)
     agents = np.array(
         [[A.agent_kinds(w), A.agent_kinds(b)] for w, b in zip(white, black, strict=True)],
