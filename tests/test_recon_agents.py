@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import io
 
+import jax
 import numpy as np
 import pytest
 
@@ -99,7 +100,7 @@ def test_belief_player_decides_the_same_on_the_same_history():
     for seed in range(3):
         logs = []
         for black_moves in ([], ["b5a3"]):
-            white = Recorder(P.BeliefPlayer("entropy-pimc", "recon", seed=seed, size=64))
+            white = Recorder(P.BeliefPlayer("entropy-pimc", "recon", seed=seed))
             P.play_game(white, Scripted(black_moves), "recon", max_plies=10, fen=QUIET_FEN)
             logs.append(white.log)
         turns = 0
@@ -122,7 +123,7 @@ def test_information_gain_prefers_windows_that_split_the_belief():
     boards[1, 5] &= ~e5
     boards[1, 4] |= e5
     belief = RB.from_boards(boards, start.own, 8)
-    entropies = np.asarray(A.window_entropies(rules, belief))
+    entropies = np.asarray(jax.jit(A.window_entropies)(rules, belief))
     assert np.argmax(entropies) == 15 and entropies[15] == pytest.approx(np.log(2))
     assert entropies[0] == 0.0
 
@@ -171,7 +172,7 @@ def test_a_person_plays_recon_in_the_terminal():
 def test_belief_players_of_both_colours_hold_the_true_board(seed):
     """After a game between two BeliefPlayers, the last mover's (exact) belief holds the true
     final board: the callbacks carry everything the belief needs, for White and for Black."""
-    players = [P.BeliefPlayer("random-pimc", "recon", seed=seed + c, size=256) for c in (0, 1)]
+    players = [P.BeliefPlayer("random-pimc", "recon", seed=seed + c) for c in (0, 1)]
     record = P.play_game(*players, "recon", max_plies=5 + seed)
     final = R.recon_from_fen(record.fen)  # in the view of the side to move
     last = players[1 - int(final.turn)]

@@ -21,7 +21,7 @@ from mmc_jax.rules import notation, recon
 from mmc_jax.rules import tables as T
 from mmc_jax.search import recon_belief as RB
 
-SIZE = 1024
+SIZE = 256
 MOVES = 64
 SPECS = (
     "recon",
@@ -153,9 +153,9 @@ def check_contains_true_board(games: int, max_plies: int, seed: int):
 
 
 def test_an_exact_belief_always_contains_the_true_board():
-    """12 games of mixed sensing variants and agents, 20 plies each."""
-    stats = check_contains_true_board(12, 20, seed=1)
-    assert stats.live.sum() > 150
+    """10 games of mixed sensing variants and agents, 16 plies each."""
+    stats = check_contains_true_board(10, 16, seed=1)
+    assert stats.live.sum() > 100
     assert stats.exact[stats.live].mean() > 0.8
 
 
@@ -171,7 +171,7 @@ def test_an_overflowing_belief_keeps_a_sample_of_consistent_boards():
     """Black's belief after White's first move holds 8 boards (5 pawn steps, 2 knight moves,
     or nothing: a pass, or one of the 8 diagonal steps, which fail): with room for 4 (and 8 of
     White's 16 requests expanded per board) it keeps 4 distinct boards that brute force holds
-    possible, and is no longer exact."""
+    possible, and is no longer exact (one update used a fallback)."""
     spec = "recon"
     rules = R.get(spec)
     match = RR.Match(spec, R.start_fen(spec))
@@ -180,9 +180,8 @@ def test_an_overflowing_belief_keeps_a_sample_of_consistent_boards():
     assert len(brute.boards) == 8
     update = jax.jit(functools.partial(RB.after_opponent_move, moves_per_board=8))
     belief = RB.initial(rules, 1, 4)
-    out = update(rules, belief, belief.own, -1, 1, jax.random.key(5))
-    assert not bool(out.exact) and int(out.overflows) == 1 and int(RB.count(out)) == 4
-    got = opponent_sets(out, "b")
-    assert len(got) == 4 and got <= brute.opponent_sets()
-    exact = update(rules, RB.initial(rules, 1, 64), belief.own, -1, 1, jax.random.key(5))
-    assert not bool(exact.exact)  # 8 of White's 16 requests: the request list overflowed
+    for seed in range(3):
+        out = update(rules, belief, belief.own, -1, 1, jax.random.key(seed))
+        assert not bool(out.exact) and int(out.overflows) == 1 and int(RB.count(out)) == 4
+        got = opponent_sets(out, "b")
+        assert len(got) == 4 and got <= brute.opponent_sets()
