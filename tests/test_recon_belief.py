@@ -9,6 +9,7 @@ from __future__ import annotations
 import functools
 import random
 
+import chex
 import jax
 import numpy as np
 import pytest
@@ -123,6 +124,10 @@ def test_belief_matches_brute_force_enumeration_on_short_random_games(jitted):
                 rules, ours[c], move_id(request, c), move_id(taken, c), capture_view, k3
             )
             updates.append(ours[c])
+            for belief in updates:
+                chex.assert_shape(
+                    [belief.boards, belief.valid, belief.own], [(SIZE, 6), (SIZE,), (6,)]
+                )
             assert bool(ours[c].exact), (spec, g.ply)
             np.testing.assert_array_equal(ours[c].own, bitboards(g.own(c), c))
             assert opponent_sets(ours[c], c) == brute[c].opponent_sets(), (spec, g.ply, c)
