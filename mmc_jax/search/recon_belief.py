@@ -25,9 +25,10 @@ The fallbacks (documented approximations, fair: functions of the history and the
     of its requests is expanded (a random rotation of the request list, then the first ones);
   - more than `size` distinct consistent boards: `size` of them, drawn uniformly without
     replacement (a particle filter from then on);
-  - no consistent board left (possible only after an overflow): the filter is not applied
-    (after a sense the window's content is written into every candidate instead), so a
-    belief is never empty.
+  - no consistent board left (possible only after an overflow): the check that failed is
+    dropped (after the opponent's move the previous candidates stay, as if it had passed;
+    after a sense the window's content is written into every candidate; after an own move
+    the candidates stay as the request resolved on them), so a belief is never empty.
 Each of these clears `exact`; `overflows` counts the updates that used one.
 """
 
