@@ -25,7 +25,7 @@ from typing import TextIO
 import jax
 
 from mmc_jax import rules as R
-from mmc_jax.evaluation import arena
+from mmc_jax.evaluation import arena, recon_player
 from mmc_jax.infra import checkpoint, cli, startup
 from mmc_jax.rules import notation
 
@@ -42,7 +42,12 @@ def _parser() -> argparse.ArgumentParser:
         description="Play a minichess variant against a model (or the uniform-prior search) "
         "in the terminal, moves in UCI.",
     )
-    parser.add_argument("--variant", type=cli.variant_arg, required=True, help=cli.VARIANT_HELP)
+    parser.add_argument(
+        "--variant",
+        type=_variant_arg,
+        required=True,
+        help=cli.VARIANT_HELP + " (a sensing variant such as recon plays the recon protocol)",
+    )
     parser.add_argument(
         "--checkpoint",
         default=None,
@@ -67,7 +72,22 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--max-plies", type=cli.integer_arg("--max-plies", 1), default=None)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--pgn", default=None, help="save the game to this PGN file")
+    parser.add_argument(
+        "--recon-agent",
+        default="entropy-pimc",
+        choices=("random", "random-pimc", "entropy-pimc"),
+        help="the opponent in a sensing variant (default entropy-pimc: information-gain "
+        "sensing, PIMC moves over its exact belief)",
+    )
     return parser
+
+
+def _variant_arg(name: str) -> str:
+    """argparse type: a variant spec (sensing variants included), canonical."""
+    try:
+        return R.check_variant(name, sensing=True)
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
 
 
 class _Quit(Exception):
@@ -95,9 +115,13 @@ def main(
     stdout = sys.stdout if stdout is None else stdout
     parser = _parser()
     args = parser.parse_args(argv)
+    if args.pgn and R.is_sense(args.variant):
+        parser.error("--pgn is not available for sensing variants (recon games are not PGN)")
     if args.pgn:  # before the game, not after it
         cli.check_output_file(parser, "--pgn", args.pgn)
     startup.start()
+    if R.is_sense(args.variant):
+        return _play_recon(parser, args, stdin, stdout)
     model = _model_player(parser, args)
     human = 0 if args.colour == "white" else 1
     dark = R.parse(args.variant).fog == "on"
@@ -224,6 +248,131 @@ def _save_pgn(args, single: arena.SingleGame, name: str, human: int, result: str
         "termination": "normal" if result != "*" else "unterminated",
     }
     pgn.write_pgn([record], args.pgn, event="mmc_jax play")
+
+
+# ----------------------------------------------------------------------------- recon
+
+RECON_HELP = (
+    "Each turn you first sense a window: type its lower-left corner square (a1 senses a1-b2 "
+    "with 2x2 windows); then request a move in UCI (e2e3, a4a5q) or pass. A move may be "
+    "stopped by a hidden piece, or fail (taken as pass). Commands: windows, moves, board, "
+    "help, quit. The board shows your pieces, what you last saw of the opponent, * unknown."
+)
+
+
+class _HumanRecon(recon_player.Player):
+    """A person at the terminal behind the reconchess callbacks."""
+
+    def __init__(self, stdin: TextIO, stdout: TextIO, say: Callable[[str], None], rifle: bool):
+        self.stdin, self.stdout, self.say, self.rifle = stdin, stdout, say, rifle
+        self.name = "you"
+
+    def handle_game_start(self, color, board, opponent_name):
+        self.white = color
+        cells = {}
+        for i, text in enumerate(board.split()[0].split("/")):
+            row = "".join("." * int(ch) if ch.isdigit() else ch for ch in text)
+            for file, ch in enumerate(row):
+                cells[f"{notation.FILES[file]}{5 - i}"] = ch
+        self.own = {sq: p for sq, p in cells.items() if p != "." and p.isupper() == color}
+        self.seen = {sq: p for sq, p in cells.items() if sq not in self.own}
+        self.say(f"You play {'White' if color else 'Black'} against {opponent_name}.")
+
+    def board(self) -> str:
+        rows = []
+        for rank in range(5, 0, -1):
+            row, empty = "", 0
+            for file in notation.FILES[:5]:
+                ch = self.own.get(f"{file}{rank}") or self.seen.get(f"{file}{rank}", "*")
+                if ch == ".":
+                    empty += 1
+                    continue
+                row += (str(empty) if empty else "") + ch
+                empty = 0
+            rows.append(row + (str(empty) if empty else ""))
+        return R.render(f"{'/'.join(rows)} {'w' if self.white else 'b'} - - 0 1")
+
+    def _ask(self, prompt: str, valid: list[str], listing: str) -> str:
+        while True:
+            text = _read(self.stdin, self.stdout, prompt).lower()
+            if text in ("quit", "exit", "resign", "q"):
+                raise _Quit("quit")
+            if text in ("help", "?", "h"):
+                self.say(RECON_HELP)
+            elif text in ("board", "b"):
+                self.say(self.board())
+            elif text in ("moves", "windows", "m", "w"):
+                self.say(f"{listing}: " + " ".join(valid))
+            elif text in valid:
+                return text
+            elif text:
+                self.say(f"{text!r} is not one of the {listing}: " + " ".join(valid))
+
+    def handle_opponent_move_result(self, captured_my_piece, capture_square):
+        if captured_my_piece:
+            self.own.pop(capture_square, None)
+            self.seen[capture_square] = "*" if not self.rifle else "."
+            self.say(f"The opponent captured your piece on {capture_square}.")
+        self.say(self.board())
+
+    def choose_sense(self, sense_actions, move_actions, seconds_left):
+        return self._ask("sense> ", list(sense_actions), "windows (lower-left corners)")
+
+    def handle_sense_result(self, sense_result):
+        for sq, piece in sense_result:
+            if sq not in self.own:
+                self.seen[sq] = piece or "."
+        self.say("You see: " + " ".join(f"{sq}={p or '.'}" for sq, p in sense_result))
+
+    def choose_move(self, move_actions, seconds_left):
+        text = self._ask("your move> ", sorted(move_actions) + ["pass"], "requestable moves")
+        return None if text == "pass" else text
+
+    def handle_move_result(self, requested_move, taken_move, captured, capture_square):
+        if taken_move is not None and not (self.rifle and captured):
+            piece = self.own.pop(taken_move[:2])
+            if len(taken_move) == 5:
+                piece = taken_move[4].upper() if self.white else taken_move[4]
+            self.own[taken_move[2:4]] = piece
+            self.seen[taken_move[:2]] = "."
+            self.seen.pop(taken_move[2:4], None)
+        elif captured:
+            self.seen[capture_square] = "."
+        tail = f", capturing on {capture_square}" if captured else ""
+        self.say(f"You requested {requested_move or 'pass'}: taken {taken_move or 'pass'}{tail}.")
+
+    def handle_game_end(self, winner_color, win_reason, game_history):
+        result = (
+            "draw"
+            if winner_color is None
+            else ("you win" if winner_color == self.white else "you lose")
+        )
+        self.say(f"Game over: {result} ({win_reason}).")
+
+
+def _play_recon(parser, args, stdin: TextIO, stdout: TextIO) -> int:
+    """A person against a recon agent (`--recon-agent`) in a sensing variant."""
+
+    def say(text: str = "") -> None:
+        stdout.write(text + "\n")
+        stdout.flush()
+
+    rifle = R.parse(args.variant).capture == "rifle"
+    human = _HumanRecon(stdin, stdout, say, rifle)
+    agent = recon_player.BeliefPlayer(args.recon_agent, args.variant, seed=args.seed)
+    say(f"{args.variant} (reconnaissance-blind). {RECON_HELP}")
+    say("Preparing the game (the agent compiles its belief updates: up to a minute)...")
+    white, black = (human, agent) if args.colour == "white" else (agent, human)
+    try:
+        record = recon_player.play_game(white, black, args.variant, max_plies=args.max_plies)
+    except _Quit as reason:
+        say(f"game ended ({reason})")
+        return 0
+    except KeyboardInterrupt:
+        say("game ended (interrupted)")
+        return 0
+    say("moves: " + " ".join(f"{c}:{text}" for c, kind, text in record.history if kind == "move"))
+    return 0
 
 
 if __name__ == "__main__":

@@ -1,0 +1,197 @@
+"""Recon agents against each other, and how much of the board their beliefs hold.
+
+    PYTHONPATH=. python experiments/recon/run.py                   # the README's numbers
+    PYTHONPATH=. python experiments/recon/run.py --games 8 --max-plies 30 --out /tmp/recon
+
+Plays every pair of `--agents` (default random, random-pimc, entropy-pimc: sensing kind +
+move kind, `mmc_jax.evaluation.recon_agents`) in `--games` colour-balanced games of `--variant`
+(the first agent White in half), all pairs in one batch of the jitted arena. Writes to `--out`:
+results.json (W/D/L per pair with Wilson 95% intervals, Elo with bootstrap intervals anchored
+at random, and per ply the belief sizes and knowledge per agent) and belief.png.
+
+Knowledge of a player at its decision (after its sense), averaged over live games per ply:
+  certain    the share of the 25 squares whose content every candidate board has right
+             (own pieces count: they are known);
+  agreement  the mean share of candidates that have a square right.
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import sys
+import time
+from pathlib import Path
+
+import jax
+import numpy as np
+
+from mmc_jax import rules as R
+from mmc_jax.evaluation import elo
+from mmc_jax.evaluation import recon_agents as A
+
+
+def parse_args(argv):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--variant", default="recon")
+    parser.add_argument("--agents", default="random,random-pimc,entropy-pimc")
+    parser.add_argument("--games", type=int, default=64, help="games per pair (even)")
+    parser.add_argument("--max-plies", type=int, default=100)
+    parser.add_argument("--size", type=int, default=256, help="belief pad size")
+    parser.add_argument("--moves-per-board", type=int, default=64)
+    parser.add_argument("--worlds", type=int, default=8, help="PIMC worlds per decision")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--out", default="experiments/recon")
+    parser.add_argument("--replot", action="store_true", help="redraw --out's plot, play nothing")
+    args = parser.parse_args(argv)
+    names = args.agents.split(",")
+    for name in names:
+        try:
+            A.agent_kinds(name)
+        except ValueError as error:
+            parser.error(str(error))
+    if args.games < 2 or args.games % 2:
+        parser.error(f"--games must be a positive even number, got {args.games}")
+    R.check_variant(args.variant, sensing=True)
+    if not R.is_sense(args.variant):
+        parser.error(f"{R.canonical(args.variant)} is not a sensing variant (fog=sense:W)")
+    return args, names
+
+
+def schedule(names, games):
+    """(pairs, white agent names [B], black agent names [B])."""
+    pairs = list(itertools.combinations(names, 2))
+    white, black = [], []
+    for a, b in pairs:
+        white += [a] * (games // 2) + [b] * (games // 2)
+        black += [b] * (games // 2) + [a] * (games // 2)
+    return pairs, white, black
+
+
+def tally(pairs, white, black, rewards, games):
+    results, table = [], []
+    for p, (a, b) in enumerate(pairs):
+        score_a = []
+        for i in range(p * games, (p + 1) * games):
+            r = rewards[i, 0] if white[i] == a else rewards[i, 1]
+            score_a.append((r + 1) / 2)
+        score_a = np.asarray(score_a)
+        pair = elo.PairResult(
+            a, b, int((score_a == 1).sum()), int((score_a == 0.5).sum()), int((score_a == 0).sum())
+        )
+        results.append(pair)
+        low, high = elo.wilson_interval(pair.score, pair.games)
+        table.append(
+            {"a": a, "b": b, "wins": pair.wins, "draws": pair.draws, "losses": pair.losses,
+             "score": round(pair.score, 3), "ci95": [round(low, 3), round(high, 3)]}
+        )  # fmt: skip
+    return results, table
+
+
+def per_ply(stats, white, black, names):
+    """Per agent and ply: mean belief size before / after the sense, certain, agreement."""
+    agent = np.where(stats.mover == 0, np.asarray(white)[None], np.asarray(black)[None])
+    out = {}
+    for name in names:
+        rows = []
+        for ply in range(int(stats.ply.max()) + 1):
+            sel = stats.live & (agent == name) & (stats.ply == ply)
+            if sel.sum() < 4:
+                continue
+            rows.append(
+                {"ply": ply, "games": int(sel.sum()),
+                 "size_before_sense": float(stats.before_sense[sel].mean()),
+                 "size_after_sense": float(stats.after_sense[sel].mean()),
+                 "exact": float(stats.exact[sel].mean()),
+                 "contains_true": float(stats.contains_true[sel].mean()),
+                 "certain": float(stats.certain[sel].mean()),
+                 "agreement": float(stats.agreement[sel].mean())}
+            )  # fmt: skip
+        out[name] = rows
+    return out
+
+
+MIN_GAMES_PLOTTED = 10  # plies reached by fewer live games are left out of the plot
+
+
+def plot(curves, path):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, 2, figsize=(10, 3.8))
+    for i, (name, rows) in enumerate(curves.items()):
+        rows = [r for r in rows if r["games"] >= MIN_GAMES_PLOTTED]
+        plies, c = [r["ply"] for r in rows], f"C{i}"
+        axes[0].plot(plies, [r["size_before_sense"] for r in rows], c, label=f"{name} before sense")
+        axes[0].plot(plies, [r["size_after_sense"] for r in rows], c + "--", label=f"{name} after")
+        axes[1].plot(plies, [r["certain"] for r in rows], c, label=f"{name} certain")
+        axes[1].plot(plies, [r["agreement"] for r in rows], c + "--", label=f"{name} agreement")
+    axes[0].set(yscale="log", xlabel="ply", ylabel="candidate boards (mean)", title="belief size")
+    axes[1].set(xlabel="ply", ylabel="share of the 25 squares", title="board known at decision")
+    for ax in axes:
+        ax.legend(fontsize=7)
+        ax.grid(alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+
+
+def main(argv=None):
+    args, names = parse_args(argv)
+    if args.replot:
+        curves = json.loads((Path(args.out) / "results.json").read_text())["per_ply"]
+        plot(curves, Path(args.out) / "belief.png")
+        return
+    pairs, white, black = schedule(names, args.games)
+    agents = np.array(
+        [[A.agent_kinds(w), A.agent_kinds(b)] for w, b in zip(white, black, strict=True)],
+        np.int32,
+    )
+    rules = R.stack([R.get(args.variant, max_plies=args.max_plies)] * len(white))
+    start = time.time()
+    rewards, plies, stats = A.play_games(
+        rules, agents, jax.random.key(args.seed), size=args.size,
+        moves_per_board=args.moves_per_board, worlds=args.worlds,
+    )  # fmt: skip
+    seconds = time.time() - start
+    results, table = tally(pairs, white, black, rewards, args.games)
+    ratings = elo.fit_elo(results, anchor=names[0], bootstrap=1000, seed=args.seed)
+    curves = per_ply(stats, white, black, names)
+    live = stats.live
+    summary = {
+        "command": "PYTHONPATH=. python experiments/recon/run.py " + " ".join(argv or sys.argv[1:]),
+        "variant": R.canonical(args.variant),
+        "games_per_pair": args.games,
+        "max_plies": args.max_plies,
+        "belief_size": args.size,
+        "moves_per_board": args.moves_per_board,
+        "worlds": args.worlds,
+        "seconds": round(seconds, 1),
+        "mean_plies": float(plies.mean()),
+        "pairs": table,
+        "elo": {k: {"elo": round(v["elo"]), "ci95": [round(x) for x in v["ci95"]]}
+                for k, v in ratings["ratings"].items()},
+        "turns_exact": float(stats.exact[live].mean()),
+        "exact_turns_containing_true": float(stats.contains_true[live & stats.exact].mean()),
+        "turns_containing_true": float(stats.contains_true[live].mean()),
+        "per_ply": curves,
+    }  # fmt: skip
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "results.json").write_text(json.dumps(summary, indent=1))
+    plot(curves, out / "belief.png")
+    for row in table:
+        print(row)
+    print(json.dumps(summary["elo"]), f"{seconds:.0f}s", f"mean plies {plies.mean():.1f}")
+    print(
+        "exact turns",
+        summary["turns_exact"],
+        "true board in belief",
+        summary["turns_containing_true"],
+    )
+
+
+if __name__ == "__main__":
+    main()
