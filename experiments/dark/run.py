@@ -4,7 +4,7 @@ omniscient upper bound, each in colour-balanced games against greedy. Resumable.
     PYTHONPATH=. python experiments/dark/run.py                 # full protocol (400 games)
     PYTHONPATH=. python experiments/dark/run.py --preset reduced  # what ran on the 2-core CPU
 
-Every finished match is appended to `results_<preset>.json` at once; a rerun skips the
+Every finished match is appended to `runs/results_<preset>.json` at once; a rerun skips the
 players already there. Without `--checkpoint` the network is a fresh, untrained
 `PolicyValueNet` (seed 0): the search then rests on the game's terminal rewards (king
 captures) and the random-init priors. Cost per move is the arena's wall time (compile
@@ -71,7 +71,9 @@ def main() -> None:
     preset = dict(PRESETS[args.preset])
     if args.games:
         preset["games"] = args.games
-    out_path = os.path.join(os.path.dirname(__file__), f"results_{args.preset}.json")
+    runs_dir = os.path.join(os.path.dirname(__file__), "runs")
+    os.makedirs(runs_dir, exist_ok=True)
+    out_path = os.path.join(runs_dir, f"results_{args.preset}.json")
     results = json.load(open(out_path)) if os.path.exists(out_path) else {}
 
     if args.checkpoint:
