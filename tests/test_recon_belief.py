@@ -166,9 +166,10 @@ def test_an_exact_belief_always_contains_the_true_board():
 
 @pytest.mark.slow
 def test_an_exact_belief_always_contains_the_true_board_over_thousands_of_games():
-    """4 x 512 games of mixed sensing variants and agents, up to 60 plies each."""
-    for seed in range(4):
-        stats = check_contains_true_board(512, 60, seed=100 + seed)
+    """2 x 512 games of mixed sensing variants and agents, up to 40 plies each (4 x 512 games of
+    60 plies took half an hour of CI's budget; `experiments/recon/run.py` measures more)."""
+    for seed in range(2):
+        stats = check_contains_true_board(512, 40, seed=100 + seed)
         assert stats.exact[stats.live].mean() > 0.5
 
 
