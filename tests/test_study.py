@@ -134,6 +134,12 @@ def test_report_pairs_arms_over_variant_and_seed_on_the_primary_variants(tmp_pat
                 ys = yardstick if variant != "extinction" else {"games": 64}
                 s.write(_cell(arm, seed, variant, scores, 0.2 + gain, ys), "cells",
                         f"{arm}_s{seed}_{study.slug(variant)}.json")  # fmt: skip
+    s.write(
+        {"arm": "joint+desc", "complete": True, "points": [
+            {"iteration": 50, "frames": 102_400,
+             "zero_shot_final": {v: {"score": 0.3} for v in preset.variants}}]},
+        "long.json",
+    )  # fmt: skip
     results = study.collect(s)
     assert study.primary_variants(results) == ["atomic"]
     assert len(results["cells"]) == 20  # atomic and rifle; extinction's yardstick is another
@@ -150,6 +156,7 @@ def test_report_pairs_arms_over_variant_and_seed_on_the_primary_variants(tmp_pat
     text = study.report(s, results)
     assert "## Current result" in text and "P2 joat - joint, iteration 1: +0.100" in text
     assert "Primary analysis" in text and "`rifle` (no mid)" in text
+    assert "| 50 | 102,400 | 0.30 | 0.30 | 0.30 | 0.300 |" in text  # the long run's table
     assert "Incomplete" in text  # extinction's cells are to be played again
     study.plot(s, results)
     assert (tmp_path / "art" / "games.png").stat().st_size > 0

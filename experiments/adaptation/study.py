@@ -1283,6 +1283,28 @@ def report(study: Study, results: dict) -> str:
             f"Games over before the opening ended: {100 * sum(decided) / len(decided):.1f}% "
             f"of the matches' games (mean over {len(decided)} matches).",
         ]
+    long = results.get("long") or {}
+    if long.get("points"):
+        lines += [
+            "",
+            f"## Zero-shot transfer against pretraining frames (long run: {long['arm']}, seed "
+            f"{preset.seeds[0]})",
+            "",
+            "Score against each variant's final reference, the yardstick's matches "
+            "(`transfer.png`); primary variants marked *.",
+            "",
+            "| iteration | frames | "
+            + " | ".join(f"`{v}`" + ("*" if v in primary else "") for v in preset.variants)
+            + " | mean |",
+            "|---:|---:|" + "---:|" * (len(preset.variants) + 1),
+        ]
+        for p in long["points"]:
+            scores = [p["zero_shot_final"][v]["score"] for v in preset.variants]
+            lines.append(
+                f"| {p['iteration']} | {p['frames']:,} | "
+                + " | ".join(f"{x:.2f}" for x in scores)
+                + f" | {sum(scores) / len(scores):.3f} |"
+            )
     if results.get("pretrain"):
         lines += [
             "",
