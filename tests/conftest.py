@@ -40,13 +40,19 @@ os.environ["XLA_FLAGS"] = xla_flags.with_test_flags(os.environ.get("XLA_FLAGS", 
 jax.config.update("jax_enable_compilation_cache", False)
 
 
-
 @pytest.hookimpl(tryfirst=True)
 def pytest_cmdline_main(config):
     """`-n N` (pytest-xdist) schedules by group unless `--dist` says otherwise: the tests of the
     shared smoke runs (tests/runs_support.py) then run in one worker, which compiles them once."""
     if getattr(config.option, "numprocesses", None) and config.option.dist == "no":
         config.option.dist = "loadgroup"
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_configure_node(node):
+    """Tells each pytest-xdist worker how the tests are scheduled (it parses the command line
+    again, where `-n` alone does not say "loadgroup")."""
+    node.workerinput["dist"] = node.config.option.dist
 
 
 # One pytest process compiles thousands of XLA programs, and every executable jit keeps maps a

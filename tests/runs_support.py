@@ -367,9 +367,13 @@ def pytest_collection_finish(session):
 SHARED_RUN_FIXTURES = {"runs", "first_iterations", "four_devices", "adaptation"}
 
 
+@pytest.hookimpl(tryfirst=True)  # before xdist's worker reads the marks into the node ids
 def pytest_collection_modifyitems(config, items):
-    if not config.pluginmanager.hasplugin("xdist"):
+    workerinput = getattr(config, "workerinput", None)
+    if workerinput is None:  # not a pytest-xdist worker
         return
+    if workerinput.get("dist") == "loadgroup":  # (tests/conftest.py: pytest_configure_node)
+        config.option.loadgroup = True  # a worker re-parses the command line, without it
     for item in items:
         if SHARED_RUN_FIXTURES & set(getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.xdist_group("runs"))
