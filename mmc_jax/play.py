@@ -279,18 +279,11 @@ class _HumanRecon(recon_player.Player):
         self.say(f"You play {'White' if color else 'Black'} against {opponent_name}.")
 
     def board(self) -> str:
-        rows = []
-        for rank in range(5, 0, -1):
-            row, empty = "", 0
-            for file in notation.FILES[:5]:
-                ch = self.own.get(f"{file}{rank}") or self.seen.get(f"{file}{rank}", "*")
-                if ch == ".":
-                    empty += 1
-                    continue
-                row += (str(empty) if empty else "") + ch
-                empty = 0
-            rows.append(row + (str(empty) if empty else ""))
-        return R.render(f"{'/'.join(rows)} {'w' if self.white else 'b'} - - 0 1")
+        board = notation.fen_board(
+            [self.own.get(f"{f}{rank}") or self.seen.get(f"{f}{rank}", "*") for f in notation.FILES]
+            for rank in range(5, 0, -1)
+        )
+        return R.render(f"{board} {'w' if self.white else 'b'} - - 0 1")
 
     def _ask(self, prompt: str, valid: list[str], listing: str) -> str:
         while True:

@@ -253,14 +253,18 @@ def export(workdir: Path, step: int | None, out: Path, info: dict) -> None:
     _, params, config = checkpoint.load_model(workdir, step)
     meta = checkpoint.load_metadata(workdir, step)
     extra = meta.get("extra") or {}
+    write_model(
+        out, config, params, {"step": int(meta["step"]), "frames": extra.get("frames"), **info}
+    )
+
+
+def write_model(out: Path, config, params, info: dict) -> None:
+    """`params` as an exported model at `out`, replacing whatever is there."""
+    from mmc_jax.infra import checkpoint
+
     if out.exists():
         shutil.rmtree(out)
-    checkpoint.export_model(
-        out,
-        config,
-        params,
-        {"step": int(meta["step"]), "frames": extra.get("frames"), **info},
-    )
+    checkpoint.export_model(out, config, params, info)
 
 
 def _frames_at(workdir: Path, step: int) -> int:
@@ -911,9 +915,7 @@ def ship(study: Study, results: dict, out: Path) -> dict:
         },
         "results": "experiments/adaptation/decisive_cpu/results.md",
     }
-    if out.exists():
-        shutil.rmtree(out)
-    checkpoint.export_model(
+    write_model(
         out,
         config,
         params,

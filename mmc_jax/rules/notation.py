@@ -128,25 +128,34 @@ def board_chars(pieces, own, turn) -> list[str]:
     return chars
 
 
+def fen_board(rows: Iterable[Iterable[str]]) -> str:
+    """The board field of a FEN from its rows (rank 5 first), one character per square, "."
+    for an empty one: runs of empty squares become digits."""
+    out = []
+    for row in rows:
+        text, empty = "", 0
+        for ch in row:
+            if ch == ".":
+                empty += 1
+                continue
+            text += (str(empty) if empty else "") + ch
+            empty = 0
+        out.append(text + (str(empty) if empty else ""))
+    return "/".join(out)
+
+
 def to_fen(pieces, own, turn, halfmove, fullmove, hidden: int = 0) -> str:
     """FEN of a position given in the mover's view; `hidden` (absolute bits) become `*`."""
     chars = board_chars(pieces, own, turn)
-    rows = []
-    for rank in range(4, -1, -1):
-        row, empty = "", 0
-        for file in range(5):
-            sq = T.square(file, rank)
-            c = "*" if hidden >> sq & 1 else chars[sq]
-            if c == ".":
-                empty += 1
-                continue
-            if empty:
-                row += str(empty)
-                empty = 0
-            row += c
-        rows.append(row + (str(empty) if empty else ""))
+    board = fen_board(
+        [
+            "*" if hidden >> T.square(file, rank) & 1 else chars[T.square(file, rank)]
+            for file in range(5)
+        ]
+        for rank in range(4, -1, -1)
+    )
     side = "w" if int(turn) == 0 else "b"
-    return f"{'/'.join(rows)} {side} - - {int(halfmove)} {int(fullmove)}"
+    return f"{board} {side} - - {int(halfmove)} {int(fullmove)}"
 
 
 def action_to_uci(action: int, turn: int, pieces, own, rifle: bool = False) -> str:
@@ -208,17 +217,15 @@ def fog_view(fen: str, legal_moves: Iterable[str]) -> str:
         cells: list[str] = []
         for ch in text:
             cells += ["."] * int(ch) if ch.isdigit() else [ch]
-        row, empty = "", 0
-        for file, ch in enumerate(cells):
-            own = ch != "." and ch.isupper() == white
-            shown = ch if own or f"{FILES[file]}{5 - i}" in visible else "*"
-            if shown == ".":
-                empty += 1
-                continue
-            row += (str(empty) if empty else "") + shown
-            empty = 0
-        rows.append(row + (str(empty) if empty else ""))
-    return "/".join(rows) + " " + " ".join(fen.split()[1:])
+        rows.append(
+            [
+                ch
+                if (ch != "." and ch.isupper() == white) or f"{FILES[f]}{5 - i}" in visible
+                else "*"
+                for f, ch in enumerate(cells)
+            ]
+        )
+    return fen_board(rows) + " " + " ".join(fen.split()[1:])
 
 
 def render(fen: str, hidden_char: str = "⊙", empty_char: str = "·") -> str:

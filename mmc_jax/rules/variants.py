@@ -186,17 +186,9 @@ def _board_counts(board: str) -> tuple[list[str], str]:
             raise ValueError(f"start={board!r}: needs exactly one {colour} king, has {kings}")
     if any(ch in "Pp" for ch in squares[:5] + squares[20:]):
         raise ValueError(f"start={board!r}: a pawn stands on rank 1 or 5")
-    rows = []
-    for r in range(5):
-        out, empty = "", 0
-        for ch in squares[5 * r : 5 * r + 5]:
-            if ch == ".":
-                empty += 1
-                continue
-            out += (str(empty) if empty else "") + ch
-            empty = 0
-        rows.append(out + (str(empty) if empty else ""))
-    return squares, "/".join(rows)
+    from mmc_jax.rules.notation import fen_board  # notation imports this module
+
+    return squares, fen_board(squares[5 * r : 5 * r + 5] for r in range(5))
 
 
 def _parse_start(value: str) -> str:
