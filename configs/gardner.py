@@ -3,9 +3,14 @@
 Presets (the part after the colon):
 
   full             python -m mmc_jax.train --config configs/gardner.py:full --workdir runs/gardner
-      One accelerator (H100 class): 6x128 ResNet, 1024 games x 64 plies x 32 simulations per
-      iteration, 400 iterations (26M positions). Not yet run: expect a few hours and
-      near-perfect scores against random and greedy within the first few dozen iterations.
+      One accelerator (H100 class): 6x128 ResNet, as many games as fit (`selfplay.batch_size`
+      = 0: the run picks the largest power of two up to 16,384 whose estimated iteration
+      fits in half the device's memory, and prints the estimate; 16,384 on an H100, where an
+      iteration needs about 4 GiB) x 8 plies x 32 simulations per iteration, 128 minibatches
+      of 1024, 400 iterations (52M positions at 16,384 games). Beyond about 16k games the
+      card is compute-bound (33 network evaluations of ~0.1 GFLOP per move), so more games
+      would only lengthen an iteration. Not yet run on a GPU: expect about 1.5 s per
+      iteration (400 in about 10 minutes) if self-play reaches 100k moves/s.
       Checkpoints without the replay ring (`checkpoint.save_replay`): a resume starts with an
       empty ring, which refills in `replay.iterations` = 4 iterations, and says so.
   cpu              bash experiments/gardner_cpu/run.sh runs/gardner_cpu   (30 minutes + eval)
@@ -65,14 +70,17 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
     config.network = common.network(size, rule_planes="descriptor")
 
     config.selfplay = common.selfplay()
-    config.selfplay.batch_size = 1024  # games played in parallel (divisible by the devices)
+    # Games played in parallel (divisible by the devices); 0: as many as fit on the device
+    # (`mmc_jax.training.memory`, chosen and printed when the run starts).
+    config.selfplay.batch_size = 0
+    config.selfplay.num_plies = 8  # games run on from one iteration to the next
     # Left-right mirroring where valid: no current variant has a file-symmetric start
     # position (kings and queens on d/e), so this is a no-op for all of them.
     config.selfplay.mirror_augment = True
 
     config.learner = common.learner(batch_size=1024)
     # Minibatch updates per iteration; samples drawn from the replay without replacement.
-    config.learner.steps_per_iteration = 64
+    config.learner.steps_per_iteration = 128
 
     config.replay = ml_collections.ConfigDict()
     config.replay.iterations = 4  # window: the samples of the last N iterations
@@ -84,9 +92,9 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
     config.eval = common.evaluation(every=10, num_games=128, num_simulations=32)
 
     # The replay ring goes into the checkpoints of the CPU presets (a resumed run is then
-    # bit-identical to an unbroken one), not into those of `full` (4 x 65k samples of 953 bytes
-    # = 250 MB): a resume there starts with an empty ring, which refills in
-    # `replay.iterations` iterations (`configs/common.py:checkpointing` says what it does).
+    # bit-identical to an unbroken one), not into those of `full` (4 x 131k samples of 953
+    # bytes = 500 MB at 16,384 games): a resume there starts with an empty ring, which refills
+    # in `replay.iterations` iterations (`configs/common.py:checkpointing` says what it does).
     config.checkpoint = common.checkpointing(
         every=5, max_to_keep=3, save_replay=preset in ("cpu", "smoke")
     )

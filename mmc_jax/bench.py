@@ -1192,17 +1192,20 @@ def bench_iteration(args) -> dict:
 # ----------------------------------------------------------------------------- memory
 
 
-def _memory_of_iteration(name: str, preset: str) -> dict:
+def memory_of_iteration(name: str, preset: str) -> dict:
     """Replay bytes and XLA's memory analysis of one compiled iteration of `configs/<name>.py:
     <preset>`, lowered from the abstract state (shapes only: nothing of its size is allocated,
     and the iteration is compiled, never run)."""
     from mmc_jax.algorithms import alphazero, meta
     from mmc_jax.infra import sharding
+    from mmc_jax.training import runloop
 
     config = _load_preset(name, preset)
     algorithm = alphazero.ALGORITHM if name == "gardner" else meta.ALGORITHM
     config = algorithm.prepare_config(config)
     mesh = algorithm.make_mesh(config)
+    config, _ = runloop.fill_batch(algorithm, config, mesh)  # a preset that fills the device
+    estimate = runloop.estimate_memory(algorithm, config, mesh)
     state = algorithm.abstract_state(config, mesh)
     key = sharding.put_key(jax.random.key(0), mesh)
     if name == "gardner":
@@ -1233,6 +1236,16 @@ def _memory_of_iteration(name: str, preset: str) -> dict:
     compiled["peak"] += compiled["temp"]
     return {
         "config": f"{name}:{preset}",
+        "batch": {algorithm.batch_field: runloop.batch_size(config, algorithm.batch_field)},
+        # `mmc_jax.training.memory`'s estimate (what a run prints and checks before it
+        # allocates) beside the compiler's figure.
+        "estimate_bytes": {
+            "state": estimate.state,
+            "selfplay": estimate.selfplay,
+            "learner": estimate.learner,
+            "total": estimate.total,
+        },
+        "estimate_over_peak": estimate.total / compiled["peak"],
         "replay_bytes_per_sample": nbytes(ring) / (rings * capacity),
         "replay_samples": rings * capacity,
         "replay_bytes": nbytes(ring),
@@ -1260,7 +1273,7 @@ def bench_memory(args) -> dict:
         if not rows.may_start(spec):
             continue
         name, _, preset = spec.partition(":")
-        run = _memory_of_iteration(name, preset)
+        run = memory_of_iteration(name, preset)
         result["runs"].append(run)
         if not args.json:
             mib = {k: v / 2**20 for k, v in run["compiled_bytes"].items()}
@@ -1270,7 +1283,9 @@ def bench_memory(args) -> dict:
                 f"{run['state_bytes'] / 2**20:.1f} MiB; compiled iteration: arguments "
                 f"{mib['argument']:.1f} MiB, outputs {mib['output']:.1f} MiB (aliased to "
                 f"donated arguments {mib['alias']:.1f} MiB), temporaries {mib['temp']:.1f} MiB, "
-                f"peak {mib['peak']:.1f} MiB (compiled in {run['compile_seconds']:.0f} s)",
+                f"peak {mib['peak']:.1f} MiB (compiled in {run['compile_seconds']:.0f} s); "
+                f"estimate {run['estimate_bytes']['total'] / 2**20:.1f} MiB = "
+                f"{run['estimate_over_peak']:.2f} x the peak ({run['batch']})",
                 flush=True,
             )
         rows.record()

@@ -37,7 +37,7 @@ from mmc_jax import search
 from mmc_jax.evaluation import match, pimc
 from mmc_jax.infra import sharding
 from mmc_jax.model import network as network_lib
-from mmc_jax.training import learner, selfplay
+from mmc_jax.training import learner, memory, selfplay
 from mmc_jax.training.runloop import Algorithm, CompiledStep
 
 
@@ -89,7 +89,7 @@ def prepare_config(config: ml_collections.ConfigDict) -> ml_collections.ConfigDi
     config.variants = (config.variant,)
     check_positive(
         config,
-        "num_iterations selfplay.batch_size selfplay.num_plies selfplay.num_simulations "
+        "num_iterations selfplay.num_plies selfplay.num_simulations "
         "selfplay.max_num_considered_actions network.channels learner.batch_size "
         "learner.learning_rate replay.iterations checkpoint.every checkpoint.max_to_keep "
         + (
@@ -100,7 +100,9 @@ def prepare_config(config: ml_collections.ConfigDict) -> ml_collections.ConfigDi
     )
     check_positive(
         config,
-        "network.num_blocks selfplay.temperature_plies selfplay.temperature eval.every",
+        # selfplay.batch_size = 0: as many games as fit (`runloop.fill_batch`).
+        "selfplay.batch_size network.num_blocks selfplay.temperature_plies "
+        "selfplay.temperature eval.every",
         allow_zero=True,
     )
     check_keep_period(config)
@@ -477,6 +479,14 @@ class AlphaZero(Algorithm):
                 f"2026-11-24: resume it with --config.replay.backfill_outcomes={flag})"
             )
         return ValueError(text)
+
+    def working_bytes(self, config, mesh):
+        games = max(int(config.selfplay.batch_size) // mesh.size, 1)
+        samples = max(int(config.learner.batch_size) // mesh.size, 1)
+        play = memory.selfplay_bytes(config.selfplay, config.network, games, fair_fog(config))
+        return play, memory.learner_bytes(
+            config.network, samples, memory.param_bytes(config.network)
+        )
 
     def check_start(self, config, state):
         if bool(np.all(sharding.to_host(board_state(state.game_state).terminated))):

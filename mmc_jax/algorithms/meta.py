@@ -93,7 +93,7 @@ from mmc_jax import search
 from mmc_jax.algorithms import alphazero
 from mmc_jax.infra import sharding
 from mmc_jax.model import network as network_lib
-from mmc_jax.training import learner, selfplay
+from mmc_jax.training import learner, memory, selfplay
 from mmc_jax.training.runloop import Algorithm, CompiledStep
 
 OUTER_LR_SCHEDULES = ("constant", "linear")
@@ -226,15 +226,16 @@ def prepare_meta_config(config: ml_collections.ConfigDict) -> ml_collections.Con
     config.holdout = (",".join if named else ";".join)(holdout)
     alphazero.check_positive(
         config,
-        "num_iterations meta.num_tasks meta.games_per_task meta.inner_steps "
+        "num_iterations meta.num_tasks meta.inner_steps "
         "meta.updates_per_iteration selfplay.num_plies selfplay.num_simulations "
         "selfplay.max_num_considered_actions network.channels learner.batch_size "
         "learner.learning_rate replay.iterations checkpoint.every checkpoint.max_to_keep",
     )
     alphazero.check_positive(
         config,
-        "network.num_blocks selfplay.temperature_plies selfplay.temperature eval.every "
-        "meta.outer_lr meta.outer_lr_end",
+        # meta.games_per_task = 0: as many games as fit (`runloop.fill_batch`).
+        "meta.games_per_task network.num_blocks selfplay.temperature_plies "
+        "selfplay.temperature eval.every meta.outer_lr meta.outer_lr_end",
         allow_zero=True,
     )
     alphazero.check_keep_period(config)
@@ -839,6 +840,24 @@ class JOAT(Algorithm):
             _init_fn(compile_key), jax.random.key(0), _abstract_table(compile_key.num_variants)
         )
         return sharding.abstract_with_shardings(abstract, state_shardings(abstract, mesh))
+
+    def working_bytes(self, config, mesh):
+        # Self-play splits every task's games over the devices; each device group of
+        # `meta.task_parallel` adapts its share of the tasks at once (vmapped), each on a
+        # whole minibatch.
+        meta = config.meta
+        games = max(int(meta.num_tasks) * int(meta.games_per_task) // mesh.size, 1)
+        copies = max(int(meta.num_tasks) // int(meta.get("task_parallel", 1)), 1)
+        play = memory.selfplay_bytes(
+            config.selfplay, config.network, games, alphazero.fair_fog(config)
+        )
+        learn = memory.learner_bytes(
+            config.network,
+            int(config.learner.batch_size),
+            memory.param_bytes(config.network),
+            copies=copies,
+        )
+        return play, learn
 
     def check_start(self, config, state):
         _check_playable(state, tuple(config.variants))

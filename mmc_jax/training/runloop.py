@@ -63,7 +63,7 @@ from jax.sharding import Mesh
 from mmc_jax.infra import checkpoint as checkpoint_lib
 from mmc_jax.infra import metrics as metrics_lib
 from mmc_jax.infra import sharding, storage
-from mmc_jax.training import learner
+from mmc_jax.training import learner, memory
 
 PLOT_INTERVAL_SECONDS = 60.0
 
@@ -107,6 +107,12 @@ class Algorithm(abc.ABC):
     @abc.abstractmethod
     def abstract_state(self, config, mesh) -> Any:
         """The state as `ShapeDtypeStruct`s with their shardings (the restore template)."""
+
+    def working_bytes(self, config, mesh) -> tuple[int, int]:
+        """(self-play, learner) bytes per device an iteration needs beside its state
+        (`memory`'s formulas); (0, 0) when unknown."""
+        del config, mesh
+        return 0, 0
 
     def check_start(self, config, state) -> None:
         """Raises ValueError when the fresh state cannot be played (no legal move)."""
@@ -426,7 +432,8 @@ def _zeros_like(abstract: Any) -> Any:
     return jax.tree.map(lambda x: jax.device_put(jnp.zeros(x.shape, x.dtype), x.sharding), abstract)
 
 
-def _batch_size(config, field: str) -> int:
+def batch_size(config, field: str) -> int:
+    """The value of the config field `field` (dotted), as an int."""
     node = config
     for part in field.split("."):
         node = node[part]
@@ -451,22 +458,16 @@ def state_bytes_per_device(algorithm: Algorithm, config, mesh: Mesh, extrapolate
     `EXACT_STATE_BATCH` games, else (or with `extrapolate`) from two small batch sizes, as the
     state is affine in the batch size."""
     field = algorithm.batch_field
-    batch = _batch_size(config, field)
+    batch = batch_size(config, field)
     if extrapolate is None:
         extrapolate = batch > EXACT_STATE_BATCH
     if not extrapolate:
         return _state_bytes(algorithm.abstract_state(config, mesh))
     sizes = (mesh.size, 2 * mesh.size)  # divisible by the devices
-    measured = []
-    for size in sizes:
-        small = config.to_dict()
-        node = small
-        *sections, name = field.split(".")
-        for part in sections:
-            node = node[part]
-        node[name] = size
-        small = algorithm.prepare_config(ml_collections.ConfigDict(small))
-        measured.append(_state_bytes(algorithm.abstract_state(small, mesh)))
+    measured = [
+        _state_bytes(algorithm.abstract_state(with_batch(algorithm, config, size), mesh))
+        for size in sizes
+    ]
     per_game = (measured[1] - measured[0]) // (sizes[1] - sizes[0])
     return measured[0] + per_game * (batch - sizes[0])
 
@@ -489,27 +490,74 @@ def _memory_limit(mesh: Mesh) -> tuple[int, int, str]:
     return total, max(local, 1), "memory of this host"
 
 
-def _gib(size: float) -> str:
-    for unit, scale in (("TiB", 2**40), ("GiB", 2**30), ("MiB", 2**20)):
-        if size >= scale:
-            return f"{size / scale:.1f} {unit}"
-    return f"{size / 2**10:.1f} KiB"
+def estimate_memory(algorithm: Algorithm, config, mesh: Mesh) -> memory.Estimate:
+    """Bytes per device of one iteration (`memory.Estimate`): the state exactly (from its
+    abstract shapes), the self-play and learner working sets from `memory`'s formulas."""
+    selfplay_bytes, learner_bytes = algorithm.working_bytes(config, mesh)
+    return memory.Estimate(
+        state_bytes_per_device(algorithm, config, mesh), selfplay_bytes, learner_bytes
+    )
 
 
-def check_memory(algorithm: Algorithm, config, mesh: Mesh) -> None:
-    """Raises ValueError (one line, with the estimate) when the training state alone cannot
-    fit in memory: before anything is built or allocated. The state is a lower bound (the
-    iteration needs more), so no run that fits is refused."""
-    need = state_bytes_per_device(algorithm, config, mesh)
+def fill_batch(algorithm: Algorithm, config, mesh: Mesh):
+    """`config` with its batch field (`algorithm.batch_field`) set where it is 0 ("fill the
+    device"): the largest power of two whose `estimate_memory` fits in
+    `memory.FILL_FRACTION` of the device's memory (`memory.fill_batch`); unchanged otherwise.
+    Returns (config, whether it was filled)."""
+    field = algorithm.batch_field
+    if batch_size(config, field) != 0:
+        return config, False
+    limit, sharing, _ = _memory_limit(mesh)
+
+    def at(batch: int) -> memory.Estimate:
+        return estimate_memory(algorithm, with_batch(algorithm, config, batch), mesh)
+
+    batch = memory.fill_batch(at, limit // sharing, mesh.size)
+    return with_batch(algorithm, config, batch), True
+
+
+def with_batch(algorithm: Algorithm, config, batch: int):
+    """A prepared copy of `config` with its batch field (`algorithm.batch_field`) = `batch`."""
+    values = config.to_dict()
+    node = values
+    *sections, name = algorithm.batch_field.split(".")
+    for part in sections:
+        node = node[part]
+    node[name] = batch
+    return algorithm.prepare_config(ml_collections.ConfigDict(values))
+
+
+def check_memory(algorithm: Algorithm, config, mesh: Mesh) -> memory.Estimate:
+    """The iteration's `estimate_memory`, or ValueError (one line, with the estimate) when it
+    cannot fit in memory: before anything is built or allocated."""
+    field = algorithm.batch_field
+    estimate = estimate_memory(algorithm, config, mesh)
     limit, sharing, what = _memory_limit(mesh)
-    if need * sharing > limit:
-        field = algorithm.batch_field
-        shared = f" x {sharing} devices" if sharing > 1 else ""
+    shared = f" x {sharing} devices" if sharing > 1 else ""
+    if estimate.state * sharing > limit:
         raise ValueError(
-            f"{field}={_batch_size(config, field)}: the training state alone needs about "
-            f"{_gib(need)} per device{shared} (parameters, optimizer state, games in progress, "
-            f"replay ring), more than the {_gib(limit)} of {what}; lower {field}"
+            f"{field}={batch_size(config, field)}: the training state alone needs about "
+            f"{memory.gib(estimate.state)} per device{shared} (parameters, optimizer state, "
+            f"games in progress, replay ring), more than the {memory.gib(limit)} of {what}; "
+            f"lower {field}"
         )
+    if estimate.total * sharing > limit:
+        raise ValueError(
+            f"{field}={batch_size(config, field)}: one iteration needs "
+            f"{estimate.describe()}{shared}, more than the {memory.gib(limit)} of {what}; "
+            f"lower {field}, selfplay.num_plies, selfplay.num_simulations or learner.batch_size"
+        )
+    return estimate
+
+
+def memory_line(estimate: memory.Estimate, mesh: Mesh, filled: str | None = None) -> str:
+    """The start-up line with the estimate (and the batch `fill_batch` chose)."""
+    limit, sharing, what = _memory_limit(mesh)
+    line = (
+        f"memory: one iteration needs {estimate.describe()} of the "
+        f"{memory.gib(limit // sharing)} of {what}" + (" per device" if sharing > 1 else "")
+    )
+    return line + (f"; {filled}" if filled else "")
 
 
 def run(
@@ -552,17 +600,19 @@ def run(
     """
     config = algorithm.prepare_config(config)
     mesh = algorithm.make_mesh(config, devices)
-    sharding.check_batch_divisible(
-        _batch_size(config, algorithm.batch_field), mesh.size, algorithm.batch_field
-    )
-    check_memory(algorithm, config, mesh)
+    config, filled = fill_batch(algorithm, config, mesh)
+    field = algorithm.batch_field
+    sharding.check_batch_divisible(batch_size(config, field), mesh.size, field)
+    estimate = check_memory(algorithm, config, mesh)
     is_chief = jax.process_index() == 0
 
     def log(line: str) -> None:
         if is_chief and stream is not None:
             print(line, file=stream, flush=True)
 
+    chosen = f"{field}={batch_size(config, field)} fills it" if filled else None
     with workdir_lock(workdir, log) if lock else contextlib.nullcontext():
+        log(memory_line(estimate, mesh, chosen))
         return _run(algorithm, config, mesh, workdir, log, init_params, on_eval, handle_signals)
 
 

@@ -1,0 +1,92 @@
+"""The memory estimate of one iteration (`mmc_jax.training.memory`, issue 38): close to XLA's
+own figure for the compiled iteration, a batch of 0 filled from it, and an iteration that cannot
+fit refused with it before anything is built."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from configs import gardner, joat
+from mmc_jax import bench
+from mmc_jax.algorithms import alphazero, meta
+from mmc_jax.training import memory, runloop
+
+MIB = 2**20
+
+
+@pytest.mark.parametrize(
+    "spec",
+    ["gardner:smoke", pytest.param("joat:smoke", marks=pytest.mark.slow)],
+)
+def test_the_estimate_is_within_a_factor_of_two_of_the_compiled_iteration(spec):
+    """What a run prints and checks before it allocates agrees with XLA's memory analysis of
+    the same iteration compiled on the CPU (arguments + outputs - donated + temporaries).
+    `python -m mmc_jax.bench memory --configs gardner:cpu gardner:full joat:cpu joat:full`
+    gives 0.94-1.38 at the presets' own sizes (experiments/bench/README.md)."""
+    name, _, preset = spec.partition(":")
+    run = bench.memory_of_iteration(name, preset)
+    assert run["estimate_bytes"]["state"] == run["state_bytes"]
+    assert 0.5 <= run["estimate_over_peak"] <= 2.0, run
+
+
+def test_fill_batch_takes_the_largest_power_of_two_that_fits_half_the_memory():
+    def at(batch):  # 1 MiB of state, 0.5 MiB per game
+        return memory.Estimate(state=MIB, selfplay=batch * MIB // 2, learner=0)
+
+    limit = 2 * (MIB + 300 * MIB // 2)  # half of it holds 300 games
+    assert memory.fill_batch(at, limit, devices=1) == 256
+    assert memory.fill_batch(at, limit, devices=3) == 255  # a multiple of the devices
+    assert memory.fill_batch(at, 10 * 2**40, devices=1) == memory.FILL_MAX  # capped
+    assert memory.fill_batch(at, MIB, devices=1) == memory.FILL_MIN  # none fits: the check says
+
+
+@pytest.mark.parametrize("name, limit", [("alphazero", 256 * MIB), ("joat", 2048 * MIB)])
+def test_a_batch_of_zero_fills_the_device_from_the_estimate(monkeypatch, name, limit):
+    """JOAT's field is games per task; its state holds a ring per training task, so it needs
+    more memory for the same games."""
+    algorithm, config = {
+        "alphazero": (alphazero.ALGORITHM, gardner.get_config("cpu")),
+        "joat": (meta.ALGORITHM, joat.get_config("cpu")),
+    }[name]
+    section, key = algorithm.batch_field.split(".")
+    config[section][key] = 0
+    config = algorithm.prepare_config(config)
+    mesh = algorithm.make_mesh(config)
+    monkeypatch.setattr(runloop, "_memory_limit", lambda mesh: (limit, 1, "memory of a test"))
+
+    filled, changed = runloop.fill_batch(algorithm, config, mesh)
+    batch = runloop.batch_size(filled, algorithm.batch_field)
+    assert changed and batch >= memory.FILL_MIN and batch & (batch - 1) == 0
+    assert runloop.estimate_memory(algorithm, filled, mesh).total <= limit / 2
+    bigger = runloop.with_batch(algorithm, filled, 2 * batch)
+    assert runloop.estimate_memory(algorithm, bigger, mesh).total > limit / 2
+
+    line = runloop.memory_line(runloop.check_memory(algorithm, filled, mesh), mesh, "filled")
+    assert re.fullmatch(
+        r"memory: one iteration needs about [\d.]+ [KMG]iB per device \(state [\d.]+ [KMG]iB, "
+        r"self-play [\d.]+ [KMG]iB, learner [\d.]+ [KM]iB\) of the [\d.]+ [MG]iB of memory of a "
+        r"test; filled",
+        line,
+    ), line
+    unchanged, changed = runloop.fill_batch(algorithm, filled, mesh)
+    assert not changed and runloop.batch_size(unchanged, algorithm.batch_field) == batch
+
+
+def test_an_iteration_that_cannot_fit_is_refused_with_its_estimate(tmp_path, monkeypatch):
+    """A state that fits but a search that does not (a million simulations per move): one
+    line with the estimate, before the games are built."""
+    algorithm, config = alphazero.ALGORITHM, gardner.get_config("smoke")
+    config.selfplay.num_simulations = 10**6
+
+    def no_games(*args, **kwargs):
+        raise AssertionError("the games were built before the memory check")
+
+    monkeypatch.setattr(algorithm, "setup", no_games)
+    with pytest.raises(ValueError) as error:
+        runloop.run(algorithm, config, tmp_path / "run", stream=None)
+    message = str(error.value)
+    assert message.startswith("selfplay.batch_size=8: one iteration needs about "), message
+    assert re.search(r"self-play [\d.]+ [GT]iB, learner .* more than the [\d.]+ [GT]iB", message)
+    assert "\n" not in message and not (tmp_path / "run").exists()
