@@ -246,7 +246,7 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
         # No fog in the tests' tasks: the fair fog search has its own tests (test_fair_search).
         config.task_space.goal_fogs = ("checkmate/off", "king/off", "extinction/off")
         # Per point, as every smoke workdir written before per-component sampling (the legacy
-        # fixtures of tests/test_runloop.py resume); the sampling itself: test_rules_space.
+        # fixtures of tests/training/test_runloop.py resume); the sampling itself: test_rules_space.
         config.task_space.sampling = "point"
         config.selfplay.num_plies = 4
         config.selfplay.num_simulations = 4

@@ -70,10 +70,10 @@ own observations at its own plies (`pimc.observe_and_update`, as in `pimc.fog_ma
 is `pimc.mover_fair_search` over worlds sampled from that belief, and every number printed (moves,
 shares, value) is computed from the observation history alone. So two games whose observation
 histories are equal (for example two FENs that differ only on squares the mover cannot see) give
-the same output (tests/test_uci_serve.py checks it). A game from the variant's start position
-starts from an exact belief (the start is public); a game from another FEN starts from the
-opponent's material only (`belief.initial_belief(exact=False)`), as `mmc_jax.analyse` does. Under
-fog the principal variation is the chosen move alone (the K worlds' trees differ).
+the same output (tests/commands/test_uci_serve.py checks it). A game from the variant's start
+position starts from an exact belief (the start is public); a game from another FEN starts from
+the opponent's material only (`belief.initial_belief(exact=False)`), as `mmc_jax.analyse` does.
+Under fog the principal variation is the chosen move alone (the K worlds' trees differ).
 
 Library use: the engine itself lives in `mmc_jax.evaluation.model_engine` (the web page
 `mmc_jax.serve` plays through it too); its names are re-exported here:

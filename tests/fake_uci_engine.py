@@ -1,4 +1,4 @@
-"""A fake UCI engine for tests/test_uci.py: `python fake_uci_engine.py MODE [N]`.
+"""A fake UCI engine for tests/uci/test_uci.py: `python fake_uci_engine.py MODE [N]`.
 
 It speaks enough UCI for `mmc_jax.uci` (uci / setoption / isready / ucinewgame / position /
 go perft 1 / go ... / quit), answers `go perft 1` with pyffish's legal moves (so the probe

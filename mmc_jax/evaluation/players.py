@@ -6,7 +6,7 @@ built-in players shares one compiled arena), the stepwise arena (`arena.Player(n
 the ladder's rungs, `python -m mmc_jax.evaluate --opponent KIND`, the fog matches
 (`pimc.FogPlayer(KIND)`) and in-training evaluation (`config.eval.opponents`). Adding an
 opponent is one `Builtin` entry below (its policy written here or in `policies`); the
-parametrised tests in tests/test_players.py run every entry in every variant.
+parametrised tests in tests/evaluation/test_players.py run every entry in every variant.
 
 A policy is pure: `(key, rules [B], board State [B], legal bool [B, 1225]) -> int32 [B]`, one
 legal action per game (anything where no move is legal), with `board` the position in the
@@ -17,7 +17,8 @@ pieces and the enemy pieces it sees, so there every policy is fair. `fair_under_
 more: the policy's move from the true board is its move from the observed board (same key, same
 legal moves), so the arenas that step the true state (`match.play_match`, `arena.play_games`,
 the ladder) may hand it the true state in a game under fog. They refuse an entry without the
-flag there (`check_fair`); tests/test_players.py checks the promise of every flagged entry.
+flag there (`check_fair`); tests/evaluation/test_players.py checks the promise of every flagged
+entry.
 """
 
 from __future__ import annotations

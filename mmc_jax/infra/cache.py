@@ -14,7 +14,7 @@ the executable the compiler would have produced.
 DIR. JAX's own `JAX_COMPILATION_CACHE_DIR`, when set, wins. `bench` never enables it: it reports
 compile times. A multi-process run never enables it either: one process loaded a program from the
 cache while another compiled it, and the first then waited in a collective past gloo's 30-second
-deadline (a relaunched 2-process `train` failed that way in `tests/test_multiprocess.py`).
+deadline (a relaunched 2-process `train` failed that way in `tests/training/test_multiprocess.py`).
 """
 
 from __future__ import annotations

@@ -21,7 +21,7 @@ the side to move on the board, a piece other than a pawn has at most min(16, 25 
 pieces), and a pawn at most 3 target squares x 4 promotion pieces = 12, min(3, 25 - n) x 4 in
 general, with at most 5 pawns able to promote (one rank). The maximum over n and the number p
 of promoting pawns of p * 4 * min(3, 25 - n) + (n - p) * min(16, 25 - n) is 160 (n = 15,
-p = 5); tests/test_search.py recomputes it and checks the counts of random positions.
+p = 5); tests/search/test_search.py recomputes it and checks the counts of random positions.
 
 `recurrent_fn` steps the real (jitted) rules; a tree node holds the engine `State` (453 bytes)
 and its legal-move planes (196 bytes), so each simulation generates moves once (for the new

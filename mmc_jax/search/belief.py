@@ -17,9 +17,9 @@ structural: `observe` is the only function that reads a `State`, and it keeps on
 fields above (an `Observation`); `update`, `after_move` and `sample_worlds` take an
 `Observation` and a `Belief`, never a `State`. So two true states with the same observation
 history give the same belief and (with the same key) the same sampled worlds, which
-`tests/test_belief.py` and `tests/test_fair_search.py` check. (`Observation.tensor` is the
-network input `rules.observe`; the rules engineer owns its leak fixes: the repetition flag
-and the 50-move clock under fog.)
+`tests/search/test_belief.py` and `tests/evaluation/test_fair_search.py` check.
+(`Observation.tensor` is the network input `rules.observe`; the rules engineer owns its leak
+fixes: the repetition flag and the 50-move clock under fog.)
 
 The belief (per game and player, carried across plies)
 ------------------------------------------------------

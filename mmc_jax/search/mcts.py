@@ -20,7 +20,7 @@ faster than the backup that walked up one edge per loop step (experiments/bench/
 No loop inside a simulation has a trip count that depends on the data (issue 38: on an
 accelerator each iteration of such a loop waits on the host): the walk runs a number of steps
 fixed by the tree's size and `max_depth` (`walk_steps`), masked for the games that have
-stopped, and the backup covers every level of the path (tests/test_static_search.py checks
+stopped, and the backup covers every level of the path (tests/search/test_static_search.py checks
 the self-play program).
 mctx's own pieces are used unchanged wherever they are per node: the `mctx.Tree` layout, the
 action-selection rules (`mctx.gumbel_muzero_root_action_selection`,
@@ -28,7 +28,7 @@ action-selection rules (`mctx.gumbel_muzero_root_action_selection`,
 Gumbel rule, run at every depth of every walk, is restated here with an argmax made of two
 plain reductions (`first_argmax`): XLA:CPU runs `jnp.argmax` as scalar code. The random
 keys are split exactly as mctx splits them, so for equal inputs the trees, actions and weights
-equal mctx's (tests/test_mcts.py checks this against `mctx.gumbel_muzero_policy` and
+equal mctx's (tests/search/test_mcts.py checks this against `mctx.gumbel_muzero_policy` and
 `mctx.muzero_policy`). The draws over the batch go through `sharding.draw_for_games`, which
 gives the same values when the search runs under `sharding.map_games`, each device searching
 its own games.

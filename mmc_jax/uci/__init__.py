@@ -99,7 +99,7 @@ START_MOVES = {
 
 # Probe positions per variant: (FEN, the legal moves in the project's rules and in pyffish).
 # Picked from seeded random games: one with promotions (capturing ones too), one with several
-# captures, one late in a game. tests/test_uci.py checks them against both oracles.
+# captures, one late in a game. tests/uci/test_uci.py checks them against both oracles.
 PROBES: dict[str, tuple[tuple[str, str], ...]] = {
     "gardner": (
         (

@@ -323,7 +323,7 @@ def test_memory_reports_the_packed_replay_sample_and_the_compiled_peak(tmp_path)
 # --------------------------------------------------------------------------------------------
 # experiments/bench/gpu.sh: one 8-minute call of the device tool, every finished part kept.
 
-GPU_SH = Path(__file__).resolve().parents[1] / "experiments" / "bench" / "gpu.sh"
+GPU_SH = Path(__file__).resolve().parents[2] / "experiments" / "bench" / "gpu.sh"
 FAKE_PYTHON = """#!{python}
 import os, pathlib, sys, time
 args = sys.argv[1:]

@@ -238,7 +238,7 @@ def _assert_trees_equal(got: mctx.Tree, want: mctx.Tree):
 @pytest.mark.parametrize("policy_name", list(POLICIES))
 @pytest.mark.parametrize("num_actions, sims, max_depth", [(7, 24, None), (40, 16, 3), (9, 12, 1)])
 def test_each_walk_equals_mctx(walk, policy_name, num_actions, sims, max_depth):
-    """Both walks, whichever platform runs the tests (tests/test_mcts.py checks the walk its
+    """Both walks, whichever platform runs the tests (tests/search/test_mcts.py checks the walk its
     platform picks)."""
     for seed in range(2):
         root, invalid = toy_root(num_actions, seed)

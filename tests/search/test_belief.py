@@ -20,7 +20,7 @@ NUM_PLIES = 40
 K = 4
 
 # The slow tier: a fog program compiled for 40 plies of 16 games (the fast tier reaches the belief
-# through tests/test_fair_search.py's fair search).
+# through tests/evaluation/test_fair_search.py's fair search).
 pytestmark = pytest.mark.slow
 
 

@@ -7,7 +7,7 @@ reply against Fairy-Stockfish's rules (pyffish), checks that an illegal click is
 fog game's page holds no hidden piece, and reads its own screenshot (a board, not a blank
 window). It skips, naming the packages, where chromium and chromium-driver are not installed;
 .ci/run installs them. The server runs in this process with the shipped 2x32 model at 16
-simulations (2 worlds under fog), as tests/test_uci_serve.py searches.
+simulations (2 worlds under fog), as tests/commands/test_uci_serve.py searches.
 """
 
 from __future__ import annotations

@@ -27,7 +27,7 @@ from runs_support import ALGORITHMS, HELD_OUT, NAMES, copy_run, leaves, smoke, t
 from mmc_jax.infra import checkpoint, metrics
 from mmc_jax.training import runloop
 
-FIXTURES = Path(__file__).resolve().parent / "fixtures"
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 LEGACY = {"alphazero": "gardner_smoke", "joat": "joat_smoke"}
 
 

@@ -14,7 +14,7 @@ from rules_support import VARIANTS, flip_fen, flip_move, reference_positions
 from mmc_jax import rules as R
 
 START = R.START_FENS["gardner"]
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 # ------------------------------------------------------------------------------------- errors

@@ -16,7 +16,7 @@ from packaging.utils import canonicalize_name
 from mmc_jax import launch
 from mmc_jax.infra import distributed
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 IMAGE = "REGION-docker.pkg.dev/PROJECT/REPOSITORY/mmc_jax:TAG"
 # The commands that made the files in deploy/ (also given in docs/cloud.md).
 RENDERED = {

@@ -158,7 +158,7 @@ def test_the_memory_estimate_is_the_state_size(name):
 # ---------------------------------------------------------------------------------------------
 # docs/errors.md: every command's bad input, kept true
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 ERRORS_DOC = ROOT / "docs" / "errors.md"
 LEGACY = ROOT / "tests" / "fixtures" / "legacy" / "gardner_smoke"
 IN_PROCESS = {"analyse", "evaluate", "export", "launch", "play"}  # argparse: main(argv)

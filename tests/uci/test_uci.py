@@ -26,7 +26,7 @@ from mmc_jax import uci
 from mmc_jax.evaluation import arena
 from mmc_jax.uci import cli as uci_cli
 
-FAKE = str(Path(__file__).with_name("fake_uci_engine.py"))
+FAKE = str(Path(__file__).parents[1] / "fake_uci_engine.py")
 START = R.START_FENS["gardner"]
 
 

@@ -13,8 +13,8 @@ import pytest
 from mmc_jax import export
 from mmc_jax.infra import checkpoint
 
-LEGACY = Path(__file__).resolve().parent / "fixtures" / "legacy" / "gardner_smoke"
-OBS26 = Path(__file__).resolve().parent / "fixtures" / "obs26" / "gardner_smoke"
+LEGACY = Path(__file__).resolve().parents[1] / "fixtures" / "legacy" / "gardner_smoke"
+OBS26 = Path(__file__).resolve().parents[1] / "fixtures" / "obs26" / "gardner_smoke"
 
 
 @pytest.fixture(scope="module")

@@ -33,7 +33,7 @@ from mmc_jax.infra import metrics as metrics_lib
 from mmc_jax.infra import storage
 from mmc_jax.training import runloop
 
-TESTS = Path(__file__).resolve().parent
+TESTS = Path(__file__).resolve().parents[1]
 ROOT = TESTS.parent
 
 

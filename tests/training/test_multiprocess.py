@@ -15,7 +15,7 @@ iterations of tests/runs_support.py; JOAT with its tasks split over the processe
 Each process compiles the smoke iterations itself (the processes run without the compilation
 cache: mmc_jax/infra/cache.py), so this is the slowest test of the suite per assertion. A 4-process
 run is not made: the same programs on a (task, data) = (2, 2) mesh of 4 fake devices are
-checked against one device in tests/test_runloop.py. What only it would check: gloo among 4
+checked against one device in tests/training/test_runloop.py. What only it would check: gloo among 4
 processes, and JOAT's data axis spanning processes inside a task split.
 """
 

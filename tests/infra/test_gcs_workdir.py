@@ -32,7 +32,7 @@ from tensorboardX import record_writer
 
 from mmc_jax.infra import checkpoint, cli, metrics, storage
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 LEGACY = ROOT / "tests" / "fixtures" / "legacy" / "gardner_smoke"
 RUN = "gs://bucket/runs/joat"
 

@@ -4,8 +4,8 @@ configs).
 Compile time dominates on a 2-core CPU, so the pure pieces (inner loop, outer update, the k = 1
 path) are tested on a tiny net with synthetic task data, each with one small compile; the smoke
 meta-training is the run loop's (tests/runs_support.py: its properties, for every algorithm,
-are in tests/test_runloop.py), and its adaptation to the held-out variant runs in a child that
-compiles the adaptation while this process works (`adaptation`, runs_support.py).
+are in tests/training/test_runloop.py), and its adaptation to the held-out variant runs in a
+child that compiles the adaptation while this process works (`adaptation`, runs_support.py).
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ from mmc_jax.infra import checkpoint, sharding
 from mmc_jax.model import network
 from mmc_jax.training import learner
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 CONFIG_PATH = ROOT / "configs" / "joat.py"
 
 

@@ -4,7 +4,7 @@ Compile time dominates on a 2-core CPU, so the module compiles one self-play sca
 hand-made positions; the slow tier's: the fast tier plays through the smoke iterations) and
 runs training only through the smoke iteration that the run loop's tests compile
 (tests/runs_support.py): the properties of a training run (metrics, checkpoints, resume,
-devices) are tested for every algorithm in tests/test_runloop.py.
+devices) are tested for every algorithm in tests/training/test_runloop.py.
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ from mmc_jax.infra import sharding
 from mmc_jax.model import network
 from mmc_jax.training import learner, runloop, selfplay
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 CONFIG_PATH = ROOT / "configs" / "gardner.py"
 
 # Black to move has one legal move (Nd5-e3, blocking the rook's check); then Re2xe3 mates
@@ -391,7 +391,7 @@ def test_non_finite_loss_is_a_clear_error():
 
 
 # ---------------------------------------------------------------------------------------------
-# Training: the evaluation hook (the run loop's properties: tests/test_runloop.py)
+# Training: the evaluation hook (the run loop's properties: tests/training/test_runloop.py)
 
 
 def test_evaluation_hook_logs_scores(tmp_path, monkeypatch):

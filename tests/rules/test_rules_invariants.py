@@ -421,8 +421,9 @@ def test_computed_once_returns_its_input_bit_for_bit():
     environ = dict(os.environ, JAX_PLATFORMS="cpu")
     environ["XLA_FLAGS"] = xla_flags.without_test_flags(environ.get("XLA_FLAGS", ""))
     code = "from test_rules_invariants import check_computed_once; check_computed_once()"
+    tests = Path(__file__).resolve().parents[1]  # the support modules (`rules_support`, ...)
     done = subprocess.run(
-        [sys.executable, "-c", code],
+        [sys.executable, "-c", f"import sys; sys.path.insert(0, {str(tests)!r})\n" + code],
         cwd=Path(__file__).parent,
         env=environ,
         capture_output=True,

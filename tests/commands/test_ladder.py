@@ -101,7 +101,7 @@ def test_cli_errors(argv, status, message, capsys):
 def test_engine_that_cannot_play_the_variant_is_a_clear_error(capsys, tmp_path):
     """An engine without the variant (a fake one listing no minichess variant) stops the
     ladder at the variant check, with the way out."""
-    fake = Path(__file__).resolve().parent / "fake_uci_engine.py"
+    fake = Path(__file__).resolve().parents[1] / "fake_uci_engine.py"
     script = tmp_path / "novariant"
     script.write_text(f"#!/bin/sh\nexec {sys.executable} {fake} novariant\n")
     script.chmod(0o755)

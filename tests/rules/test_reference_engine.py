@@ -20,7 +20,7 @@ try:  # works whether or not tests/ is a package
 except ImportError:
     import reference_engine as R
 
-INI_PATH = Path(__file__).resolve().parents[1] / "mmc_jax" / "data" / "fairy-variants.ini"
+INI_PATH = Path(__file__).resolve().parents[2] / "mmc_jax" / "data" / "fairy-variants.ini"
 
 
 def mv(moves: str) -> list[str]:

@@ -22,7 +22,7 @@ from mmc_jax.infra import checkpoint, sharding
 from mmc_jax.model import network
 from mmc_jax.training import learner, runloop, selfplay
 
-FIXTURES = Path(__file__).resolve().parent / "fixtures" / "legacy"
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "legacy"
 LEGACY = {"alphazero": "gardner_smoke", "joat": "joat_smoke"}
 # Every capture mode, goal, colour rule and fog: the observation's channels all take values.
 VARIANTS = ["gardner", "atomic", "dark", "rifle", "extinction", "monochromatic"]

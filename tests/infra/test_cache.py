@@ -13,7 +13,7 @@ import pytest
 
 from mmc_jax.infra import cache
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_compilation_cache_dir_follows_the_environment(tmp_path):

@@ -2,9 +2,9 @@
 
 Self-play runs under `sharding.map_games` (each device its own games) and draws its randomness
 with `sharding.draw_for_games` / `sharding.categorical`. Here, in one process with one device,
-they must equal the plain draws; the 4-device child of tests/test_runloop.py (runs_support.py)
-checks that a sharded draw (on a (`task`, `data`) mesh) and sharded self-play equal the
-unsharded ones.
+they must equal the plain draws; the 4-device child of tests/training/test_runloop.py
+(runs_support.py) checks that a sharded draw (on a (`task`, `data`) mesh) and sharded self-play
+equal the unsharded ones.
 """
 
 from __future__ import annotations

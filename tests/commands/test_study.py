@@ -15,7 +15,7 @@ import jax
 import numpy as np
 import pytest
 
-PATH = Path(__file__).resolve().parents[1] / "experiments" / "adaptation" / "study.py"
+PATH = Path(__file__).resolve().parents[2] / "experiments" / "adaptation" / "study.py"
 _spec = importlib.util.spec_from_file_location("study", PATH)
 study = importlib.util.module_from_spec(_spec)
 sys.modules["study"] = study  # dataclasses look their module up

@@ -384,7 +384,7 @@ def test_served_model_plays_fairy_stockfish_through_uci(variant):
     assert {r.white for r in records} == {"served", "fairy-stockfish"}
 
 
-FAKE = [sys.executable, str(Path(__file__).with_name("fake_uci_engine.py")), "good"]
+FAKE = [sys.executable, str(Path(__file__).parents[1] / "fake_uci_engine.py"), "good"]
 
 
 def test_evaluate_and_the_ladder_take_a_uci_engine_on_either_side(tmp_path, capsys):
