@@ -20,11 +20,11 @@ The learner runs after the scan, in the memory the search has released, so an it
 its state and the larger of the two (`Estimate.total`). The formulas count those arrays
 (`selfplay_bytes`, `learner_bytes`); XLA fuses some and keeps others alive longer, so the
 estimate is checked against XLA's memory analysis of the compiled iteration on the CPU
-(`python -m mmc_jax.bench memory` prints both and their ratio; tests/test_memory_estimate.py
-holds it within a factor of two for the presets' shapes). It is a planning number, not a bound:
-`runloop.check_memory` refuses a run whose estimate exceeds the device's memory (one line,
-before anything is allocated), and `fill_batch` picks the largest power-of-two game batch
-whose estimate fits in `FILL_FRACTION` of it.
+(`python -m mmc_jax.bench memory` prints both and their ratio;
+tests/training/test_memory_estimate.py holds it within a factor of two at the smoke sizes).
+It is a planning number, not a bound: `runloop.check_memory` refuses a run whose estimate
+exceeds the device's memory (one line, before anything is allocated), and `fill_batch` picks
+the largest power-of-two game batch whose estimate fits in `FILL_FRACTION` of it.
 """
 
 from __future__ import annotations
