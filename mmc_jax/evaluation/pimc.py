@@ -229,7 +229,7 @@ def mover_fair_search(
     (`observe_and_update`), then `fair_search` over worlds sampled from that belief, without
     Gumbel noise (deterministic for a key). Returns (Observation [B], `FairSearchOutput`)."""
     observation, belief = observe_and_update(rules, games, planes)
-    out = fair_search(
+    out = decision_search(
         network,
         params,
         rules,
@@ -239,9 +239,14 @@ def mover_fair_search(
         num_worlds=num_worlds,
         num_simulations=num_simulations,
         num_candidates=num_candidates,
-        gumbel_scale=0.0,
     )
     return observation, out
+
+
+def decision_search(network, params, rules, observation, belief, key, **sizes):
+    """`fair_search` as a player decides (not as self-play explores): without Gumbel noise,
+    deterministic for a key; `sizes` are its num_worlds, num_simulations, num_candidates."""
+    return fair_search(network, params, rules, observation, belief, key, gumbel_scale=0.0, **sizes)
 
 
 def play(rules: R.Rules, games: FogGames, observation, belief, action, planes):
@@ -365,7 +370,7 @@ class FogPlayer:
         n = observation.own.shape[0]
         none = jnp.full((n,), -1, jnp.int32)
         if self.kind == "pimc":
-            out = fair_search(
+            out = decision_search(
                 network,
                 params,
                 rules,
@@ -375,7 +380,6 @@ class FogPlayer:
                 num_worlds=self.num_worlds,
                 num_simulations=self.num_simulations,
                 num_candidates=self.num_candidates,
-                gumbel_scale=0.0,
             )
             return out.action, out.num_consistent
         if self.kind == "raw":
