@@ -15,6 +15,8 @@ import jax
 import numpy as np
 import pytest
 
+from mmc_jax.algorithms import meta
+
 PATH = Path(__file__).resolve().parents[2] / "experiments" / "adaptation" / "study.py"
 _spec = importlib.util.spec_from_file_location("study", PATH)
 study = importlib.util.module_from_spec(_spec)
@@ -46,7 +48,7 @@ def test_presets_follow_the_protocol():
     choice = {"optimizer": "sgd", "learning_rate": 0.1}
     # Equal frames and sequential steps in every arm; eps constant; the procedure everywhere.
     steps = set()
-    for arm in study.ARMS:
+    for arm in study.ARMS + study.CONTROL_ARMS:
         config = study.arm_config(cpu, arm, 0, choice)
         steps.add(config.meta.inner_steps * config.meta.updates_per_iteration)
         assert config.meta.num_tasks * config.meta.games_per_task == 64
@@ -56,6 +58,12 @@ def test_presets_follow_the_protocol():
             assert config.inner.optimizer == "sgd" and config.inner.learning_rate == 0.1
             assert config.inner.momentum == 0.0 and config.adapt.learner.optimizer == "sgd"
     assert steps == {8}
+    # The Gardner-only control: one task, joint's steps, as many samples per step as joint's
+    # mean over its 4 tasks' minibatches.
+    control = study.arm_config(cpu, "gardner", 0, None)
+    assert meta.training_variants(control) == ("gardner",)
+    joint = study.arm_config(cpu, "joint", 0, None)
+    assert control.learner.batch_size == 4 * joint.learner.batch_size
     adapt = study.adaptation_joat_config(cpu, choice)
     assert adapt.adapt.selfplay.batch_size == 16 and adapt.adapt.eval.opening == "policy"
     with pytest.raises(ValueError, match="sensitivity"):
@@ -239,7 +247,8 @@ def test_ship_exports_the_best_arm_with_the_studys_adaptation_and_a_card(tmp_pat
          "points": [{"frames": 0, "score": 0.1}, {"frames": 4096, "score": 0.9}]},
         "curve", "atomic.json",
     )  # fmt: skip
-    gains = {"scratch": 0.0, "joint": 0.1, "joat": 0.2, "joint+desc": 0.25, "joat+desc": 0.3}
+    gains = {"scratch": 0.0, "gardner": 0.05, "joint": 0.1, "joat": 0.2, "joint+desc": 0.25,
+             "joat+desc": 0.3}  # fmt: skip
     for seed in preset.seeds:
         for arm, gain in gains.items():
             gain += 0.05 * seed  # seed 1 is the better seed of every arm
