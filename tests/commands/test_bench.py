@@ -268,7 +268,7 @@ def test_every_multi_row_benchmark_stops_at_its_time_limit(
     monkeypatch.setattr(bench, "_child_json", lambda *a: calls.append(a[0]) or fake_child(*a))
     monkeypatch.setattr(bench.startup, "xla_flags_value", lambda environ: "--xla_fake=true")
     monkeypatch.setattr(
-        bench, "_memory_of_iteration", lambda name, preset: calls.append(f"{name}:{preset}") or {}
+        bench, "memory_of_iteration", lambda name, preset: calls.append(f"{name}:{preset}") or {}
     )
     path = tmp_path / "result.json"
     bench.main([*argv.split(), "--time-limit", "0", "--json", "--json-out", str(path)])

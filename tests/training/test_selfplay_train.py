@@ -273,8 +273,8 @@ def test_config_presets_and_validation():
     with pytest.raises(ValueError, match="valid variants: gardner, baby"):
         alphazero.prepare_config(config)
     config = load_config("smoke")
-    config.selfplay.batch_size = 0
-    with pytest.raises(ValueError, match="selfplay.batch_size must be positive"):
+    config.selfplay.batch_size = -8  # 0 fills the device: tests/training/test_memory_estimate.py
+    with pytest.raises(ValueError, match="selfplay.batch_size must be non-negative"):
         alphazero.prepare_config(config)
     config = load_config("smoke")
     config.selfplay.algorithm = "alphabeta"
