@@ -341,6 +341,7 @@ def test_cli_errors_list_the_variants(tmp_path):
 # Adaptation of the smoke meta-training
 
 
+@pytest.mark.slow  # an adapt child process on the smoke meta-training: 3-4 minutes
 def test_adapts_to_a_held_out_variant(runs, adaptation):
     results, adapt_workdir = adaptation
     assert results["variant"] == HELD_OUT

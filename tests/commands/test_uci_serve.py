@@ -298,6 +298,7 @@ def test_temperature_samples_reproducibly(model):
     assert len(set(hot)) > 1  # a high temperature spreads over the moves the search visited
 
 
+@pytest.mark.slow  # the fast tier's fairness check: tests/evaluation/test_fair_search.py
 def test_fog_search_reads_only_the_view(model, server, ffish):
     """Two dark positions with the same view of the side to move: the same search output
     (through the protocol, every number but the timings), while the search of the true

@@ -127,6 +127,7 @@ def test_illegal_moves_are_refused_and_tabs_keep_their_games(site, ffish):
     assert after["variant"] == "baby" and after["moves"][0] == "b1c3"
 
 
+@pytest.mark.slow  # the fast tier's fairness check: tests/evaluation/test_fair_search.py
 def test_fog_game_sends_only_the_players_view(site, ffish):
     """Under fog every answer holds the player's view: its squares are those of pyffish's fog
     FEN of the true position; the model's moves, its evaluation and the record are withheld."""

@@ -88,6 +88,7 @@ def test_an_unknown_opening_is_refused(players):
         _play(players, jax.random.key(0), opening="book")
 
 
+@pytest.mark.slow
 def test_sampled_matches_differ_after_the_opening_and_repeat_with_the_key(players):
     net, model, opponent = players
 

@@ -119,7 +119,7 @@ def _selfplay_ply(algorithm: str):
 
 
 @pytest.mark.parametrize("algorithm", ["gumbel_muzero", "muzero"])
-@pytest.mark.parametrize("platform", ["cpu", "cuda"])
+@pytest.mark.parametrize("platform", ["cpu", pytest.param("cuda", marks=pytest.mark.slow)])
 def test_no_data_dependent_loop_inside_a_simulation(algorithm, platform):
     """Inside the simulation loop of a self-play ply every loop is a scan (a trip count fixed
     at trace time; it lowers to a `while` whose condition compares the counter with a
@@ -236,7 +236,14 @@ def _assert_trees_equal(got: mctx.Tree, want: mctx.Tree):
 
 @pytest.mark.parametrize("walk", mcts.WALKS)
 @pytest.mark.parametrize("policy_name", list(POLICIES))
-@pytest.mark.parametrize("num_actions, sims, max_depth", [(7, 24, None), (40, 16, 3), (9, 12, 1)])
+@pytest.mark.parametrize(
+    "num_actions, sims, max_depth",
+    [  # the fast tier: one shape (a depth limit, more actions than simulations)
+        pytest.param(7, 24, None, marks=pytest.mark.slow),
+        (40, 16, 3),
+        pytest.param(9, 12, 1, marks=pytest.mark.slow),
+    ],
+)
 def test_each_walk_equals_mctx(walk, policy_name, num_actions, sims, max_depth):
     """Both walks, whichever platform runs the tests (tests/search/test_mcts.py checks the walk its
     platform picks)."""

@@ -107,6 +107,7 @@ def test_resume_is_bit_identical(runs, first_iterations, tmp_path, name):
     assert [r["step"] for r in metrics.read_metrics(workdir)] == [1, 2]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", NAMES)
 def test_a_resume_from_a_checkpoint_without_the_replay_ring_starts_it_empty_and_says_so(
     runs, tmp_path, name
@@ -224,6 +225,7 @@ def test_four_devices_split_games_minibatches_and_draws(four_devices):
     assert out["bench_mesh_devices"] == 4
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", NAMES)
 def test_init_params_start_a_fresh_run(runs, first_iterations, tmp_path, name):
     start = runs[name].result.params
