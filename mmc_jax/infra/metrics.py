@@ -350,9 +350,16 @@ def plot_metrics(workdir: str | os.PathLike, *, x_key: str = "frames") -> list[s
         figure = Figure(figsize=(7, 4.5), dpi=100)
         FigureCanvasAgg(figure)
         axes = figure.add_subplot()
+        # Many lines (a meta-run's losses per task): the tasks thin and unlabelled behind the
+        # lines of the whole run, so the legend stays readable.
+        crowded = len(lines) > MAX_LEGEND_LINES
         for key, label in lines:
             xs, ys = _series(records, key, x_key)
-            if xs:
+            if not xs:
+                continue
+            if crowded and key.count("/") > 1:
+                axes.plot(xs, ys, color="grey", linewidth=0.5, alpha=0.3)
+            else:
                 axes.plot(xs, ys, label=label, marker="." if len(xs) < 30 else None)
         if name.startswith("score_vs_"):
             axes.set_ylim(-0.02, 1.02)
@@ -360,11 +367,14 @@ def plot_metrics(workdir: str | os.PathLike, *, x_key: str = "frames") -> list[s
         axes.set_xlabel(x_label)
         axes.set_title(title)
         axes.grid(alpha=0.3)
-        if len(lines) > 1:
+        if len(lines) > 1 and axes.get_legend_handles_labels()[0]:
             axes.legend(fontsize="small")
         figure.tight_layout()
         written.append(save_figure(figure, storage.join(workdir, PLOTS_SUBDIR, f"{name}.png")))
     return written
+
+
+MAX_LEGEND_LINES = 8  # more lines in one plot: the per-task ones go grey and unlabelled
 
 
 def save_figure(figure: Any, path: str | os.PathLike) -> str:

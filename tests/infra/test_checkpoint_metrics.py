@@ -3,6 +3,7 @@
 import io
 import json
 import os
+import warnings
 
 import chex
 import jax
@@ -212,3 +213,26 @@ def test_plot_metrics_writes_pngs(tmp_path):
         with open(path, "rb") as f:
             assert f.read(8) == b"\x89PNG\r\n\x1a\n"
     assert metrics.plot_metrics(tmp_path / "empty") == []
+
+
+def test_a_plot_of_many_tasks_keeps_the_whole_runs_legend_and_fits(tmp_path, monkeypatch):
+    """A meta-run logs a loss per task (64 in configs/joat.py:quick): the legend held them
+    all and matplotlib warned that the layout could not fit; the tasks are now grey lines
+    behind the run's own, the only one in the legend."""
+    with metrics.MetricsWriter(tmp_path, tensorboard=False, stream=None) as writer:
+        for step in range(3):
+            record = {"frames": 512 * step, "train/policy_loss": 2.0 - 0.1 * step}
+            record.update({f"train/task{i}/policy_loss": 2.0 + 0.01 * i for i in range(64)})
+            writer.write(step, record)
+    legends = []
+    save = metrics.save_figure
+
+    def remember(figure, path):
+        legends.append([t.get_text() for t in figure.axes[0].get_legend().get_texts()])
+        return save(figure, path)
+
+    monkeypatch.setattr(metrics, "save_figure", remember)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        metrics.plot_metrics(tmp_path)
+    assert legends == [["train/policy_loss"]]
