@@ -8,9 +8,9 @@ Network (`ReconNet`, one flax module, one parameter tree, two heads):
       project's pre-activation residual trunk (`mmc_jax.model.network.ResidualBlock`) over the
       34-channel recon observation plus 7 belief marginals (per square, the share of candidate
       boards with it empty / holding an opponent P..K); illegal actions get `MASKED_LOGIT`.
-  `world_value(features [B, 374])` -> value [B]: a small MLP over a *fully known* board from
+  `world_value(features [B, 386])` -> value [B]: a small MLP over a *fully known* board from
       the side to move's view (both sides' pieces, the squares each side attacks, piece
-      counts, ply, rules descriptor). This is the leaf evaluator of the searches, which only
+      counts, per type the pieces each side attacks, ply, rules descriptor). This is the leaf evaluator of the searches, which only
       ever apply it to boards sampled from the belief (perfect-information sampling, PIMC).
 
 Move search (`move_search`, a one-ply Gumbel search over sampled worlds): `worlds` boards are
@@ -57,7 +57,7 @@ from mmc_jax.search import recon_belief as RB
 
 MARGINAL_CHANNELS = 7  # per square: empty, opponent P, N, B, R, Q, K
 OBS_CHANNELS = recon.RECON_OBS_CHANNELS + MARGINAL_CHANNELS
-WORLD_FEATURES = 12 * 25 + 2 * 25 + 12 + 1 + recon.RECON_DESCRIPTOR_CHANNELS
+WORLD_FEATURES = 12 * 25 + 2 * 25 + 12 + 12 + 1 + recon.RECON_DESCRIPTOR_CHANNELS
 SIGMA_SCALE = 5.1  # mctx's completed-Q scale: (c_visit 50 + 1 visit) * c_scale 0.1
 _SQUARES = np.arange(T.NUM_SQUARES, dtype=np.uint32)
 
@@ -71,7 +71,7 @@ class SearchConfig(NamedTuple):
     """
 
     worlds: int = 8
-    candidates: int = 24
+    candidates: int = 32
     blocks: int = 2
     channels: int = 32
     world_hidden: int = 128
@@ -152,9 +152,10 @@ def _bits(board):
 
 
 def world_features(rules, pieces, own, ply):
-    """float32[374] a fully known board for the side to move (`pieces` uint32[6], `own` uint32,
+    """float32[386] a fully known board for the side to move (`pieces` uint32[6], `own` uint32,
     its view): own and opponent P..K planes, squares attacked by each side, piece counts / 2,
-    ply / `PLY_SCALE`, the rules descriptor."""
+    per type the own pieces the opponent attacks and the opponent's pieces it attacks (a king
+    it attacks is a win on the move), ply / `PLY_SCALE`, the rules descriptor."""
     occ = RB.occupied(pieces)
     them = occ & ~own
     mine_planes = jnp.stack([_bits(pieces[t] & own) for t in range(6)])
@@ -164,6 +165,8 @@ def world_features(rules, pieces, own, ply):
     allowed = rules.vector_allowed
     my_attacks = mirror(attacked_squares(flip, mirror(own), RB.occupied(flip), allowed))
     counts = jnp.concatenate([mine_planes.sum(-1), their_planes.sum(-1)]) / 2.0
+    hanging = jnp.stack([(mine_planes * _bits(their_attacks)).sum(-1),
+                         (their_planes * _bits(my_attacks)).sum(-1)]).reshape(-1)  # fmt: skip
     return jnp.concatenate(
         [
             mine_planes.reshape(-1),
@@ -171,6 +174,7 @@ def world_features(rules, pieces, own, ply):
             _bits(my_attacks),
             _bits(their_attacks),
             counts,
+            hanging,
             jnp.asarray(ply, jnp.float32)[None] / PLY_SCALE,
             recon.rules_descriptor(rules),
         ]
@@ -178,7 +182,7 @@ def world_features(rules, pieces, own, ply):
 
 
 def true_world_features(rules, state: recon.ReconState):
-    """float32[374] `world_features` of the true board (training targets only: self-play
+    """float32[386] `world_features` of the true board (training targets only: self-play
     records it to teach the world value; no decision reads it)."""
     return world_features(rules, state.pieces, state.own, state.ply)
 
@@ -194,7 +198,7 @@ def _lost(rules, pieces, side):
 
 
 def _world_inputs(rules, own_pieces, world, request, ply):
-    """(features float32[374] of the board after `request` for the opponent to move,
+    """(features float32[386] of the board after `request` for the opponent to move,
     decided float32 +1 won / 0 drawn by the cap / nan otherwise) on one world."""
     own = RB.occupied(own_pieces)
     after, own_after, _, _ = recon.resolve(rules, own_pieces | world, own, request)

@@ -78,7 +78,7 @@ class TurnRecord(NamedTuple):
     mover: jax.Array  # int32 colour
     sense: L.Decision
     move: L.Decision
-    world: jax.Array  # float32[374] true board at the turn's start (a training target only)
+    world: jax.Array  # float32[386] true board at the turn's start (a training target only)
 
 
 def start(rules, size: int) -> SelfplayGames:
@@ -139,7 +139,7 @@ class Examples(NamedTuple):
     mask: np.ndarray  # bool[N, 1242]
     target: np.ndarray  # float32[N, 1242]
     result: np.ndarray  # float32[N] game result for the mover
-    world: np.ndarray  # float32[N2, 374]
+    world: np.ndarray  # float32[N2, 386]
     world_result: np.ndarray  # float32[N2]
 
 
