@@ -36,6 +36,7 @@ import numpy as np
 from mmc_jax import rules as R
 from mmc_jax.evaluation import elo
 from mmc_jax.evaluation import recon_agents as A
+from mmc_jax.search import recon_belief as RB
 from mmc_jax.training import recon_learned as TL
 
 
@@ -53,6 +54,12 @@ def parse_args(argv):
     parser.add_argument("--replot", action="store_true", help="redraw --out's plot, play nothing")
     parser.add_argument(
         "--checkpoint", help="checkpoint.pkl of experiments/recon/train.py (agent 'learned')"
+    )
+    parser.add_argument(
+        "--learned-candidates",
+        type=int,
+        default=None,
+        help="requests the learned agent evaluates per search (default: its training's)",
     )
     parser.add_argument(
         "--first-only", action="store_true", help="play only the first agent's pairs"
@@ -74,6 +81,13 @@ def parse_args(argv):
             args.params, args.learned = TL.load_params(args.checkpoint)
         except (OSError, pickle.UnpicklingError, KeyError, TypeError) as error:
             parser.error(f"--checkpoint {args.checkpoint}: {error}")
+        if args.learned_candidates is not None:
+            if not 1 <= args.learned_candidates <= RB.NUM_REQUESTS:
+                parser.error(
+                    f"--learned-candidates must be in [1, {RB.NUM_REQUESTS}], "
+                    f"got {args.learned_candidates}"
+                )
+            args.learned = args.learned._replace(candidates=args.learned_candidates)
     if args.games < 2 or args.games % 2:
         parser.error(f"--games must be a positive even number, got {args.games}")
     R.check_variant(args.variant, sensing=True)
