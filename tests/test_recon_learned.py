@@ -152,6 +152,10 @@ def test_a_resumed_run_equals_an_unbroken_run(trained, tmp_path):
     restored, config = TL.load(tmp_path / TL.CHECKPOINT)
     assert config == CONFIG
     chex.assert_trees_all_equal(restored.params, unbroken.params)
+    TL.export_params(tmp_path / TL.CHECKPOINT, tmp_path / "model.pkl")
+    params, search = TL.load_params(tmp_path / "model.pkl")
+    assert search == SEARCH
+    chex.assert_trees_all_equal(params, unbroken.params)
 
 
 def test_learned_agent_plays_both_colours_in_the_arena(trained):

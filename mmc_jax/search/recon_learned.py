@@ -10,14 +10,16 @@ Network (`ReconNet`, one flax module, one parameter tree, two heads):
       boards with it empty / holding an opponent P..K); illegal actions get `MASKED_LOGIT`.
   `world_value(features [B, 386])` -> value [B]: a small MLP over a *fully known* board from
       the side to move's view (both sides' pieces, the squares each side attacks, piece
-      counts, per type the pieces each side attacks, ply, rules descriptor). This is the leaf evaluator of the searches, which only
-      ever apply it to boards sampled from the belief (perfect-information sampling, PIMC).
+      counts, per type the pieces each side attacks, ply, rules descriptor). This is the leaf
+      evaluator of the searches, which only ever apply it to boards sampled from the belief
+      (perfect-information sampling, PIMC).
 
 Move search (`move_search`, a one-ply Gumbel search over sampled worlds): `worlds` boards are
 drawn from the belief; the `candidates` requests of largest `gumbel + logit` (Gumbel top-k; no
 noise when playing for evaluation) are each resolved with the referee's `recon.resolve` on every
-world and scored: +1 if the move takes the king (or the last of a type under extinction), 0 if
-it reaches the ply cap, otherwise minus the world value of the board for the opponent to move.
+world and scored: +1 if the move takes the king (or the last of a type under extinction),
+`draw_value` (below) if it reaches the ply cap, otherwise minus the world value of the board
+for the opponent to move.
 q(a) is the mean over worlds. As in Gumbel MuZero (mctx's completed-Q transform) the values are
 min-max normalised with the network value (which also completes the q of requests not
 evaluated) and scaled by `SIGMA_SCALE`; the improved policy `softmax(logits + sigma(q))` is the
@@ -68,6 +70,10 @@ class SearchConfig(NamedTuple):
     worlds: boards sampled from the belief per search (the "equal search" with PIMC's worlds).
     candidates: requests evaluated per search.
     blocks, channels: residual trunk; world_hidden: width of the world-value MLP.
+    draw_value: value of a game drawn by the ply cap, for both sides (contempt): the search's
+      value of reaching the cap and self-play's value target of a drawn game. Below zero, so
+      that self-play does not settle into the equilibrium where both sides pass or shuffle
+      until the cap (a pass is always requestable; a run with 0 did so within 20 iterations).
     """
 
     worlds: int = 8
@@ -75,6 +81,7 @@ class SearchConfig(NamedTuple):
     blocks: int = 2
     channels: int = 32
     world_hidden: int = 128
+    draw_value: float = -0.5
 
 
 class ReconNet(nn.Module):
@@ -197,24 +204,24 @@ def _lost(rules, pieces, side):
     return missing
 
 
-def _world_inputs(rules, own_pieces, world, request, ply):
+def _world_inputs(rules, own_pieces, world, request, ply, draw_value):
     """(features float32[386] of the board after `request` for the opponent to move,
-    decided float32 +1 won / 0 drawn by the cap / nan otherwise) on one world."""
+    decided float32 +1 won / `draw_value` drawn by the cap / nan otherwise) on one world."""
     own = RB.occupied(own_pieces)
     after, own_after, _, _ = recon.resolve(rules, own_pieces | world, own, request)
     them = RB.occupied(after) & ~own_after
     won = _lost(rules, after, them) & ~_lost(rules, after, own_after)
     capped = ply + 1 >= rules.max_plies
-    decided = jnp.where(won, 1.0, jnp.where(capped, 0.0, jnp.nan))
+    decided = jnp.where(won, 1.0, jnp.where(capped, draw_value, jnp.nan))
     return world_features(rules, mirror(after), mirror(them), ply + 1), decided
 
 
-def q_table(net, params, rules, own_pieces, worlds, requests, ply):
+def q_table(net, params, rules, own_pieces, worlds, requests, ply, draw_value=0.0):
     """float32[K, M] value for the mover of each request (int32[M]) on each world
     (uint32[K, 6]): the decided result, or minus the world value for the opponent."""
-    per_request = jax.vmap(_world_inputs, in_axes=(None, None, None, 0, None))
-    per_world = jax.vmap(per_request, in_axes=(None, None, 0, None, None))
-    features, decided = per_world(rules, own_pieces, worlds, requests, ply)
+    per_request = jax.vmap(_world_inputs, in_axes=(None, None, None, 0, None, None))
+    per_world = jax.vmap(per_request, in_axes=(None, None, 0, None, None, None))
+    features, decided = per_world(rules, own_pieces, worlds, requests, ply, draw_value)
     k, m = decided.shape
     values = net.apply({"params": params}, features.reshape(k * m, -1), method="world_value")
     return jnp.where(jnp.isnan(decided), -values.reshape(k, m), decided)
@@ -262,7 +269,8 @@ def move_search(net, params, config: SearchConfig, rules, state, belief, key, no
     _, requests = jax.lax.top_k(scores, config.candidates)
     valid = mask[requests]
     worlds = RB.sample(world_key, belief, config.worlds)
-    q = q_table(net, params, rules, belief.own, worlds, requests, state.ply).mean(0)
+    q = q_table(net, params, rules, belief.own, worlds, requests, state.ply, config.draw_value)
+    q = q.mean(0)
     sigma = _sigma(q, valid, value)
     completed = jnp.full(logits.shape, _sigma(value, True, value))
     completed = completed.at[requests].set(jnp.where(valid, sigma, completed[requests]))
@@ -300,7 +308,7 @@ def sense_search(net, params, config: SearchConfig, rules, state, belief, key, n
     _, requests = jax.lax.top_k(order, config.candidates)
     valid = requestable[requests]
     worlds = RB.sample(world_key, belief, config.worlds)
-    q = q_table(net, params, rules, belief.own, worlds, requests, state.ply)
+    q = q_table(net, params, rules, belief.own, worlds, requests, state.ply, config.draw_value)
     windows = mask[recon.SENSE_BASE :]
     sigma = _sigma(window_values(q, valid, same_window_content(rules, worlds)), windows, value)
     sense_logits = logits[recon.SENSE_BASE :]

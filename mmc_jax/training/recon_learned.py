@@ -15,7 +15,8 @@ Adam steps on minibatches drawn from that iteration's examples:
            world value sees only boards sampled from the belief);
   plus `weight_decay` x L2.
 
-Games are played to the end (or the ply cap, a draw), so every value target is a result.
+Games are played to the end (or the ply cap, a draw), so every value target is a result; a
+draw's is `search.draw_value` for both sides (contempt, `SearchConfig`).
 Keys are `fold_in(seed key, iteration)`, and the minibatch draws are seeded by the iteration:
 a run resumed from a checkpoint continues exactly as the unbroken run (tested).
 
@@ -158,6 +159,8 @@ def selfplay(params, key, config: TrainConfig):
     record = jax.tree.map(lambda *xs: np.stack(xs), *records)  # [T, B, ...]
     live = record.live
     result = np.take_along_axis(rewards[None], record.mover[..., None], axis=-1)[..., 0]
+    drawn = rewards[:, 0] == 0
+    result = np.where(drawn[None], np.float32(config.search.draw_value), result)
     result = np.broadcast_to(result, live.shape)
 
     def rows(decision):
@@ -264,6 +267,13 @@ def load(path) -> tuple[TrainState, TrainConfig]:
     fields["search"] = L.SearchConfig(**fields["search"])
     train_state = jax.tree.map(jnp.asarray, blob["train_state"])
     return TrainState(*train_state[:2], int(blob["train_state"].iteration)), TrainConfig(**fields)
+
+
+def export_params(checkpoint, path) -> None:
+    """Write a play-only copy of a checkpoint (no optimizer state; a third of the size):
+    `load_params` reads it, `train` cannot resume from it."""
+    train_state, config = load(checkpoint)
+    save(path, TrainState(train_state.params, None, train_state.iteration), config)
 
 
 def load_params(path) -> tuple[dict, L.SearchConfig]:
