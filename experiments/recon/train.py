@@ -97,12 +97,6 @@ def parse_args(argv):
         help=f"trunk width (default {search.channels})",
     )
     add(
-        "--draw-value",
-        type=float,
-        default=search.draw_value,
-        help=f"value of a game drawn by the ply cap, both sides (default {search.draw_value})",
-    )
-    add(
         "--updates",
         type=integer_arg("--updates", 1),
         default=defaults.updates,
@@ -136,8 +130,6 @@ def parse_args(argv):
         parser.error(str(error))
     if not R.is_sense(variant):
         parser.error(f"{variant} is not a sensing variant (fog=sense:W)")
-    if not -1 <= args.draw_value <= 1:
-        parser.error(f"--draw-value must be in [-1, 1], got {args.draw_value}")
     if args.candidates > R.recon.PASS + 1:
         parser.error(f"--candidates must be at most {R.recon.PASS + 1}, got {args.candidates}")
     workdir = Path(args.workdir)
@@ -154,7 +146,6 @@ def parse_args(argv):
             candidates=args.candidates,
             blocks=args.blocks,
             channels=args.channels,
-            draw_value=args.draw_value,
         ),
         updates=args.updates,
         minibatch=args.minibatch,

@@ -17,13 +17,13 @@ Network (`ReconNet`, one flax module, one parameter tree, two heads):
 Move search (`move_search`, a one-ply Gumbel search over sampled worlds): `worlds` boards are
 drawn from the belief; the `candidates` requests of largest `gumbel + logit` (Gumbel top-k; no
 noise when playing for evaluation) are each resolved with the referee's `recon.resolve` on every
-world and scored: +1 if the move takes the king (or the last of a type under extinction),
-`draw_value` (below) if it reaches the ply cap, otherwise minus the world value of the board
-for the opponent to move.
+world and scored: +1 if the move takes the king (or the last of a type under extinction), 0 if
+it reaches the ply cap, otherwise minus the world value of the board for the opponent to move.
 q(a) is the mean over worlds. As in Gumbel MuZero (mctx's completed-Q transform) the values are
-min-max normalised with the network value (which also completes the q of requests not
-evaluated) and scaled by `SIGMA_SCALE`; the improved policy `softmax(logits + sigma(q))` is the
-policy target, and the request is `argmax(gumbel + logits + sigma(q))` over the candidates.
+min-max normalised over the evaluated requests (the network value, clipped into their range,
+completes the q of requests not evaluated) and scaled by `SIGMA_SCALE`; the improved policy
+`softmax(logits + sigma(q))` is the policy target, and the request is
+`argmax(gumbel + logits + sigma(q))` over the candidates.
 
 Sense search (`sense_search`, the value of information over the same kind of sample): `worlds`
 boards are drawn from the belief *before* the sense and the q table `Q[k, a]` of up to
@@ -36,6 +36,12 @@ value of the next move after sensing w; a window that splits the worlds where th
 different moves scores highest (information that does not change the move is worth nothing).
 The target and the choice are those of the move search with V in place of q: target
 `softmax(logits + sigma(V))` over the windows, window `argmax(gumbel + logits + sigma(V))`.
+
+Self-play runs whose q was normalised together with the network value (when the observation
+value and the world value disagree, every q lands at one end of the range and the prior alone
+decides) collapsed into 60-ply shuffling draws by iteration 20, with or without a contempt for
+draws (a negative draw value for both sides, which moreover breaks the negamax
+`q = -world value of the opponent`: a quiet position is then good for whoever just moved).
 
 Both searches read the belief (sampled worlds, marginals), the player's information and the key;
 `tests/test_recon_learned.py` checks they decide the same on two true states that give the
@@ -70,12 +76,6 @@ class SearchConfig(NamedTuple):
     worlds: boards sampled from the belief per search (the "equal search" with PIMC's worlds).
     candidates: requests evaluated per search.
     blocks, channels: residual trunk; world_hidden: width of the world-value MLP.
-    draw_value: value of a game drawn by the ply cap, for both sides (contempt): the search's
-      value of reaching the cap and self-play's value target of a drawn game. Below zero, so
-      that self-play does not settle into the equilibrium where both sides pass or shuffle
-      until the cap (a pass is always requestable): with 0 every self-play game was a 60-ply
-      draw by iteration 20; with -0.5 three quarters of them were at iteration 20 and falling;
-      -1 (a draw is as bad as a loss: each side plays to win) is the default.
     """
 
     worlds: int = 8
@@ -83,7 +83,6 @@ class SearchConfig(NamedTuple):
     blocks: int = 2
     channels: int = 32
     world_hidden: int = 128
-    draw_value: float = -1.0
 
 
 class ReconNet(nn.Module):
@@ -206,34 +205,35 @@ def _lost(rules, pieces, side):
     return missing
 
 
-def _world_inputs(rules, own_pieces, world, request, ply, draw_value):
+def _world_inputs(rules, own_pieces, world, request, ply):
     """(features float32[386] of the board after `request` for the opponent to move,
-    decided float32 +1 won / `draw_value` drawn by the cap / nan otherwise) on one world."""
+    decided float32 +1 won / 0 drawn by the cap / nan otherwise) on one world."""
     own = RB.occupied(own_pieces)
     after, own_after, _, _ = recon.resolve(rules, own_pieces | world, own, request)
     them = RB.occupied(after) & ~own_after
     won = _lost(rules, after, them) & ~_lost(rules, after, own_after)
     capped = ply + 1 >= rules.max_plies
-    decided = jnp.where(won, 1.0, jnp.where(capped, draw_value, jnp.nan))
+    decided = jnp.where(won, 1.0, jnp.where(capped, 0.0, jnp.nan))
     return world_features(rules, mirror(after), mirror(them), ply + 1), decided
 
 
-def q_table(net, params, rules, own_pieces, worlds, requests, ply, draw_value=0.0):
+def q_table(net, params, rules, own_pieces, worlds, requests, ply):
     """float32[K, M] value for the mover of each request (int32[M]) on each world
     (uint32[K, 6]): the decided result, or minus the world value for the opponent."""
-    per_request = jax.vmap(_world_inputs, in_axes=(None, None, None, 0, None, None))
-    per_world = jax.vmap(per_request, in_axes=(None, None, 0, None, None, None))
-    features, decided = per_world(rules, own_pieces, worlds, requests, ply, draw_value)
+    per_request = jax.vmap(_world_inputs, in_axes=(None, None, None, 0, None))
+    per_world = jax.vmap(per_request, in_axes=(None, None, 0, None, None))
+    features, decided = per_world(rules, own_pieces, worlds, requests, ply)
     k, m = decided.shape
     values = net.apply({"params": params}, features.reshape(k * m, -1), method="world_value")
     return jnp.where(jnp.isnan(decided), -values.reshape(k, m), decided)
 
 
-def _sigma(q, valid, baseline):
-    """`SIGMA_SCALE` x q min-max normalised over the valid entries and `baseline`."""
-    low = jnp.minimum(jnp.min(jnp.where(valid, q, jnp.inf)), baseline)
-    high = jnp.maximum(jnp.max(jnp.where(valid, q, -jnp.inf)), baseline)
-    return SIGMA_SCALE * (q - low) / jnp.maximum(high - low, 1e-6)
+def _sigma(x, q, valid):
+    """`SIGMA_SCALE` x `x` min-max normalised by the range of the valid entries of `q`
+    (clipped to that range; 0 when they are all equal)."""
+    low = jnp.min(jnp.where(valid, q, jnp.inf))
+    high = jnp.max(jnp.where(valid, q, -jnp.inf))
+    return SIGMA_SCALE * jnp.clip((x - low) / jnp.maximum(high - low, 1e-6), 0.0, 1.0)
 
 
 def _policy(net, params, rules, state, belief):
@@ -271,10 +271,9 @@ def move_search(net, params, config: SearchConfig, rules, state, belief, key, no
     _, requests = jax.lax.top_k(scores, config.candidates)
     valid = mask[requests]
     worlds = RB.sample(world_key, belief, config.worlds)
-    q = q_table(net, params, rules, belief.own, worlds, requests, state.ply, config.draw_value)
-    q = q.mean(0)
-    sigma = _sigma(q, valid, value)
-    completed = jnp.full(logits.shape, _sigma(value, True, value))
+    q = q_table(net, params, rules, belief.own, worlds, requests, state.ply).mean(0)
+    sigma = _sigma(q, q, valid)
+    completed = jnp.full(logits.shape, _sigma(value, q, valid))
     completed = completed.at[requests].set(jnp.where(valid, sigma, completed[requests]))
     target = jax.nn.softmax(jnp.where(mask, logits + completed, -jnp.inf))
     choice = jnp.where(valid, gumbel[requests] + logits[requests] + sigma, -jnp.inf)
@@ -310,9 +309,10 @@ def sense_search(net, params, config: SearchConfig, rules, state, belief, key, n
     _, requests = jax.lax.top_k(order, config.candidates)
     valid = requestable[requests]
     worlds = RB.sample(world_key, belief, config.worlds)
-    q = q_table(net, params, rules, belief.own, worlds, requests, state.ply, config.draw_value)
+    q = q_table(net, params, rules, belief.own, worlds, requests, state.ply)
     windows = mask[recon.SENSE_BASE :]
-    sigma = _sigma(window_values(q, valid, same_window_content(rules, worlds)), windows, value)
+    values = window_values(q, valid, same_window_content(rules, worlds))
+    sigma = _sigma(values, values, windows)
     sense_logits = logits[recon.SENSE_BASE :]
     gumbel = jnp.where(noise, jax.random.gumbel(gumbel_key, sense_logits.shape), 0.0)
     target = (

@@ -15,8 +15,7 @@ Adam steps on minibatches drawn from that iteration's examples:
            world value sees only boards sampled from the belief);
   plus `weight_decay` x L2.
 
-Games are played to the end (or the ply cap, a draw), so every value target is a result; a
-draw's is `search.draw_value` for both sides (contempt, `SearchConfig`).
+Games are played to the end (or the ply cap, a draw), so every value target is a result.
 Keys are `fold_in(seed key, iteration)`, and the minibatch draws are seeded by the iteration:
 a run resumed from a checkpoint continues exactly as the unbroken run (tested).
 
@@ -159,8 +158,6 @@ def selfplay(params, key, config: TrainConfig):
     record = jax.tree.map(lambda *xs: np.stack(xs), *records)  # [T, B, ...]
     live = record.live
     result = np.take_along_axis(rewards[None], record.mover[..., None], axis=-1)[..., 0]
-    drawn = rewards[:, 0] == 0
-    result = np.where(drawn[None], np.float32(config.search.draw_value), result)
     result = np.broadcast_to(result, live.shape)
 
     def rows(decision):
