@@ -27,7 +27,7 @@ from mmc_jax.training import recon_learned as TL
 ROOT = Path(__file__).resolve().parents[1]
 SEARCH = L.SearchConfig(worlds=3, candidates=6, blocks=1, channels=8, world_hidden=16)
 CONFIG = TL.TrainConfig(
-    games=2, max_plies=6, belief_size=8, moves_per_board=8, search=SEARCH, updates=2,
+    games=2, max_plies=6, belief_size=8, moves_per_board=8, search=SEARCH, updates=2, explore=0.5,
     minibatch=16,
 )  # fmt: skip
 

@@ -97,6 +97,13 @@ def parse_args(argv):
         help=f"trunk width (default {search.channels})",
     )
     add(
+        "--explore",
+        type=float,
+        default=defaults.explore,
+        help="share of self-play moves replaced by a random requestable move "
+        f"(default {defaults.explore})",
+    )
+    add(
         "--updates",
         type=integer_arg("--updates", 1),
         default=defaults.updates,
@@ -130,6 +137,8 @@ def parse_args(argv):
         parser.error(str(error))
     if not R.is_sense(variant):
         parser.error(f"{variant} is not a sensing variant (fog=sense:W)")
+    if not 0 <= args.explore <= 1:
+        parser.error(f"--explore must be in [0, 1], got {args.explore}")
     if args.candidates > R.recon.PASS + 1:
         parser.error(f"--candidates must be at most {R.recon.PASS + 1}, got {args.candidates}")
     workdir = Path(args.workdir)
@@ -150,6 +159,7 @@ def parse_args(argv):
         updates=args.updates,
         minibatch=args.minibatch,
         learning_rate=args.learning_rate,
+        explore=args.explore,
         seed=args.seed,
     )
     checkpoint = workdir / TL.CHECKPOINT

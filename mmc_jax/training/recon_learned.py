@@ -4,8 +4,13 @@ One iteration (`iteration`): `games` self-play games of the variant, both sides 
 agent, every turn of every game one jitted, vmapped function (`selfplay_turn`): belief update
 after the opponent's move, the sense search (its window is played), belief update, the move
 search (its request is played), belief update. Each side keeps its own exact belief; searches
-see only belief samples. Gumbel noise makes the self-play choices explore. Then `updates`
-Adam steps on minibatches drawn from that iteration's examples:
+see only belief samples. Gumbel noise makes the self-play choices explore, and with `explore`
+> 0 that share of the moves is replaced by a uniformly random requestable move (the policy
+target stays the search's; the value targets are the results of the games as played), a
+remedy should self-play settle into passivity again (earlier runs, whose search squashed q,
+ended with both sides requesting pawn captures onto empty squares, a pass that risks nothing,
+until the ply cap); the README's run does not use it. Then `updates` Adam steps on minibatches
+drawn from that iteration's examples:
 
   policy   cross-entropy to the search's improved policy, at both phases (windows at the
            sense phase, requests at the move phase);
@@ -60,6 +65,7 @@ class TrainConfig(NamedTuple):
     minibatch: int = 256
     learning_rate: float = 1e-3
     weight_decay: float = 1e-4
+    explore: float = 0.0  # share of self-play moves replaced by a random requestable move
     seed: int = 0
 
 
@@ -105,10 +111,17 @@ def selfplay_turn(params, rules, games: SelfplayGames, key, *, config: TrainConf
     sense = L.sense_search(net, params, config.search, rules, state, belief, keys[1])
     state = recon.step(rules, state, sense.action)
     belief = RB.after_sense(belief, *RB.sensed_content(recon.player_info(state)), keys[2])
-    move = L.move_search(net, params, config.search, rules, state, belief, keys[3])
-    state = recon.step(rules, state, move.action)
+    move_key, explore_key, random_key = jax.random.split(keys[3], 3)
+    move = L.move_search(net, params, config.search, rules, state, belief, move_key)
+    request = move.action
+    if config.explore > 0:
+        requestable = move.mask[: recon.PASS + 1]
+        random_request = jax.random.categorical(random_key, jnp.where(requestable, 0.0, -jnp.inf))
+        explore = jax.random.uniform(explore_key) < config.explore
+        request = jnp.where(explore, random_request, request).astype(jnp.int32)
+    state = recon.step(rules, state, request)
     belief = RB.after_own_move(
-        rules, belief, move.action, state.taken[colour], state.capture[colour], keys[4]
+        rules, belief, request, state.taken[colour], state.capture[colour], keys[4]
     )
     beliefs = jax.tree.map(
         lambda all_, one: jnp.where(
