@@ -111,11 +111,12 @@ def schedule(names, games, first_only=False):
 def tally(pairs, white, black, rewards, games):
     results, table = [], []
     for p, (a, b) in enumerate(pairs):
-        score_a = []
+        score_a, a_white = [], []
         for i in range(p * games, (p + 1) * games):
             r = rewards[i, 0] if white[i] == a else rewards[i, 1]
             score_a.append((r + 1) / 2)
-        score_a = np.asarray(score_a)
+            a_white.append(white[i] == a)
+        score_a, a_white = np.asarray(score_a), np.asarray(a_white)
         pair = elo.PairResult(
             a, b, int((score_a == 1).sum()), int((score_a == 0.5).sum()), int((score_a == 0).sum())
         )
@@ -123,7 +124,9 @@ def tally(pairs, white, black, rewards, games):
         low, high = elo.wilson_interval(pair.score, pair.games)
         table.append(
             {"a": a, "b": b, "wins": pair.wins, "draws": pair.draws, "losses": pair.losses,
-             "score": round(pair.score, 3), "ci95": [round(low, 3), round(high, 3)]}
+             "score": round(pair.score, 3), "ci95": [round(low, 3), round(high, 3)],
+             "score_as_white": round(float(score_a[a_white].mean()), 3),
+             "score_as_black": round(float(score_a[~a_white].mean()), 3)}
         )  # fmt: skip
     return results, table
 
