@@ -2,10 +2,15 @@
 
     PYTHONPATH=. python experiments/recon/run.py                   # the README's numbers
     PYTHONPATH=. python experiments/recon/run.py --games 8 --max-plies 30 --out /tmp/recon
+    PYTHONPATH=. python experiments/recon/run.py --agents learned,random,random-pimc,entropy-pimc \
+        --first-only --checkpoint /tmp/rl/checkpoint.pkl --out experiments/recon/learned
 
 Plays every pair of `--agents` (default random, random-pimc, entropy-pimc: sensing kind +
 move kind, `mmc_jax.evaluation.recon_agents`) in `--games` colour-balanced games of `--variant`
-(the first agent White in half), all pairs in one batch of the jitted arena. Writes to `--out`:
+(the first agent White in half), all pairs in one batch of the jitted arena (with
+`--first-only`, only the first agent's pairs). The agent `learned` is the trained agent of
+`--checkpoint` (`experiments/recon/train.py`); it searches with the same number of belief samples
+per decision as PIMC (`--worlds`). Writes to `--out`:
 results.json (W/D/L per pair with Wilson 95% intervals, Elo with bootstrap intervals anchored
 at random, and per ply the belief sizes and knowledge per agent) and belief.png.
 
@@ -20,6 +25,7 @@ from __future__ import annotations
 import argparse
 import itertools
 import json
+import pickle
 import sys
 import time
 from pathlib import Path
@@ -30,6 +36,8 @@ import numpy as np
 from mmc_jax import rules as R
 from mmc_jax.evaluation import elo
 from mmc_jax.evaluation import recon_agents as A
+from mmc_jax.search import recon_belief as RB
+from mmc_jax.training import recon_learned as TL
 
 
 def parse_args(argv):
@@ -44,6 +52,18 @@ def parse_args(argv):
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", default="experiments/recon")
     parser.add_argument("--replot", action="store_true", help="redraw --out's plot, play nothing")
+    parser.add_argument(
+        "--checkpoint", help="checkpoint.pkl of experiments/recon/train.py (agent 'learned')"
+    )
+    parser.add_argument(
+        "--learned-candidates",
+        type=int,
+        default=None,
+        help="requests the learned agent evaluates per search (default: its training's)",
+    )
+    parser.add_argument(
+        "--first-only", action="store_true", help="play only the first agent's pairs"
+    )
     args = parser.parse_args(argv)
     names = args.agents.split(",")
     for name in names:
@@ -51,6 +71,23 @@ def parse_args(argv):
             A.agent_kinds(name)
         except ValueError as error:
             parser.error(str(error))
+    if len(set(names)) != len(names) or len(names) < 2:
+        parser.error(f"--agents needs two or more distinct agents, got {args.agents!r}")
+    args.learned = None
+    if "learned" in names and not args.replot:
+        if args.checkpoint is None:
+            parser.error("the agent 'learned' needs --checkpoint")
+        try:
+            args.params, args.learned = TL.load_params(args.checkpoint)
+        except (OSError, pickle.UnpicklingError, KeyError, TypeError) as error:
+            parser.error(f"--checkpoint {args.checkpoint}: {error}")
+        if args.learned_candidates is not None:
+            if not 1 <= args.learned_candidates <= RB.NUM_REQUESTS:
+                parser.error(
+                    f"--learned-candidates must be in [1, {RB.NUM_REQUESTS}], "
+                    f"got {args.learned_candidates}"
+                )
+            args.learned = args.learned._replace(candidates=args.learned_candidates)
     if args.games < 2 or args.games % 2:
         parser.error(f"--games must be a positive even number, got {args.games}")
     R.check_variant(args.variant, sensing=True)
@@ -59,9 +96,11 @@ def parse_args(argv):
     return args, names
 
 
-def schedule(names, games):
+def schedule(names, games, first_only=False):
     """(pairs, white agent names [B], black agent names [B])."""
     pairs = list(itertools.combinations(names, 2))
+    if first_only:
+        pairs = [pair for pair in pairs if pair[0] == names[0]]
     white, black = [], []
     for a, b in pairs:
         white += [a] * (games // 2) + [b] * (games // 2)
@@ -72,11 +111,12 @@ def schedule(names, games):
 def tally(pairs, white, black, rewards, games):
     results, table = [], []
     for p, (a, b) in enumerate(pairs):
-        score_a = []
+        score_a, a_white = [], []
         for i in range(p * games, (p + 1) * games):
             r = rewards[i, 0] if white[i] == a else rewards[i, 1]
             score_a.append((r + 1) / 2)
-        score_a = np.asarray(score_a)
+            a_white.append(white[i] == a)
+        score_a, a_white = np.asarray(score_a), np.asarray(a_white)
         pair = elo.PairResult(
             a, b, int((score_a == 1).sum()), int((score_a == 0.5).sum()), int((score_a == 0).sum())
         )
@@ -84,7 +124,9 @@ def tally(pairs, white, black, rewards, games):
         low, high = elo.wilson_interval(pair.score, pair.games)
         table.append(
             {"a": a, "b": b, "wins": pair.wins, "draws": pair.draws, "losses": pair.losses,
-             "score": round(pair.score, 3), "ci95": [round(low, 3), round(high, 3)]}
+             "score": round(pair.score, 3), "ci95": [round(low, 3), round(high, 3)],
+             "score_as_white": round(float(score_a[a_white].mean()), 3),
+             "score_as_black": round(float(score_a[~a_white].mean()), 3)}
         )  # fmt: skip
     return results, table
 
@@ -144,7 +186,7 @@ def main(argv=None):
         curves = json.loads((Path(args.out) / "results.json").read_text())["per_ply"]
         plot(curves, Path(args.out) / "belief.png")
         return
-    pairs, white, black = schedule(names, args.games)
+    pairs, white, black = schedule(names, args.games, args.first_only)
     agents = np.array(
         [[A.agent_kinds(w), A.agent_kinds(b)] for w, b in zip(white, black, strict=True)],
         np.int32,
@@ -154,10 +196,12 @@ def main(argv=None):
     rewards, plies, stats = A.play_games(
         rules, agents, jax.random.key(args.seed), size=args.size,
         moves_per_board=args.moves_per_board, worlds=args.worlds,
+        params=args.params if args.learned else None, learned=args.learned,
     )  # fmt: skip
     seconds = time.time() - start
     results, table = tally(pairs, white, black, rewards, args.games)
-    ratings = elo.fit_elo(results, anchor=names[0], bootstrap=1000, seed=args.seed)
+    anchor = "random" if "random" in names else names[0]
+    ratings = elo.fit_elo(results, anchor=anchor, bootstrap=1000, seed=args.seed)
     curves = per_ply(stats, white, black, names)
     live = stats.live
     summary = {
@@ -168,6 +212,10 @@ def main(argv=None):
         "belief_size": args.size,
         "moves_per_board": args.moves_per_board,
         "worlds": args.worlds,
+        "learned": None if args.learned is None else {
+            "checkpoint": args.checkpoint,
+            "search": args.learned._replace(worlds=args.worlds)._asdict(),
+        },
         "seconds": round(seconds, 1),
         "mean_plies": float(plies.mean()),
         "pairs": table,

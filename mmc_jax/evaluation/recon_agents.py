@@ -8,6 +8,9 @@ key, never the true state:
                     the distribution of the window's content over the candidate boards (each
                     candidate weighted equally); ties broken at random
   random_request    a uniformly random requestable move or `PASS`
+  learned           the learned agent (`mmc_jax.search.recon_learned`): network + one-ply
+                    searches over `worlds` belief samples for both the window and the move
+                    (kind `SENSE_LEARNED` / `MOVE_LEARNED`; needs its parameters)
   pimc_request      PIMC: `worlds` boards drawn from the belief; on each, every requestable
                     move is resolved by the referee's `resolve` and scored greedily (material
                     after it, a win for taking the king / the last of a type, less half the
@@ -36,13 +39,15 @@ from mmc_jax.rules import recon
 from mmc_jax.rules import tables as T
 from mmc_jax.rules.game import attacked_squares, mirror, planes_to_mask
 from mmc_jax.search import recon_belief as RB
+from mmc_jax.search import recon_learned as L
 
-SENSE_RANDOM, SENSE_ENTROPY = 0, 1
-MOVE_RANDOM, MOVE_PIMC = 0, 1
+SENSE_RANDOM, SENSE_ENTROPY, SENSE_LEARNED = 0, 1, 2
+MOVE_RANDOM, MOVE_PIMC, MOVE_LEARNED = 0, 1, 2
 AGENTS = {
     "random": (SENSE_RANDOM, MOVE_RANDOM),
     "random-pimc": (SENSE_RANDOM, MOVE_PIMC),
     "entropy-pimc": (SENSE_ENTROPY, MOVE_PIMC),
+    "learned": (SENSE_LEARNED, MOVE_LEARNED),
 }
 PIECE_VALUES = (1.0, 3.0, 3.0, 5.0, 9.0, 100.0)
 PRESSURE_VALUES = (0.1, 0.3, 0.3, 0.5, 0.9, 3.0)  # per opponent piece the player attacks
@@ -242,8 +247,13 @@ def _knowledge(belief: RB.ReconBelief, true_opponent):
     return certain.astype(jnp.float32), agreement.astype(jnp.float32)
 
 
-def turn(rules, games: ReconGames, key, *, moves_per_board: int, worlds: int):
-    """One whole turn of the side to move (unbatched): (games after it, TurnStats)."""
+def turn(rules, games: ReconGames, key, params=None, *, moves_per_board: int, worlds: int,
+         learned: L.SearchConfig | None = None):  # fmt: skip
+    """One whole turn of the side to move (unbatched): (games after it, TurnStats).
+
+    `learned` (its sizes; `worlds` replaced by the arena's, so every searching agent samples as
+    many boards per decision) and `params` enable the learned agent's kinds; without them
+    those kinds fall back to random sensing and moving."""
     state = games.state
     colour = state.turn
     sense_kind, move_kind = games.agents[colour, 0], games.agents[colour, 1]
@@ -256,6 +266,12 @@ def turn(rules, games: ReconGames, key, *, moves_per_board: int, worlds: int):
     )  # fmt: skip
     before = RB.count(belief)
     window = choose_window(keys[1], rules, belief, sense_kind)
+    if learned is not None:
+        learned = learned._replace(worlds=worlds)
+        net = L.make_net(learned)
+        sense_key, move_key = jax.random.split(keys[5])
+        sensed = L.sense_search(net, params, learned, rules, state, belief, sense_key, False)
+        window = jnp.where(sense_kind == SENSE_LEARNED, sensed.action - recon.SENSE_BASE, window)
     state = recon.step(rules, state, recon.SENSE_BASE + window)
     belief = RB.after_sense(belief, *RB.sensed_content(recon.player_info(state)), keys[2])
     true_opponent = state.pieces & ~state.own
@@ -272,6 +288,9 @@ def turn(rules, games: ReconGames, key, *, moves_per_board: int, worlds: int):
         agreement=agreement,
     )
     request = choose_request(keys[3], rules, belief, move_kind, worlds)
+    if learned is not None:
+        moved = L.move_search(net, params, learned, rules, state, belief, move_key, False)
+        request = jnp.where(move_kind == MOVE_LEARNED, moved.action, request)
     state = recon.step(rules, state, request)
     belief = RB.after_own_move(
         rules, belief, request, state.taken[colour], state.capture[colour], keys[4]
@@ -288,12 +307,13 @@ def turn(rules, games: ReconGames, key, *, moves_per_board: int, worlds: int):
     return ReconGames(state=state, beliefs=beliefs, agents=games.agents), stats
 
 
-@functools.partial(jax.jit, static_argnames=("moves_per_board", "worlds"))
-def turns(rules, games: ReconGames, key, *, moves_per_board: int, worlds: int):
-    """`turn` batched over games (Rules [B], ReconGames [B], one key)."""
+@functools.partial(jax.jit, static_argnames=("moves_per_board", "worlds", "learned"))
+def turns(rules, games: ReconGames, key, params=None, *, moves_per_board: int, worlds: int,
+          learned: L.SearchConfig | None = None):  # fmt: skip
+    """`turn` batched over games (Rules [B], ReconGames [B], one key, shared params)."""
     keys = jax.random.split(key, games.agents.shape[0])
-    one = functools.partial(turn, moves_per_board=moves_per_board, worlds=worlds)
-    return jax.vmap(one)(rules, games, keys)
+    one = functools.partial(turn, moves_per_board=moves_per_board, worlds=worlds, learned=learned)
+    return jax.vmap(one, in_axes=(0, 0, 0, None))(rules, games, keys, params)
 
 
 def play_games(
@@ -304,8 +324,11 @@ def play_games(
     size: int = RB.DEFAULT_SIZE,
     moves_per_board: int = RB.DEFAULT_MOVES_PER_BOARD,
     worlds: int = DEFAULT_WORLDS,
+    params=None,
+    learned: L.SearchConfig | None = None,
 ):
-    """Play a batch of games to the end: `rules` Rules [B], `agents` int32[B, 2, 2].
+    """Play a batch of games to the end: `rules` Rules [B], `agents` int32[B, 2, 2];
+    `params` and `learned` (its `SearchConfig`) for the learned agent's kinds.
 
     Returns (rewards float32[B, 2] of White and Black, plies int32[B], TurnStats of numpy
     arrays [turns, B]).
@@ -315,8 +338,8 @@ def play_games(
     history = []
     for t in range(int(np.max(np.asarray(rules.max_plies)))):
         games, stats = turns(
-            rules, games, jax.random.fold_in(key, t), moves_per_board=moves_per_board,
-            worlds=worlds,
+            rules, games, jax.random.fold_in(key, t), params, moves_per_board=moves_per_board,
+            worlds=worlds, learned=learned,
         )  # fmt: skip
         rewards += np.asarray(games.state.rewards)
         history.append(jax.device_get(stats))

@@ -156,8 +156,10 @@ def mirror_bits(bits: int) -> int:
 class BeliefPlayer(Player):
     """A fair recon agent (`recon_agents`) behind the reconchess callbacks.
 
-    `agent` names one of `recon_agents.AGENTS` (random, random-pimc, entropy-pimc); `variant`
-    must be the game's sensing variant. Everything it decides comes from its callbacks.
+    `agent` names one of `recon_agents.AGENTS` but `learned` (random, random-pimc,
+    entropy-pimc; the learned agent reads the observation that only the arena tracks);
+    `variant` must be the game's sensing variant. Everything it decides comes from its
+    callbacks.
     """
 
     def __init__(
@@ -172,6 +174,11 @@ class BeliefPlayer(Player):
     ):
         self.name = agent
         self.sense_kind, self.move_kind = A.agent_kinds(agent)
+        if agent == "learned":
+            raise ValueError(
+                "the learned recon agent plays in the batched arena only "
+                "(experiments/recon/run.py --checkpoint)"
+            )
         self.rules = R.get(R.check_variant(variant, sensing=True))
         if not R.is_sense(variant):
             raise ValueError(f"{R.canonical(variant)} is not a sensing variant (fog=sense:W)")

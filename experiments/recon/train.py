@@ -1,0 +1,187 @@
+"""Train the learned recon agent by self-play (`mmc_jax.training.recon_learned`).
+
+    PYTHONPATH=. python experiments/recon/train.py --workdir /tmp/recon-learned \\
+        --budget-minutes 35                                   # the README's run
+    PYTHONPATH=. python experiments/recon/train.py --workdir /tmp/rl --iterations 2 --games 4
+
+Each iteration plays `--games` self-play games (both sides the learned agent: network + one-ply
+searches over `--worlds` boards sampled from each side's exact belief, for the window and for
+the move), then takes `--updates` Adam steps. Runs until `--iterations` (in total) or
+`--budget-minutes` of wall clock, printing a progress line with an ETA per iteration, and
+checkpoints `<workdir>/checkpoint.pkl` (resumed when the command is run again with the same
+settings). Evaluate with `experiments/recon/run.py --checkpoint <workdir>/checkpoint.pkl`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from mmc_jax import rules as R
+from mmc_jax.infra.cli import integer_arg
+from mmc_jax.search import recon_learned as L
+from mmc_jax.training import recon_learned as TL
+
+
+def positive_float(flag: str):
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{flag} must be a number, got {text!r}") from None
+        if not value > 0:
+            raise argparse.ArgumentTypeError(f"{flag} must be positive, got {value}")
+        return value
+
+    return parse
+
+
+def parse_args(argv):
+    defaults, search = TL.TrainConfig(), L.SearchConfig()
+    parser = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0],
+        epilog="Stops at whichever of --iterations / --budget-minutes comes first; one is needed.",
+    )
+    add = parser.add_argument
+    add("--workdir", required=True, help="run folder: checkpoint.pkl is written and resumed here")
+    add("--variant", default=defaults.variant, help="a sensing variant (default recon)")
+    add("--iterations", type=integer_arg("--iterations", 1), help="total iterations")
+    add("--budget-minutes", type=positive_float("--budget-minutes"), help="wall-clock budget")
+    add(
+        "--games",
+        type=integer_arg("--games", 1),
+        default=defaults.games,
+        help=f"self-play games per iteration (default {defaults.games})",
+    )
+    add(
+        "--max-plies",
+        type=integer_arg("--max-plies", 1),
+        default=defaults.max_plies,
+        help=f"ply cap of self-play games, a draw (default {defaults.max_plies})",
+    )
+    add(
+        "--belief-size",
+        type=integer_arg("--belief-size", 1),
+        default=defaults.belief_size,
+        help=f"belief pad (default {defaults.belief_size})",
+    )
+    add(
+        "--moves-per-board",
+        type=integer_arg("--moves-per-board", 1),
+        default=defaults.moves_per_board,
+        help=f"opponent requests expanded per board (default {defaults.moves_per_board})",
+    )
+    add(
+        "--worlds",
+        type=integer_arg("--worlds", 1),
+        default=search.worlds,
+        help=f"belief samples per search (default {search.worlds})",
+    )
+    add(
+        "--candidates",
+        type=integer_arg("--candidates", 1),
+        default=search.candidates,
+        help=f"requests evaluated per search (default {search.candidates})",
+    )
+    add(
+        "--blocks",
+        type=integer_arg("--blocks", 0),
+        default=search.blocks,
+        help=f"residual blocks (default {search.blocks})",
+    )
+    add(
+        "--channels",
+        type=integer_arg("--channels", 1),
+        default=search.channels,
+        help=f"trunk width (default {search.channels})",
+    )
+    add(
+        "--explore",
+        type=float,
+        default=defaults.explore,
+        help="share of self-play moves replaced by a random requestable move "
+        f"(default {defaults.explore})",
+    )
+    add(
+        "--updates",
+        type=integer_arg("--updates", 1),
+        default=defaults.updates,
+        help=f"Adam steps per iteration (default {defaults.updates})",
+    )
+    add(
+        "--minibatch",
+        type=integer_arg("--minibatch", 1),
+        default=defaults.minibatch,
+        help=f"examples per Adam step (default {defaults.minibatch})",
+    )
+    add(
+        "--learning-rate",
+        type=positive_float("--learning-rate"),
+        default=defaults.learning_rate,
+        help=f"Adam step size (default {defaults.learning_rate})",
+    )
+    add(
+        "--checkpoint-every",
+        type=integer_arg("--checkpoint-every", 1),
+        default=5,
+        help="iterations between checkpoints (default 5)",
+    )
+    add("--seed", type=int, default=defaults.seed)
+    args = parser.parse_args(argv)  # fmt: skip
+    if args.iterations is None and args.budget_minutes is None:
+        parser.error("give --iterations or --budget-minutes (or both)")
+    try:
+        variant = R.check_variant(args.variant, sensing=True)
+    except ValueError as error:
+        parser.error(str(error))
+    if not R.is_sense(variant):
+        parser.error(f"{variant} is not a sensing variant (fog=sense:W)")
+    if not 0 <= args.explore <= 1:
+        parser.error(f"--explore must be in [0, 1], got {args.explore}")
+    if args.candidates > R.recon.PASS + 1:
+        parser.error(f"--candidates must be at most {R.recon.PASS + 1}, got {args.candidates}")
+    workdir = Path(args.workdir)
+    if workdir.exists() and not workdir.is_dir():
+        parser.error(f"--workdir {workdir} is a file")
+    config = TL.TrainConfig(
+        variant=variant,
+        games=args.games,
+        max_plies=args.max_plies,
+        belief_size=args.belief_size,
+        moves_per_board=args.moves_per_board,
+        search=L.SearchConfig(
+            worlds=args.worlds,
+            candidates=args.candidates,
+            blocks=args.blocks,
+            channels=args.channels,
+        ),
+        updates=args.updates,
+        minibatch=args.minibatch,
+        learning_rate=args.learning_rate,
+        explore=args.explore,
+        seed=args.seed,
+    )
+    checkpoint = workdir / TL.CHECKPOINT
+    if checkpoint.exists():
+        saved = TL.load(checkpoint)[1]
+        if saved != config:
+            parser.error(f"{checkpoint} was written with other settings; use another --workdir")
+    return args, config
+
+
+def main(argv=None):
+    args, config = parse_args(argv)
+    print(f"config {config}", flush=True)
+    TL.train(
+        config,
+        args.workdir,
+        iterations=args.iterations,
+        budget_minutes=args.budget_minutes,
+        checkpoint_every=args.checkpoint_every,
+        log=lambda line: print(line, flush=True),
+    )
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
