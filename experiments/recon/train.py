@@ -19,22 +19,9 @@ import sys
 from pathlib import Path
 
 from mmc_jax import rules as R
-from mmc_jax.infra.cli import integer_arg
+from mmc_jax.infra.cli import integer_arg, positive_float_arg
 from mmc_jax.search import recon_learned as L
 from mmc_jax.training import recon_learned as TL
-
-
-def positive_float(flag: str):
-    def parse(text: str) -> float:
-        try:
-            value = float(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"{flag} must be a number, got {text!r}") from None
-        if not value > 0:
-            raise argparse.ArgumentTypeError(f"{flag} must be positive, got {value}")
-        return value
-
-    return parse
 
 
 def parse_args(argv):
@@ -47,55 +34,22 @@ def parse_args(argv):
     add("--workdir", required=True, help="run folder: checkpoint.pkl is written and resumed here")
     add("--variant", default=defaults.variant, help="a sensing variant (default recon)")
     add("--iterations", type=integer_arg("--iterations", 1), help="total iterations")
-    add("--budget-minutes", type=positive_float("--budget-minutes"), help="wall-clock budget")
-    add(
-        "--games",
-        type=integer_arg("--games", 1),
-        default=defaults.games,
-        help=f"self-play games per iteration (default {defaults.games})",
+    add("--budget-minutes", type=positive_float_arg("--budget-minutes"), help="wall-clock budget")
+    integers = (  # flag, minimum, default, what
+        ("--games", 1, defaults.games, "self-play games per iteration"),
+        ("--max-plies", 1, defaults.max_plies, "ply cap of self-play games, a draw"),
+        ("--belief-size", 1, defaults.belief_size, "belief pad"),
+        ("--moves-per-board", 1, defaults.moves_per_board, "opponent requests expanded per board"),
+        ("--worlds", 1, search.worlds, "belief samples per search"),
+        ("--candidates", 1, search.candidates, "requests evaluated per search"),
+        ("--blocks", 0, search.blocks, "residual blocks"),
+        ("--channels", 1, search.channels, "trunk width"),
+        ("--updates", 1, defaults.updates, "Adam steps per iteration"),
+        ("--minibatch", 1, defaults.minibatch, "examples per Adam step"),
     )
-    add(
-        "--max-plies",
-        type=integer_arg("--max-plies", 1),
-        default=defaults.max_plies,
-        help=f"ply cap of self-play games, a draw (default {defaults.max_plies})",
-    )
-    add(
-        "--belief-size",
-        type=integer_arg("--belief-size", 1),
-        default=defaults.belief_size,
-        help=f"belief pad (default {defaults.belief_size})",
-    )
-    add(
-        "--moves-per-board",
-        type=integer_arg("--moves-per-board", 1),
-        default=defaults.moves_per_board,
-        help=f"opponent requests expanded per board (default {defaults.moves_per_board})",
-    )
-    add(
-        "--worlds",
-        type=integer_arg("--worlds", 1),
-        default=search.worlds,
-        help=f"belief samples per search (default {search.worlds})",
-    )
-    add(
-        "--candidates",
-        type=integer_arg("--candidates", 1),
-        default=search.candidates,
-        help=f"requests evaluated per search (default {search.candidates})",
-    )
-    add(
-        "--blocks",
-        type=integer_arg("--blocks", 0),
-        default=search.blocks,
-        help=f"residual blocks (default {search.blocks})",
-    )
-    add(
-        "--channels",
-        type=integer_arg("--channels", 1),
-        default=search.channels,
-        help=f"trunk width (default {search.channels})",
-    )
+    for flag, minimum, default, what in integers:
+        kind = integer_arg(flag, minimum)
+        add(flag, type=kind, default=default, help=f"{what} (default {default})")
     add(
         "--explore",
         type=float,
@@ -104,20 +58,8 @@ def parse_args(argv):
         f"(default {defaults.explore})",
     )
     add(
-        "--updates",
-        type=integer_arg("--updates", 1),
-        default=defaults.updates,
-        help=f"Adam steps per iteration (default {defaults.updates})",
-    )
-    add(
-        "--minibatch",
-        type=integer_arg("--minibatch", 1),
-        default=defaults.minibatch,
-        help=f"examples per Adam step (default {defaults.minibatch})",
-    )
-    add(
         "--learning-rate",
-        type=positive_float("--learning-rate"),
+        type=positive_float_arg("--learning-rate"),
         default=defaults.learning_rate,
         help=f"Adam step size (default {defaults.learning_rate})",
     )

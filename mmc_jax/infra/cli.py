@@ -61,6 +61,21 @@ def integer_arg(flag: str, minimum: int):
     return parse
 
 
+def positive_float_arg(flag: str):
+    """An argparse type: a number > 0, else a one-line usage error naming `flag`."""
+
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{flag} must be a number, got {text!r}") from None
+        if not value > 0:
+            raise argparse.ArgumentTypeError(f"{flag} must be positive, got {value}")
+        return value
+
+    return parse
+
+
 def load_or_fail(parser, path: str, step: int | None, flag: str):
     """(network, params, config) of `open_or_fail`."""
     model = open_or_fail(parser, path, step, flag)
