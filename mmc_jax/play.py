@@ -25,7 +25,7 @@ from typing import TextIO
 import jax
 
 from mmc_jax import rules as R
-from mmc_jax.evaluation import arena, recon_player
+from mmc_jax.evaluation import arena, model_engine, recon_player
 from mmc_jax.infra import checkpoint, cli, startup
 from mmc_jax.rules import notation
 
@@ -103,8 +103,15 @@ def _read(stdin: TextIO, stdout: TextIO, prompt: str) -> str:
     return line.strip()
 
 
-def _model_move(single: arena.SingleGame, player: arena.Player, key) -> int:
-    return int(arena.act(player, single.rules, single.state, single.planes, [0], key)[0])
+def _model_move(single: arena.SingleGame, player: arena.Player, key, engine=None) -> int:
+    """The model's action. Under fog `engine` (a `model_engine.ModelEngine`) searches from the
+    model's own view and belief, as the UCI engine and the browser page do: the arena's
+    search would step the true board and read your hidden pieces."""
+    if engine is None:
+        return int(arena.act(player, single.rules, single.state, single.planes, [0], key)[0])
+    position = engine.position(single.variant, single.start_fen, single.moves)
+    seed = int(jax.random.randint(key, (), 0, 2**31 - 1))
+    return single.parse(engine.search(position, max(player.num_simulations, 1), seed=seed).move)
 
 
 def main(
@@ -125,6 +132,11 @@ def main(
     model = _model_player(parser, args)
     human = 0 if args.colour == "white" else 1
     dark = R.parse(args.variant).fog == "on"
+    engine = None
+    if dark:  # the model plays from its view (a fair search), never from the true board
+        engine = model_engine.ModelEngine(
+            model.network, model.params, model.name, max_plies=args.max_plies
+        )
 
     def say(text: str = "") -> None:
         stdout.write(text + "\n")
@@ -156,7 +168,7 @@ def main(
             else:
                 say("model is thinking...")
                 move = single.play_action(
-                    _model_move(single, model, jax.random.fold_in(key, len(single.moves)))
+                    _model_move(single, model, jax.random.fold_in(key, len(single.moves)), engine)
                 )
                 say("model moved (hidden in dark)" if dark else f"model plays {move}")
     except _Quit as reason:

@@ -427,15 +427,23 @@ def play_games(
 
 
 def _check_games(players: Sequence[Player], games: Sequence[GameSpec]) -> None:
-    """ValueError for an unknown variant, a player index out of range, or a built-in player
-    that would see the true state of a fog game."""
+    """ValueError for an unknown variant, a player index out of range, or a player that would
+    see the true state of a fog game: a built-in player not fair under fog, or a model (its
+    search here steps the true board)."""
     for spec in games:
         R.check_variant(spec.variant)
         for side in (spec.white, spec.black):
             if not 0 <= side < len(players):
                 raise ValueError(f"game {spec} names player {side}; there are {len(players)}")
-            if players[side].kind not in (NETWORK_KIND, ENGINE_KIND):
-                players_lib.check_fair(players[side].kind, spec.variant)
+            player = players[side]
+            if player.kind == NETWORK_KIND and R.parse(spec.variant).fog == "on":
+                raise ValueError(
+                    f"{player.name} under fog ({spec.variant}): a model here would search the "
+                    "true board; play it as a UCI engine, which searches its own view "
+                    "('uci:python -m mmc_jax.engine --model <model>')"
+                )
+            if player.kind not in (NETWORK_KIND, ENGINE_KIND):
+                players_lib.check_fair(player.kind, spec.variant)
 
 
 @dataclasses.dataclass

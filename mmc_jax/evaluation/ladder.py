@@ -711,7 +711,8 @@ def ladder_main(argv: Sequence[str]) -> int:
         )
         workdir, step = checkpoint.split_checkpoint_path(args.checkpoint, args.step)
         step = step if step is not None else checkpoint.latest_step(workdir)
-        models = [Model(f"{os.path.basename(workdir)}@{step}", network, params, step)]
+        name = os.path.basename(workdir) + (f"@{step}" if step is not None else "")
+        models = [Model(name, network, params, step)]
         default_out = os.path.join(workdir, "ladder")
     args.out = args.out or default_out
     _check_outputs(parser, args)

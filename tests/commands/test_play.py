@@ -70,7 +70,14 @@ def test_quit_and_ctrl_c():
     assert status == 0 and "game ended (interrupted)" in out.getvalue()
 
 
-def test_dark_shows_fog_and_hides_the_model_move():
+def test_dark_shows_fog_and_hides_the_model_move(monkeypatch):
+    """Under fog the model moves from its own view (`model_engine`'s fair search), never
+    through the arena's search, which steps the true board."""
+
+    def reads_the_true_board(*args, **kwargs):
+        raise AssertionError("the model searched the true board")
+
+    monkeypatch.setattr(play.arena, "act", reads_the_true_board)
     status, out = run(["--variant", "dark", "--as", "black", "--simulations", "0"], ["moves"])
     assert status == 0
     assert "model moved (hidden in dark)" in out and "⊙" in out

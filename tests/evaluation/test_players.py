@@ -185,6 +185,17 @@ def test_an_unfair_entry_is_refused_where_it_would_see_the_true_state(with_new_e
         assert "\n" not in str(error.value)
 
 
+def test_a_model_is_refused_in_the_engine_arena_under_fog():
+    """The arena's model search steps the true board (the ladder and `evaluate` against an
+    engine used it under fog); a model plays fog games there only as a UCI engine."""
+    model = arena.model_player("m", None, None, 4)
+    with pytest.raises(ValueError, match="'uci:python -m mmc_jax.engine --model <model>'") as e:
+        arena.play_games([model, arena.random_player()], arena.colour_balanced(0, 1, 2, "dark"))
+    assert "\n" not in str(e.value)
+    with pytest.raises(ValueError, match="would search the true board"):
+        ladder.run([ladder.Model("m", None, None)], ladder.LadderSettings("dark", nodes=()))
+
+
 # ------------------------------------------------------------------------------- slow tier
 
 
