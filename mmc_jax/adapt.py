@@ -228,7 +228,7 @@ def evaluate_point(
     matches = [
         (opponent, i, {"opponent": opponent}) for i, opponent in enumerate(settings.opponents)
     ]
-    fog = R.parse(variant).fog == "on"  # networks play fairly only against built-in players
+    fog = R.has_fog(variant)  # networks play fairly only against built-in players
     if unadapted is not None and not fog:
         matches.append(
             ("unadapted", 100, {"opponent_network": network, "opponent_params": unadapted})

@@ -317,7 +317,7 @@ def _uci_main(parser, args, model_engine, opponent_engine) -> int:
         cli.check_output_file(parser, "--pgn", args.pgn)
     if args.opponent_simulations is None:
         args.opponent_simulations = args.simulations
-    fog = R.parse(args.variant).fog == "on"
+    fog = R.has_fog(args.variant)
 
     def side(spec, engine, simulations, flag, step):
         if engine:

@@ -131,7 +131,7 @@ def main(
         return _play_recon(parser, args, stdin, stdout)
     model = _model_player(parser, args)
     human = 0 if args.colour == "white" else 1
-    dark = R.parse(args.variant).fog == "on"
+    dark = R.has_fog(args.variant)
     engine = None
     if dark:  # the model plays from its view (a fair search), never from the true board
         engine = model_engine.ModelEngine(

@@ -436,7 +436,7 @@ def _check_games(players: Sequence[Player], games: Sequence[GameSpec]) -> None:
             if not 0 <= side < len(players):
                 raise ValueError(f"game {spec} names player {side}; there are {len(players)}")
             player = players[side]
-            if player.kind == NETWORK_KIND and R.parse(spec.variant).fog == "on":
+            if player.kind == NETWORK_KIND and R.has_fog(spec.variant):
                 raise ValueError(
                     f"{player.name} under fog ({spec.variant}): a model here would search the "
                     "true board; play it as a UCI engine, which searches its own view "

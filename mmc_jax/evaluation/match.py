@@ -391,7 +391,7 @@ def play_match(
     )
     if sampled:
         model, opponent_player = _sampling(variant, model, opponent_player)
-    if R.parse(variant).fog == "on" and model.kind == "network" and not omniscient:
+    if R.has_fog(variant) and model.kind == "network" and not omniscient:
         return _fair_fog_match(
             network,
             params,

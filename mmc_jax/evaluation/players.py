@@ -89,7 +89,7 @@ def index(kind: str) -> int:
 def fair_kinds(variant: str) -> tuple[str, ...]:
     """The kinds an arena stepping the true state may play in `variant`: every kind, or under
     fog the ones flagged `fair_under_fog`."""
-    fog = R.parse(variant).fog == "on"
+    fog = R.has_fog(variant)
     return tuple(entry.kind for entry in REGISTRY if entry.fair_under_fog or not fog)
 
 

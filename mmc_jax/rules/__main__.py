@@ -86,7 +86,7 @@ def main(argv=None) -> int:
             for ply, fen in enumerate(fens):
                 if ply % args.every and ply != len(fens) - 1:
                     continue
-                fog = R.parse(args.variant).fog == "on"
+                fog = R.has_fog(args.variant)
                 shown = R.fog_fen(args.variant, fen) if fog else fen
                 header = "start" if ply == 0 else f"after {ply}. {moves[ply - 1]}"
                 print(f"\n{header}   {fen}")

@@ -219,6 +219,11 @@ def start_board(start: str) -> str:
     return start
 
 
+def has_fog(spec: str | Variant) -> bool:
+    """Whether a variant has dark's fog (`fog=on`): each side sees only its view."""
+    return parse(spec).fog == "on"
+
+
 def is_sense(spec: str | Variant) -> bool:
     """Whether a variant senses (`fog=sense:W`): its games use `mmc_jax.rules.recon`."""
     return SENSE_WINDOW[parse(spec).fog] > 0
