@@ -36,10 +36,10 @@ import numpy as np
 from flax import struct
 
 from mmc_jax.rules import recon
-from mmc_jax.rules import tables as T
-from mmc_jax.rules.game import attacked_squares, mirror, planes_to_mask
+from mmc_jax.rules.game import planes_to_mask
 from mmc_jax.search import recon_belief as RB
 from mmc_jax.search import recon_learned as L
+from mmc_jax.search import recon_score as S
 
 SENSE_RANDOM, SENSE_ENTROPY, SENSE_LEARNED = 0, 1, 2
 MOVE_RANDOM, MOVE_PIMC, MOVE_LEARNED = 0, 1, 2
@@ -49,10 +49,6 @@ AGENTS = {
     "entropy-pimc": (SENSE_ENTROPY, MOVE_PIMC),
     "learned": (SENSE_LEARNED, MOVE_LEARNED),
 }
-PIECE_VALUES = (1.0, 3.0, 3.0, 5.0, 9.0, 100.0)
-PRESSURE_VALUES = (0.1, 0.3, 0.3, 0.5, 0.9, 3.0)  # per opponent piece the player attacks
-PAWN_RANK_VALUE = 0.02  # per rank a pawn has advanced
-WIN_SCORE = 1000.0
 DEFAULT_WORLDS = 8
 
 
@@ -126,49 +122,15 @@ def random_request(key, rules, own_pieces):
     return jax.random.categorical(key, jnp.where(mask, 0.0, -jnp.inf)).astype(jnp.int32)
 
 
-def _lost(rules, pieces, side):
-    missing = (pieces[T.KING] & side) == 0
-    for p in range(5):
-        missing = missing | (rules.extinction & ((pieces[p] & side) == 0))
-    return missing
-
-
-def _pressure(rules, pieces, mine):
-    """float32 `PRESSURE_VALUES` of the opponent's pieces the player's pieces attack, plus
-    `PAWN_RANK_VALUE` per rank of pawn advance: what makes a quiet move better than a pass."""
-    flip = mirror(pieces)
-    attacks = mirror(attacked_squares(flip, mirror(mine), RB.occupied(flip), rules.vector_allowed))
-    them = RB.occupied(pieces) & ~mine
-    hit = jax.lax.population_count(pieces & them & attacks).astype(jnp.float32)
-    ranks = [jax.lax.population_count(pieces[0] & mine & jnp.uint32(T.RANK_MASKS[r])) * r
-             for r in range(5)]  # fmt: skip
-    advance = sum(ranks).astype(jnp.float32)
-    return jnp.sum(jnp.asarray(PRESSURE_VALUES) * hit) + PAWN_RANK_VALUE * advance
-
-
 def request_scores(rules, own_pieces, opponent):
-    """float32[1226] greedy score of every request (`PASS` last) on one world: the player's
-    material lead after it, `WIN_SCORE` if it wins, less half the value of the most valuable
-    own piece the opponent then attacks (nothing to lose once won), plus a small `_pressure`
-    term (attacked opponent pieces, pawn advance)."""
-    values = jnp.asarray(PIECE_VALUES, jnp.float32)
+    """float32[1226] greedy score of every request (`PASS` last) on one world: the board it
+    leads to, scored for the player by `recon_score.board_score` (material lead, a win, less
+    half the value of the most valuable own piece then attacked, a little for pressure)."""
     own = RB.occupied(own_pieces)
     actions = jnp.arange(RB.NUM_REQUESTS)
     resolve = jax.vmap(recon.resolve, in_axes=(None, None, None, 0))
     after, own_after, _, _ = resolve(rules, own_pieces | opponent, own, actions)  # [A, 6], [A]
-
-    def score(pieces, mine):
-        them = RB.occupied(pieces) & ~mine
-        counts = jax.lax.population_count(pieces & mine[None]).astype(jnp.float32)
-        theirs = jax.lax.population_count(pieces & them).astype(jnp.float32)
-        material = jnp.sum(values * (counts - theirs))
-        attacked = attacked_squares(pieces, them, RB.occupied(pieces), rules.vector_allowed)
-        threat = jnp.max(jnp.where((pieces & mine & attacked) != 0, values, 0.0))
-        won = _lost(rules, pieces, them) & ~_lost(rules, pieces, mine)
-        quiet = material - 0.5 * threat + _pressure(rules, pieces, mine)
-        return jnp.where(won, WIN_SCORE + material, quiet)
-
-    return jax.vmap(score)(after, own_after)
+    return jax.vmap(S.board_score, in_axes=(None, 0, 0))(rules, after, own_after)
 
 
 def pimc_request(key, rules, belief: RB.ReconBelief, worlds: int = DEFAULT_WORLDS):

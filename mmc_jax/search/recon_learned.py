@@ -8,7 +8,7 @@ Network (`ReconNet`, one flax module, one parameter tree, two heads):
       project's pre-activation residual trunk (`mmc_jax.model.network.ResidualBlock`) over the
       34-channel recon observation plus 7 belief marginals (per square, the share of candidate
       boards with it empty / holding an opponent P..K); illegal actions get `MASKED_LOGIT`.
-  `world_value(features [B, 386])` -> value [B]: a small MLP over a *fully known* board from
+  `world_value(features [B, 387])` -> value [B]: a small MLP over a *fully known* board from
       the side to move's view (both sides' pieces, the squares each side attacks, piece
       counts, per type the pieces each side attacks, ply, rules descriptor). This is the leaf
       evaluator of the searches, which only ever apply it to boards sampled from the belief
@@ -62,10 +62,12 @@ from mmc_jax.rules import recon
 from mmc_jax.rules import tables as T
 from mmc_jax.rules.game import PLY_SCALE, attacked_squares, mirror, planes_to_mask
 from mmc_jax.search import recon_belief as RB
+from mmc_jax.search import recon_score as S
 
 MARGINAL_CHANNELS = 7  # per square: empty, opponent P, N, B, R, Q, K
 OBS_CHANNELS = recon.RECON_OBS_CHANNELS + MARGINAL_CHANNELS
-WORLD_FEATURES = 12 * 25 + 2 * 25 + 12 + 12 + 1 + recon.RECON_DESCRIPTOR_CHANNELS
+WORLD_FEATURES = 12 * 25 + 2 * 25 + 12 + 12 + 1 + recon.RECON_DESCRIPTOR_CHANNELS + 1
+PRIOR_SCALE = 0.1  # the prior feature is `recon_score.prior` x this (a pawn: 0.1)
 SIGMA_SCALE = 5.1  # mctx's completed-Q scale: (c_visit 50 + 1 visit) * c_scale 0.1
 _SQUARES = np.arange(T.NUM_SQUARES, dtype=np.uint32)
 
@@ -101,7 +103,8 @@ class ReconNet(nn.Module):
         self.value_hidden = nn.Dense(64)
         self.value_out = nn.Dense(1)
         self.world_layers = [nn.Dense(self.world_hidden), nn.Dense(self.world_hidden)]
-        self.world_out = nn.Dense(1)
+        self.world_out = nn.Dense(1, kernel_init=nn.initializers.zeros)
+        self.prior_weight = self.param("prior_weight", nn.initializers.ones, ())
 
     def policy_value(self, obs, mask):
         """(logits float32[B, 1242] with illegal ones `MASKED_LOGIT`, value float32[B])."""
@@ -116,11 +119,13 @@ class ReconNet(nn.Module):
         return jnp.where(mask, logits, MASKED_LOGIT), value
 
     def world_value(self, features):
-        """float32[B] value of fully known boards for the side to move."""
+        """float32[B] value of fully known boards for the side to move: tanh of the scaled
+        hand-written prior (the last feature) times a learned weight (1 at first) plus the
+        MLP's correction (0 at first: its output layer starts at zero)."""
         x = features
         for layer in self.world_layers:
             x = nn.relu(layer(x))
-        return jnp.tanh(self.world_out(x)[:, 0])
+        return jnp.tanh(self.prior_weight * features[:, -1] + self.world_out(x)[:, 0])
 
     def __call__(self, obs, mask, features):
         return self.policy_value(obs, mask), self.world_value(features)
@@ -160,7 +165,7 @@ def _bits(board):
 
 
 def world_features(rules, pieces, own, ply):
-    """float32[386] a fully known board for the side to move (`pieces` uint32[6], `own` uint32,
+    """float32[387] a fully known board for the side to move (`pieces` uint32[6], `own` uint32,
     its view): own and opponent P..K planes, squares attacked by each side, piece counts / 2,
     per type the own pieces the opponent attacks and the opponent's pieces it attacks (a king
     it attacks is a win on the move), ply / `PLY_SCALE`, the rules descriptor."""
@@ -185,12 +190,13 @@ def world_features(rules, pieces, own, ply):
             hanging,
             jnp.asarray(ply, jnp.float32)[None] / PLY_SCALE,
             recon.rules_descriptor(rules),
+            PRIOR_SCALE * S.prior(rules, pieces, own)[None],
         ]
     )
 
 
 def true_world_features(rules, state: recon.ReconState):
-    """float32[386] `world_features` of the true board (training targets only: self-play
+    """float32[387] `world_features` of the true board (training targets only: self-play
     records it to teach the world value; no decision reads it)."""
     return world_features(rules, state.pieces, state.own, state.ply)
 
@@ -198,20 +204,13 @@ def true_world_features(rules, state: recon.ReconState):
 # ----------------------------------------------------------------------------- search
 
 
-def _lost(rules, pieces, side):
-    missing = (pieces[T.KING] & side) == 0
-    for p in range(5):
-        missing = missing | (rules.extinction & ((pieces[p] & side) == 0))
-    return missing
-
-
 def _world_inputs(rules, own_pieces, world, request, ply):
-    """(features float32[386] of the board after `request` for the opponent to move,
+    """(features float32[387] of the board after `request` for the opponent to move,
     decided float32 +1 won / 0 drawn by the cap / nan otherwise) on one world."""
     own = RB.occupied(own_pieces)
     after, own_after, _, _ = recon.resolve(rules, own_pieces | world, own, request)
     them = RB.occupied(after) & ~own_after
-    won = _lost(rules, after, them) & ~_lost(rules, after, own_after)
+    won = S.lost(rules, after, them) & ~S.lost(rules, after, own_after)
     capped = ply + 1 >= rules.max_plies
     decided = jnp.where(won, 1.0, jnp.where(capped, 0.0, jnp.nan))
     return world_features(rules, mirror(after), mirror(them), ply + 1), decided

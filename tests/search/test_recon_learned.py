@@ -22,6 +22,7 @@ from mmc_jax.rules import recon
 from mmc_jax.rules import tables as T
 from mmc_jax.search import recon_belief as RB
 from mmc_jax.search import recon_learned as L
+from mmc_jax.search import recon_score as S
 from mmc_jax.training import recon_learned as TL
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -76,6 +77,29 @@ def test_network_outputs_have_recon_shapes_and_mask_illegal_actions(params):
     state = recon.init(rules)
     chex.assert_shape(L.observation(rules, state, RB.initial(rules, 0, 8)), (5, 5, 41))
     chex.assert_shape(L.true_world_features(rules, state), (L.WORLD_FEATURES,))
+
+
+def test_a_fresh_world_value_ranks_requests_as_the_pimc_score_does(params):
+    # At initialisation the world value is tanh(PRIOR_SCALE x the hand-written prior), so the
+    # move search's q orders requests as PIMC's `request_scores` does (wins are +1 in both).
+    rules = R.get("recon")
+    state = recon.init(rules)
+    belief = RB.initial(rules, 0, 8)
+    own = belief.own
+    world = RB.sample(jax.random.key(7), belief, 1)
+    requests = jnp.arange(RB.NUM_REQUESTS)
+    requestable = np.asarray(A.requestable_mask(rules, own))
+    q = np.asarray(L.q_table(L.make_net(SEARCH), params, rules, own, world, requests, state.ply))
+    score = np.asarray(A.request_scores(rules, own, world[0]))
+    q, score = q[0][requestable], score[requestable]
+    differ = np.abs(score[:, None] - score[None, :]) > 1e-4
+    assert differ.sum() > 100  # the start has requests of different scores
+    agree = np.sign(q[:, None] - q[None, :]) == np.sign(score[:, None] - score[None, :])
+    assert np.all(agree[differ])
+    features = L.true_world_features(rules, state)[None]
+    fresh = L.make_net(SEARCH).apply({"params": params}, features, method="world_value")
+    expected = np.tanh(L.PRIOR_SCALE * float(S.prior(rules, state.pieces, state.own)))
+    assert float(fresh[0]) == pytest.approx(expected, abs=1e-6)
 
 
 def test_searches_choose_legal_actions_with_targets_on_legal_actions(params, searches):
