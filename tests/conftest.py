@@ -16,28 +16,63 @@ import jax
 import pytest
 import xla_flags
 
-from mmc_jax.infra import startup
+from mmc_jax.infra import cache, startup
 
 # The rules tests' engine, oracles and rollout; the smoke runs of every algorithm and the
 # children that compile on other device counts.
 pytest_plugins = ("rules_support", "runs_support")
 
-# The commands the tests start (in this process or as children) share one compilation cache
-# (`mmc_jax.infra.cache`), fresh for the session: the user's cache is neither read nor written, and
-# a relaunched or resumed command loads what an earlier test compiled.
-if "MMC_COMPILE_CACHE" not in os.environ:
-    os.environ["MMC_COMPILE_CACHE"] = tempfile.mkdtemp(prefix="mmc_jax_test_xla_")
-    atexit.register(shutil.rmtree, os.environ["MMC_COMPILE_CACHE"], ignore_errors=True)
+# Every test process and the commands the tests start as children share one persistent
+# compilation cache (`mmc_jax.infra.cache`), kept between runs: a second run of the suite, or of
+# its fast tier after an edit, loads the programs the first compiled (only the changed ones
+# compile again). It lives apart from the commands' own cache (the tests compile with other XLA
+# flags, so nothing could be shared), in `$MMC_TEST_COMPILE_CACHE`, else `<cache root>/xla-tests`;
+# `MMC_TEST_COMPILE_CACHE=off` gives a session a fresh directory for its children only, written
+# by no test process (what every run did before: docs/internals.md has the times of both).
+TEST_CACHE_ENV = "MMC_TEST_COMPILE_CACHE"
+TEST_CACHE_BYTES = 4 << 30  # past this, the least recently written programs are deleted
+MIN_COMPILE_SECONDS = "0.2"  # programs compiled faster than this are not worth a file
+
+
+def prune(directory: Path, limit: int = TEST_CACHE_BYTES) -> None:
+    """Delete the oldest files of a cache directory until it holds at most `limit` bytes."""
+    files = [(f.stat().st_mtime, f.stat().st_size, f) for f in directory.iterdir() if f.is_file()]
+    total = sum(size for _, size, _ in files)
+    for _, size, path in sorted(files):
+        if total <= limit:
+            break
+        path.unlink(missing_ok=True)
+        total -= size
+
+
+if "MMC_COMPILE_CACHE" not in os.environ:  # the first process of a session (not an xdist worker)
+    setting = os.environ.get(TEST_CACHE_ENV, "").strip()
+    if setting.lower() in cache.OFF_WORDS:
+        os.environ["MMC_COMPILE_CACHE"] = tempfile.mkdtemp(prefix="mmc_jax_test_xla_")
+        atexit.register(shutil.rmtree, os.environ["MMC_COMPILE_CACHE"], ignore_errors=True)
+        os.environ[TEST_CACHE_ENV] = "off"  # tells the workers
+    else:
+        directory = Path(setting).expanduser() if setting else cache.cache_root() / "xla-tests"
+        directory.mkdir(parents=True, exist_ok=True)
+        prune(directory)
+        os.environ["MMC_COMPILE_CACHE"] = str(directory)
+os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", MIN_COMPILE_SECONDS)
 # The tests compile with the XLA flags the commands use (`mmc_jax.infra.startup`), so a result
 # computed here and one from a command started as a child agree.
 startup.apply_xla_flags()
 # ... plus the tests' own (tests/xla_flags.py): no LLVM optimisation, a third less compile time.
 os.environ["XLA_FLAGS"] = xla_flags.with_test_flags(os.environ.get("XLA_FLAGS", ""))
-# This process never writes the compilation cache: a command called in-process (`train.train`,
-# a CLI's `main`) would turn it on mid-session, and JAX 0.10.2 then crashed the whole run twice
-# in CI (a segfault inside `compilation_cache.put_executable_and_time`, 2026-11-26). Programs
-# compiled here are shared through jit's in-memory caches; children use the directory above.
-jax.config.update("jax_enable_compilation_cache", False)
+# This process writes the cache too, unless it is off. (It did not until the fourth sitting of
+# 2026-11-26: two CI runs had segfaulted inside `compilation_cache.put_executable_and_time`,
+# which was the exhaustion of memory mappings that `release_compiled_programs` below prevents.)
+if os.environ.get(TEST_CACHE_ENV, "").strip().lower() in cache.OFF_WORDS:
+    jax.config.update("jax_enable_compilation_cache", False)
+else:
+    jax.config.update("jax_compilation_cache_dir", os.environ["MMC_COMPILE_CACHE"])
+    jax.config.update(
+        "jax_persistent_cache_min_compile_time_secs",
+        float(os.environ["JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS"]),
+    )
 
 
 @pytest.hookimpl(tryfirst=True)

@@ -58,6 +58,13 @@ def parse_args(argv):
         f"(default {defaults.explore})",
     )
     add(
+        "--adjudicate",
+        type=float,
+        default=defaults.adjudicate,
+        help="a game that reaches the ply cap scores tanh(this x White's material lead) for "
+        f"White (0: a draw; default {defaults.adjudicate})",
+    )
+    add(
         "--learning-rate",
         type=positive_float_arg("--learning-rate"),
         default=defaults.learning_rate,
@@ -79,6 +86,8 @@ def parse_args(argv):
         parser.error(str(error))
     if not R.is_sense(variant):
         parser.error(f"{variant} is not a sensing variant (fog=sense:W)")
+    if args.adjudicate < 0:
+        parser.error(f"--adjudicate must be at least 0, got {args.adjudicate}")
     if not 0 <= args.explore <= 1:
         parser.error(f"--explore must be in [0, 1], got {args.explore}")
     if args.candidates > R.recon.PASS + 1:
@@ -102,6 +111,7 @@ def parse_args(argv):
         minibatch=args.minibatch,
         learning_rate=args.learning_rate,
         explore=args.explore,
+        adjudicate=args.adjudicate,
         seed=args.seed,
     )
     checkpoint = workdir / TL.CHECKPOINT

@@ -20,7 +20,13 @@ drawn from that iteration's examples:
            world value sees only boards sampled from the belief);
   plus `weight_decay` x L2.
 
-Games are played to the end (or the ply cap, a draw), so every value target is a result.
+Games are played to the end, so every value target is a result. A game that reaches the ply
+cap (a draw under the rules) is adjudicated by material for training (`adjudicate`): White
+scores `tanh(adjudicate x its material lead)`, Black the negative. Without it (2026-11-26, a
+world value started from the hand-written prior) self-play settled by iteration 55 into games
+that all reached the cap: every result was 0, the value and world value learned to say 0
+everywhere (their losses fell to 0.000), the searches' q lost its signal, and the policy drifted
+on noise; adjudication keeps a material lead worth something in every game.
 Keys are `fold_in(seed key, iteration)`, and the minibatch draws are seeded by the iteration:
 a run resumed from a checkpoint continues exactly as the unbroken run (tested).
 
@@ -48,6 +54,7 @@ from mmc_jax import rules as R
 from mmc_jax.rules import recon
 from mmc_jax.search import recon_belief as RB
 from mmc_jax.search import recon_learned as L
+from mmc_jax.search import recon_score as S
 
 CHECKPOINT = "checkpoint.pkl"
 
@@ -66,6 +73,7 @@ class TrainConfig(NamedTuple):
     learning_rate: float = 1e-3
     weight_decay: float = 1e-4
     explore: float = 0.0  # share of self-play moves replaced by a random requestable move
+    adjudicate: float = 0.2  # a capped game's result: tanh(this x White's material lead)
     seed: int = 0
 
 
@@ -168,6 +176,8 @@ def selfplay(params, key, config: TrainConfig):
         records.append(jax.device_get(record))
         if bool(np.all(np.asarray(games.state.terminated))):
             break
+    decisive = rewards[:, 0] != 0
+    rewards = adjudicated(rewards, np.asarray(white_material_lead(games.state)), config.adjudicate)
     record = jax.tree.map(lambda *xs: np.stack(xs), *records)  # [T, B, ...]
     live = record.live
     result = np.take_along_axis(rewards[None], record.mover[..., None], axis=-1)[..., 0]
@@ -188,9 +198,29 @@ def selfplay(params, key, config: TrainConfig):
     stats = {
         "plies": float(np.asarray(games.state.ply).mean()),
         "white": float(rewards[:, 0].mean()),
-        "decisive": float((rewards[:, 0] != 0).mean()),
+        "decisive": float(decisive.mean()),
     }
     return examples, stats
+
+
+def white_material_lead(state: recon.ReconState):
+    """float32[...] White's material lead (pawn 1, knight and bishop 3, rook 5, queen 9)."""
+    values = jnp.asarray(S.PIECE_VALUES[:5], jnp.float32)
+    occupied = RB.occupied(state.pieces)
+    mine = jax.lax.population_count(state.pieces[..., :5] & state.own[..., None])
+    theirs = jax.lax.population_count(state.pieces[..., :5] & (occupied & ~state.own)[..., None])
+    lead = jnp.sum(values * (mine - theirs).astype(jnp.float32), axis=-1)
+    return jnp.where(state.turn == 0, lead, -lead)
+
+
+def adjudicated(rewards, white_lead, scale: float):
+    """float32[B, 2] results with each game that ended undecided (the ply cap) scored by
+    material, `tanh(scale x White's lead)` for White and its negative for Black: self-play
+    whose capped games all score 0 lost its value signal and settled into 60-ply draws (2026-11-26,
+    see the module docstring); `scale` 0 keeps them draws."""
+    undecided = (rewards[:, 0] == 0) & (rewards[:, 1] == 0)
+    white = np.where(undecided, np.tanh(scale * white_lead), rewards[:, 0])
+    return np.stack([white, np.where(undecided, -white, rewards[:, 1])], axis=1).astype(np.float32)
 
 
 def make_optimizer(config: TrainConfig):

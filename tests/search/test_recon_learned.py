@@ -153,6 +153,22 @@ def trained(tmp_path_factory):
     return TL.train(CONFIG, workdir, iterations=2, log=lambda line: None), workdir
 
 
+def test_capped_games_are_adjudicated_by_material_and_decided_ones_kept():
+    rules = R.get("recon")
+    state = recon.init(rules)
+    pieces = np.asarray(state.pieces).copy()
+    pieces[T.QUEEN] &= state.own  # Black's queen gone: White is 9 ahead, whoever is to move
+    white_to_move = state.replace(pieces=jnp.asarray(pieces))
+    sensed = recon.step(rules, white_to_move, recon.SENSE_BASE)
+    black_to_move = recon.step(rules, sensed, recon.PASS)
+    leads = [float(TL.white_material_lead(s)) for s in (white_to_move, black_to_move)]
+    assert leads == [9.0, 9.0] and float(TL.white_material_lead(state)) == 0.0
+    rewards = np.array([[0.0, 0.0], [1.0, -1.0], [0.0, 0.0]], np.float32)
+    out = TL.adjudicated(rewards, np.array([9.0, -9.0, 0.0]), 0.2)
+    np.testing.assert_allclose(out, [[np.tanh(1.8), -np.tanh(1.8)], [1, -1], [0, 0]], rtol=1e-6)
+    np.testing.assert_array_equal(TL.adjudicated(rewards, np.array([9.0, 0, 0]), 0.0), rewards)
+
+
 def test_a_training_step_changes_parameters_and_lowers_the_loss_on_a_fixed_batch(trained):
     train_state, _ = trained
     examples, _ = TL.selfplay(train_state.params, jax.random.key(7), CONFIG)
