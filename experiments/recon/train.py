@@ -76,6 +76,19 @@ def parse_args(argv):
         default=5,
         help="iterations between checkpoints (default 5)",
     )
+    add(
+        "--keep-every",
+        type=integer_arg("--keep-every", 0),
+        default=0,
+        help="also keep the parameters of every Nth iteration as params-<N>.pkl (default 0: none)",
+    )
+    add(
+        "--anchor",
+        type=float,
+        default=defaults.anchor,
+        help="share of the world value's target that is the hand-written prior's value of the "
+        f"board (default {defaults.anchor})",
+    )
     add("--seed", type=int, default=defaults.seed)
     args = parser.parse_args(argv)  # fmt: skip
     if args.iterations is None and args.budget_minutes is None:
@@ -86,6 +99,8 @@ def parse_args(argv):
         parser.error(str(error))
     if not R.is_sense(variant):
         parser.error(f"{variant} is not a sensing variant (fog=sense:W)")
+    if not 0 <= args.anchor <= 1:
+        parser.error(f"--anchor must be in [0, 1], got {args.anchor}")
     if args.adjudicate < 0:
         parser.error(f"--adjudicate must be at least 0, got {args.adjudicate}")
     if not 0 <= args.explore <= 1:
@@ -112,6 +127,7 @@ def parse_args(argv):
         learning_rate=args.learning_rate,
         explore=args.explore,
         adjudicate=args.adjudicate,
+        anchor=args.anchor,
         seed=args.seed,
     )
     checkpoint = workdir / TL.CHECKPOINT
@@ -131,6 +147,7 @@ def main(argv=None):
         iterations=args.iterations,
         budget_minutes=args.budget_minutes,
         checkpoint_every=args.checkpoint_every,
+        keep_every=args.keep_every,
         log=lambda line: print(line, flush=True),
     )
 

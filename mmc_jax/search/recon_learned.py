@@ -8,11 +8,15 @@ Network (`ReconNet`, one flax module, one parameter tree, two heads):
       project's pre-activation residual trunk (`mmc_jax.model.network.ResidualBlock`) over the
       34-channel recon observation plus 7 belief marginals (per square, the share of candidate
       boards with it empty / holding an opponent P..K); illegal actions get `MASKED_LOGIT`.
-  `world_value(features [B, 387])` -> value [B]: a small MLP over a *fully known* board from
-      the side to move's view (both sides' pieces, the squares each side attacks, piece
-      counts, per type the pieces each side attacks, ply, rules descriptor). This is the leaf
-      evaluator of the searches, which only ever apply it to boards sampled from the belief
-      (perfect-information sampling, PIMC).
+  `world_value(features [B, 387])` -> value [B]: the value of a *fully known* board for the
+      side to move, `tanh(w x prior + mlp(features))`: the prior is the hand-written score
+      PIMC plays by (`mmc_jax.search.recon_score.prior`, x `PRIOR_SCALE`: material, the most
+      valuable piece attacked, pressure) with a learned weight w (1 at first), and the MLP
+      (over both sides' pieces, the squares each side attacks, piece counts, per type the
+      pieces each side attacks, ply, rules descriptor and the prior) is a correction whose
+      output layer starts at zero, so a fresh agent's searches rank moves as PIMC's score does
+      and learning starts there. This is the leaf evaluator of the searches, which only ever
+      apply it to boards sampled from the belief (perfect-information sampling, PIMC).
 
 Move search (`move_search`, a one-ply Gumbel search over sampled worlds): `worlds` boards are
 drawn from the belief; the `candidates` requests of largest `gumbel + logit` (Gumbel top-k; no

@@ -16,8 +16,9 @@ drawn from that iteration's examples:
            sense phase, requests at the move phase);
   value    squared error of the observation value to the game result (mover's view);
   world    squared error of the world value on the *true* board at each turn start to the
-           game result (the privileged board is a training target only; at play time the
-           world value sees only boards sampled from the belief);
+           game result mixed with the prior's value of that board (`anchored`; the
+           privileged board is a training target only; at play time the world value sees
+           only boards sampled from the belief);
   plus `weight_decay` x L2.
 
 Games are played to the end, so every value target is a result. A game that reaches the ply
@@ -26,7 +27,11 @@ scores `tanh(adjudicate x its material lead)`, Black the negative. Without it (2
 world value started from the hand-written prior) self-play settled by iteration 55 into games
 that all reached the cap: every result was 0, the value and world value learned to say 0
 everywhere (their losses fell to 0.000), the searches' q lost its signal, and the policy drifted
-on noise; adjudication keeps a material lead worth something in every game.
+on noise; adjudication keeps a material lead worth something in every game. With adjudication
+alone the next run settled the same way by iteration 56 (every game to the cap with material
+untouched, so every adjudicated result was 0 as well): the world value's target is therefore
+anchored to the prior (`anchor`: half the target is the prior's own value of the board), so
+the searches keep preferring a material gain whatever self-play's results say.
 Keys are `fold_in(seed key, iteration)`, and the minibatch draws are seeded by the iteration:
 a run resumed from a checkpoint continues exactly as the unbroken run (tested).
 
@@ -74,6 +79,7 @@ class TrainConfig(NamedTuple):
     weight_decay: float = 1e-4
     explore: float = 0.0  # share of self-play moves replaced by a random requestable move
     adjudicate: float = 0.2  # a capped game's result: tanh(this x White's material lead)
+    anchor: float = 0.5  # the world value's target: this share is the prior's own value
     seed: int = 0
 
 
@@ -193,7 +199,7 @@ def selfplay(params, key, config: TrainConfig):
         target=np.concatenate([sense[2], move[2]]),
         result=np.concatenate([result[live], result[live]]),
         world=record.world[live],
-        world_result=result[live],
+        world_result=anchored(result[live], record.world[live], config.anchor),
     )
     stats = {
         "plies": float(np.asarray(games.state.ply).mean()),
@@ -222,6 +228,14 @@ def adjudicated(rewards, white_lead, scale: float):
     undecided = (rewards[:, 0] == 0) & (rewards[:, 1] == 0)
     white = np.where(undecided, np.tanh(scale * white_lead), rewards[:, 0])
     return np.stack([white, np.where(undecided, -white, rewards[:, 1])], axis=1).astype(np.float32)
+
+
+def anchored(result, world, anchor: float):
+    """float32[N] the world value's targets: `(1 - anchor) x result + anchor x tanh(prior)`, the
+    prior's value of each board (its last feature, `search.recon_learned.world_features`).
+    Trained on results alone, a world value started from the prior forgot it once self-play
+    had turned passive (module docstring); anchored, a material gain keeps its value."""
+    return ((1 - anchor) * result + anchor * np.tanh(world[:, -1])).astype(np.float32)
 
 
 def make_optimizer(config: TrainConfig):
@@ -324,10 +338,11 @@ def load_params(path) -> tuple[dict, L.SearchConfig]:
 
 
 def train(config: TrainConfig, workdir, *, iterations=None, budget_minutes=None,
-          checkpoint_every: int = 5, log=print) -> TrainState:  # fmt: skip
+          checkpoint_every: int = 5, keep_every: int = 0, log=print) -> TrainState:  # fmt: skip
     """Train until `iterations` (total, counting resumed ones) or `budget_minutes` of wall
     clock in this call, whichever comes first; resume from `workdir`'s checkpoint if any (its
-    config must equal `config`)."""
+    config must equal `config`). With `keep_every` > 0 the parameters of every `keep_every`-th
+    iteration are also kept, as `params-<iteration>.pkl` (play-only, as `export_params`)."""
     path = Path(workdir) / CHECKPOINT
     if path.exists():
         train_state, saved = load(path)
@@ -361,5 +376,8 @@ def train(config: TrainConfig, workdir, *, iterations=None, budget_minutes=None,
         )
         if train_state.iteration % checkpoint_every == 0:
             save(path, train_state, config)
+        if keep_every and train_state.iteration % keep_every == 0:
+            snapshot = Path(workdir) / f"params-{train_state.iteration:05d}.pkl"
+            save(snapshot, TrainState(train_state.params, None, train_state.iteration), config)
     save(path, train_state, config)
     return train_state

@@ -167,6 +167,12 @@ def test_capped_games_are_adjudicated_by_material_and_decided_ones_kept():
     out = TL.adjudicated(rewards, np.array([9.0, -9.0, 0.0]), 0.2)
     np.testing.assert_allclose(out, [[np.tanh(1.8), -np.tanh(1.8)], [1, -1], [0, 0]], rtol=1e-6)
     np.testing.assert_array_equal(TL.adjudicated(rewards, np.array([9.0, 0, 0]), 0.0), rewards)
+    # The world value's target: half the result, half the prior's value (the last feature).
+    world = np.zeros((2, L.WORLD_FEATURES), np.float32)
+    world[:, -1] = [0.5, -1.0]
+    np.testing.assert_allclose(
+        TL.anchored(np.array([1.0, 0.0]), world, 0.5), [0.5 + 0.5 * np.tanh(0.5), -0.5 * np.tanh(1)]
+    )
 
 
 def test_a_training_step_changes_parameters_and_lowers_the_loss_on_a_fixed_batch(trained):
