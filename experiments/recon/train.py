@@ -1,7 +1,7 @@
 """Train the learned recon agent by self-play (`mmc_jax.training.recon_learned`).
 
-    PYTHONPATH=. python experiments/recon/train.py --workdir /tmp/recon-learned \\
-        --budget-minutes 35                                   # the README's run
+    PYTHONPATH=. python experiments/recon/train.py --workdir /tmp/r41/run \\
+        --budget-minutes 60 --games 64 --updates 32 --keep-every 20    # the README's run
     PYTHONPATH=. python experiments/recon/train.py --workdir /tmp/rl --iterations 2 --games 4
 
 Each iteration plays `--games` self-play games (both sides the learned agent: network + one-ply
@@ -101,7 +101,7 @@ def parse_args(argv):
         parser.error(f"{variant} is not a sensing variant (fog=sense:W)")
     if not 0 <= args.anchor <= 1:
         parser.error(f"--anchor must be in [0, 1], got {args.anchor}")
-    if args.adjudicate < 0:
+    if not args.adjudicate >= 0:
         parser.error(f"--adjudicate must be at least 0, got {args.adjudicate}")
     if not 0 <= args.explore <= 1:
         parser.error(f"--explore must be in [0, 1], got {args.explore}")

@@ -172,7 +172,8 @@ def world_features(rules, pieces, own, ply):
     """float32[387] a fully known board for the side to move (`pieces` uint32[6], `own` uint32,
     its view): own and opponent P..K planes, squares attacked by each side, piece counts / 2,
     per type the own pieces the opponent attacks and the opponent's pieces it attacks (a king
-    it attacks is a win on the move), ply / `PLY_SCALE`, the rules descriptor."""
+    it attacks is a win on the move), ply / `PLY_SCALE`, the rules descriptor, and last the
+    hand-written prior (`recon_score.prior` x `PRIOR_SCALE`) that `ReconNet.world_value` adds."""
     occ = RB.occupied(pieces)
     them = occ & ~own
     mine_planes = jnp.stack([_bits(pieces[t] & own) for t in range(6)])
