@@ -48,17 +48,23 @@ def pressure(rules, pieces, mine):
     return jnp.sum(jnp.asarray(PRESSURE_VALUES) * hit) + PAWN_RANK_VALUE * advance
 
 
+def material(pieces, mine):
+    """float32 the material lead of `mine` (`PIECE_VALUES`; kings count alike on both sides)."""
+    values = jnp.asarray(PIECE_VALUES, jnp.float32)
+    them = RB.occupied(pieces) & ~mine
+    counts = jax.lax.population_count(pieces & mine).astype(jnp.float32)
+    theirs = jax.lax.population_count(pieces & them).astype(jnp.float32)
+    return jnp.sum(values * (counts - theirs))
+
+
 def quiet_score(rules, pieces, mine):
     """float32 the score of a board for `mine`, who has just moved (module docstring), without
     the win bonus."""
     values = jnp.asarray(PIECE_VALUES, jnp.float32)
     them = RB.occupied(pieces) & ~mine
-    counts = jax.lax.population_count(pieces & mine).astype(jnp.float32)
-    theirs = jax.lax.population_count(pieces & them).astype(jnp.float32)
-    material = jnp.sum(values * (counts - theirs))
     attacked = attacked_squares(pieces, them, RB.occupied(pieces), rules.vector_allowed)
     threat = jnp.max(jnp.where((pieces & mine & attacked) != 0, values, 0.0))
-    return material - 0.5 * threat + pressure(rules, pieces, mine)
+    return material(pieces, mine) - 0.5 * threat + pressure(rules, pieces, mine)
 
 
 def board_score(rules, pieces, mine):

@@ -211,12 +211,8 @@ def selfplay(params, key, config: TrainConfig):
 
 def white_material_lead(state: recon.ReconState):
     """float32[...] White's material lead (pawn 1, knight and bishop 3, rook 5, queen 9)."""
-    values = jnp.asarray(S.PIECE_VALUES[:5], jnp.float32)
-    occupied = RB.occupied(state.pieces)
-    pieces = state.pieces[..., :5]
-    mine = jax.lax.population_count(pieces & state.own[..., None]).astype(jnp.float32)
-    theirs = jax.lax.population_count(pieces & (occupied & ~state.own)[..., None])
-    lead = jnp.sum(values * (mine - theirs.astype(jnp.float32)), axis=-1)
+    lead = jax.vmap(S.material)(state.pieces.reshape(-1, 6), state.own.reshape(-1))
+    lead = lead.reshape(state.own.shape)
     return jnp.where(state.turn == 0, lead, -lead)
 
 
