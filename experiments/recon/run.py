@@ -34,10 +34,10 @@ import jax
 import numpy as np
 
 from mmc_jax import rules as R
+from mmc_jax.algorithms import recon as TL
 from mmc_jax.evaluation import elo
 from mmc_jax.evaluation import recon_agents as A
 from mmc_jax.search import recon_belief as RB
-from mmc_jax.training import recon_learned as TL
 
 
 def parse_args(argv):

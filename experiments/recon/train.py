@@ -1,4 +1,4 @@
-"""Train the learned recon agent by self-play (`mmc_jax.training.recon_learned`).
+"""Train the learned recon agent by self-play (`mmc_jax.algorithms.recon`).
 
     PYTHONPATH=. python experiments/recon/train.py --workdir /tmp/r41/run \\
         --budget-minutes 60 --games 64 --updates 32 --keep-every 20    # the README's run
@@ -19,9 +19,9 @@ import sys
 from pathlib import Path
 
 from mmc_jax import rules as R
+from mmc_jax.algorithms import recon as TL
 from mmc_jax.infra.cli import integer_arg, positive_float_arg
 from mmc_jax.search import recon_learned as L
-from mmc_jax.training import recon_learned as TL
 
 
 def parse_args(argv):

@@ -35,6 +35,7 @@ import jax.numpy as jnp
 import numpy as np
 from flax import struct
 
+from mmc_jax.model import recon_net
 from mmc_jax.rules import recon
 from mmc_jax.rules.game import planes_to_mask
 from mmc_jax.search import recon_belief as RB
@@ -230,7 +231,7 @@ def turn(rules, games: ReconGames, key, params=None, *, moves_per_board: int, wo
     window = choose_window(keys[1], rules, belief, sense_kind)
     if learned is not None:
         learned = learned._replace(worlds=worlds)
-        net = L.make_net(learned)
+        net = recon_net.make_net(learned)
         sense_key, move_key = jax.random.split(keys[5])
         sensed = L.sense_search(net, params, learned, rules, state, belief, sense_key, False)
         window = jnp.where(sense_kind == SENSE_LEARNED, sensed.action - recon.SENSE_BASE, window)

@@ -1,4 +1,4 @@
-"""The learned recon agent (`search.recon_learned`, `training.recon_learned`): shapes and
+"""The learned recon agent (`search.recon_learned`, `algorithms.recon`): shapes and
 masking, its searches' targets, fairness (same information, same decisions), learning, resume,
 and its place in the arena and the scripts. Tiny sizes: compilation dominates on 2 CPU cores."""
 
@@ -16,14 +16,15 @@ import numpy as np
 import pytest
 
 from mmc_jax import rules as R
+from mmc_jax.algorithms import recon as TL
 from mmc_jax.evaluation import recon_agents as A
+from mmc_jax.model import recon_net
 from mmc_jax.model.network import MASKED_LOGIT
 from mmc_jax.rules import recon
 from mmc_jax.rules import tables as T
 from mmc_jax.search import recon_belief as RB
 from mmc_jax.search import recon_learned as L
 from mmc_jax.search import recon_score as S
-from mmc_jax.training import recon_learned as TL
 
 ROOT = Path(__file__).resolve().parents[2]
 SEARCH = L.SearchConfig(worlds=3, candidates=6, blocks=1, channels=8, world_hidden=16)
@@ -35,12 +36,12 @@ CONFIG = TL.TrainConfig(
 
 @pytest.fixture(scope="module")
 def params():
-    return L.init_params(SEARCH, jax.random.key(0))
+    return recon_net.init_params(SEARCH, jax.random.key(0))
 
 
 @pytest.fixture(scope="module")
 def searches():
-    net = L.make_net(SEARCH)
+    net = recon_net.make_net(SEARCH)
 
     @jax.jit
     def both(params, rules, sense_state, move_state, sense_belief, move_belief, key):
@@ -63,10 +64,10 @@ def _hidden_knight_moved(state):
 
 
 def test_network_outputs_have_recon_shapes_and_mask_illegal_actions(params):
-    net = L.make_net(SEARCH)
-    obs = jax.random.normal(jax.random.key(1), (3, 5, 5, L.OBS_CHANNELS))
+    net = recon_net.make_net(SEARCH)
+    obs = jax.random.normal(jax.random.key(1), (3, 5, 5, recon_net.OBS_CHANNELS))
     mask = jnp.zeros((3, recon.NUM_ACTIONS), bool).at[:, recon.SENSE_BASE :].set(True)
-    features = jax.random.normal(jax.random.key(2), (3, L.WORLD_FEATURES))
+    features = jax.random.normal(jax.random.key(2), (3, recon_net.WORLD_FEATURES))
     (logits, value), world = net.apply({"params": params}, obs, mask, features)
     chex.assert_shape(logits, (3, recon.NUM_ACTIONS))
     chex.assert_shape([value, world], (3,))
@@ -76,7 +77,7 @@ def test_network_outputs_have_recon_shapes_and_mask_illegal_actions(params):
     rules = R.get("recon")
     state = recon.init(rules)
     chex.assert_shape(L.observation(rules, state, RB.initial(rules, 0, 8)), (5, 5, 41))
-    chex.assert_shape(L.true_world_features(rules, state), (L.WORLD_FEATURES,))
+    chex.assert_shape(L.true_world_features(rules, state), (recon_net.WORLD_FEATURES,))
 
 
 def test_a_fresh_world_value_ranks_requests_as_the_pimc_score_does(params):
@@ -89,7 +90,9 @@ def test_a_fresh_world_value_ranks_requests_as_the_pimc_score_does(params):
     world = RB.sample(jax.random.key(7), belief, 1)
     requests = jnp.arange(RB.NUM_REQUESTS)
     requestable = np.asarray(A.requestable_mask(rules, own))
-    q = np.asarray(L.q_table(L.make_net(SEARCH), params, rules, own, world, requests, state.ply))
+    q = np.asarray(
+        L.q_table(recon_net.make_net(SEARCH), params, rules, own, world, requests, state.ply)
+    )
     score = np.asarray(A.request_scores(rules, own, world[0]))
     q, score = q[0][requestable], score[requestable]
     differ = np.abs(score[:, None] - score[None, :]) > 1e-4
@@ -97,7 +100,7 @@ def test_a_fresh_world_value_ranks_requests_as_the_pimc_score_does(params):
     agree = np.sign(q[:, None] - q[None, :]) == np.sign(score[:, None] - score[None, :])
     assert np.all(agree[differ])
     features = L.true_world_features(rules, state)[None]
-    fresh = L.make_net(SEARCH).apply({"params": params}, features, method="world_value")
+    fresh = recon_net.make_net(SEARCH).apply({"params": params}, features, method="world_value")
     expected = np.tanh(L.PRIOR_SCALE * float(S.prior(rules, state.pieces, state.own)))
     assert float(fresh[0]) == pytest.approx(expected, abs=1e-6)
 
@@ -168,7 +171,7 @@ def test_capped_games_are_adjudicated_by_material_and_decided_ones_kept():
     np.testing.assert_allclose(out, [[np.tanh(1.8), -np.tanh(1.8)], [1, -1], [0, 0]], rtol=1e-6)
     np.testing.assert_array_equal(TL.adjudicated(rewards, np.array([9.0, 0, 0]), 0.0), rewards)
     # The world value's target: half the result, half the prior's value (the last feature).
-    world = np.zeros((2, L.WORLD_FEATURES), np.float32)
+    world = np.zeros((2, recon_net.WORLD_FEATURES), np.float32)
     world[:, -1] = [0.5, -1.0]
     np.testing.assert_allclose(
         TL.anchored(np.array([1.0, 0.0]), world, 0.5), [0.5 + 0.5 * np.tanh(0.5), -0.5 * np.tanh(1)]

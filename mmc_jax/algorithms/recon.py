@@ -56,6 +56,7 @@ import optax
 from flax import struct
 
 from mmc_jax import rules as R
+from mmc_jax.model import recon_net
 from mmc_jax.rules import recon
 from mmc_jax.search import recon_belief as RB
 from mmc_jax.search import recon_learned as L
@@ -111,7 +112,7 @@ def start(rules, size: int) -> SelfplayGames:
 
 def selfplay_turn(params, rules, games: SelfplayGames, key, *, config: TrainConfig):
     """One whole turn of the side to move, both sides the learned agent (unbatched)."""
-    net = L.make_net(config.search)
+    net = recon_net.make_net(config.search)
     state = games.state
     colour = state.turn
     belief = jax.tree.map(lambda x: x[colour], games.beliefs)
@@ -241,7 +242,7 @@ def make_optimizer(config: TrainConfig):
 
 def loss_fn(params, batch, config: TrainConfig):
     """(total loss, (policy, value, world)) of a minibatch (dict of Examples' fields)."""
-    net = L.make_net(config.search)
+    net = recon_net.make_net(config.search)
     (logits, value), world_value = net.apply(
         {"params": params}, batch["obs"], batch["mask"], batch["world"]
     )
@@ -279,7 +280,9 @@ class TrainState(NamedTuple):
 
 def init_train_state(config: TrainConfig) -> TrainState:
     """Fresh parameters (key `fold_in(seed, -1)` is never an iteration's) and optimizer."""
-    params = L.init_params(config.search, jax.random.fold_in(jax.random.key(config.seed), 2**30))
+    params = recon_net.init_params(
+        config.search, jax.random.fold_in(jax.random.key(config.seed), 2**30)
+    )
     return TrainState(params, make_optimizer(config).init(params), 0)
 
 
