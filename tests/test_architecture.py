@@ -188,19 +188,18 @@ def test_every_folder_is_a_part_and_the_top_holds_only_commands():
             assert "def main(" in text, f"mmc_jax/{path.name} is no command: move it into a part"
 
 
-def test_the_old_flat_module_names_import_the_modules_of_their_parts():
+def test_the_old_flat_module_names_are_gone_and_no_import_hook_remains():
     import importlib
+    import sys
 
     import mmc_jax
 
-    for name, part in mmc_jax.OLD_NAMES.items():
-        moved = importlib.import_module(f"mmc_jax.{part}.{name}")
-        assert importlib.import_module(f"mmc_jax.{name}") is moved
-        assert getattr(mmc_jax, name) is moved
-        assert moved.__spec__.name == f"mmc_jax.{part}.{name}"
-        assert (PACKAGE / part / f"{name}.py").is_file()
-    with pytest.raises(AttributeError):
-        mmc_jax.no_such_module  # noqa: B018
+    for name in ("meta", "startup", "runloop", "network", "pimc"):
+        with pytest.raises(ModuleNotFoundError):
+            importlib.import_module(f"mmc_jax.{name}")
+        assert not hasattr(mmc_jax, name) or getattr(mmc_jax, name).__name__.count(".") == 2
+    assert not any(type(f).__module__.startswith("mmc_jax") for f in sys.meta_path)
+    assert "meta_path" not in (PACKAGE / "__init__.py").read_text(encoding="utf-8")
 
 
 def test_the_algorithm_registry_names_every_config_and_refuses_a_wrong_name():
