@@ -92,6 +92,13 @@ VARIANTS = (
     "gardner,start=shuffle:17,colour=other",
     "baby,capture=atomic,goal=king",
 )
+# The variants of the primary analysis (Amendment 2's calibration: a mid with range).
+PRIMARY_VARIANTS = (
+    "atomic",
+    "extinction",
+    "capture=rifle,goal=extinction",
+    "baby,capture=atomic,goal=king",
+)
 OLD_ADAM = "adam"  # the old inner procedure: Adam with b1 = 0, fresh per task, lr 1e-3
 
 
@@ -127,6 +134,17 @@ class Preset:
     min_range: float = 0.3
     long_iterations: int = 0  # 0: no long run
     long_every: int = 0
+    # How the inner procedure is chosen: "held_out" (the sensitivity stage of 2026-11-26, on
+    # the held-out variants' reference self-play, the old Adam among the candidates) or
+    # "training_tasks" (Amendment 3's arm-neutral rule: `procedure_tasks` fog-free training
+    # points, the self-play of the exported model `procedure_data`, a path from the project
+    # root; SGD only, the grid extended by 3x past a winner at its end).
+    procedure_rule: str = "held_out"
+    procedure_tasks: int = 8
+    procedure_data: str = ""
+    # A preset whose committed pretraining runs this one copies where the run's config is
+    # exactly this preset's (Amendment 3 reuses the cpu preset's seeds 0-2).
+    reuse: str = ""
 
 
 PRESETS = {
@@ -167,6 +185,24 @@ PRESETS = {
         games_per_task=64,
         long_iterations=500,
         long_every=50,
+    ),
+    # Amendment 3 (issue 49): the cpu preset's recipe with ten pretraining seeds of the
+    # rules-hidden arms joint, JOAT and gardner, on the 4 primary variants; seeds 0-2 are the
+    # cpu preset's committed runs where their config is this one's (joint and gardner always,
+    # JOAT if the step-size rule picks the cpu preset's step again). The inner procedure is
+    # chosen on training tasks from the long run's final network's self-play.
+    "power": Preset(
+        joat_preset="cpu",
+        pretrain_iterations=100,
+        reference_preset="cpu",
+        reference_iterations=REFERENCE_ITERATIONS,
+        seeds=tuple(range(10)),
+        variants=PRIMARY_VARIANTS,
+        arms=("joint", "joat", "gardner"),
+        step_sizes=(0.01, 0.03, 0.1, 0.3, 1.0, 3.0),
+        procedure_rule="training_tasks",
+        procedure_data="experiments/adaptation/decisive_cpu/models/long/it500",
+        reuse="cpu",
     ),
 }
 
@@ -405,9 +441,10 @@ def prepare_all(preset: Preset) -> list[str]:
 
 
 def candidate_procedures(preset: Preset) -> list[dict]:
-    return [{"optimizer": OLD_ADAM}] + [
-        {"optimizer": "sgd", "learning_rate": float(eta)} for eta in preset.step_sizes
-    ]
+    """The inner procedures the preset chooses among: SGD at each step size, and under the
+    held-out rule also the old fresh Adam."""
+    sgd = [{"optimizer": "sgd", "learning_rate": float(eta)} for eta in preset.step_sizes]
+    return ([{"optimizer": OLD_ADAM}] if preset.procedure_rule == "held_out" else []) + sgd
 
 
 # ---------------------------------------------------------------------------------------------
@@ -471,6 +508,19 @@ def pretrain(study: Study, arm: str, seed: int, choice: dict | None, log, pack=N
     done = study.read("pretrain", f"{arm}_s{seed}.json")
     if done:
         return done
+    source = reusable(study, arm, seed, choice)
+    if source is not None:
+        shutil.copytree(
+            source.pretrained_model(arm, seed),
+            study.pretrained_model(arm, seed),
+            dirs_exist_ok=True,
+        )
+        info = {**source.read("pretrain", f"{arm}_s{seed}.json"), "from": source.preset_name}
+        log(f"pretrain {arm} seed {seed}: the {source.preset_name} preset's run (the same config)")
+        study.write(info, "pretrain", f"{arm}_s{seed}.json")
+        if pack:
+            write_pack(study, pack)
+        return info
     config = arm_config(study.preset, arm, seed, choice)
     workdir = study.workdir / "pretrain" / f"{arm}_s{seed}"
     log(f"pretrain {arm} seed {seed}: {config.num_iterations} outer iterations")
@@ -503,6 +553,37 @@ def pretrain(study: Study, arm: str, seed: int, choice: dict | None, log, pack=N
     return info
 
 
+def committed(preset_name: str) -> Study:
+    """The committed artefacts of another preset (read only; its workdir is not used)."""
+    artefacts = ROOT / "experiments" / "adaptation" / f"decisive_{preset_name}"
+    return Study(preset_name, PRESETS[preset_name], Path("/nonexistent"), artefacts)
+
+
+def reusable(study: Study, arm: str, seed: int, choice: dict | None) -> Study | None:
+    """The `reuse` preset's committed artefacts when they hold the pretraining run (`arm`, `seed`)
+    with exactly the config this preset would train (JOAT: with this preset's procedure
+    `choice` against the one that preset chose); None otherwise."""
+    if not study.preset.reuse:
+        return None
+    source = committed(study.preset.reuse)
+    if source.artefacts.resolve() == study.artefacts.resolve():
+        return None
+    if source.read("pretrain", f"{arm}_s{seed}.json") is None:
+        return None
+    if not (source.pretrained_model(arm, seed) / "model.json").exists():
+        return None
+    if arm.startswith("joat"):
+        theirs = (source.read("sensitivity.json") or {}).get("choice")
+        if choice is None or theirs is None:
+            return None
+    else:
+        theirs = None
+    mine = arm_config(study.preset, arm, seed, choice).to_dict()
+    if mine != arm_config(source.preset, arm, seed, theirs).to_dict():
+        return None
+    return source
+
+
 def _draw_fn(network, config):
     import jax
 
@@ -521,6 +602,14 @@ def _draw_fn(network, config):
 def dataset(study: Study, variant: str):
     """(adaptation draws, held-out batch): self-play of the variant's final reference, in
     draws the size of an adaptation iteration (deterministic; recomputed, not stored)."""
+    final = study.reference_model(variant, max(study.preset.reference_iterations))
+    return selfplay_draws(study, final, variant)
+
+
+def selfplay_draws(study: Study, model: Path, variant: str):
+    """(adaptation draws, held-out batch): `dataset_draws` draws of the exported `model`'s
+    self-play on `variant` (its own search settings; `adapt_games` games of the adaptation's
+    plies each, keys 10,000 + i), the first (up to 5) to adapt on, the rest held out."""
     import jax
     import jax.numpy as jnp
     import ml_collections
@@ -531,8 +620,7 @@ def dataset(study: Study, variant: str):
     from mmc_jax.training import learner
 
     preset = study.preset
-    final = study.reference_model(variant, max(preset.reference_iterations))
-    network, params, saved = checkpoint.load_model(final)
+    network, params, saved = checkpoint.load_model(model)
     config = saved.copy_and_resolve_references()
     with config.unlocked():
         config.selfplay.batch_size = preset.adapt_games
@@ -566,6 +654,8 @@ def sensitivity(study: Study, log) -> dict:
     if done:
         return done
     preset = study.preset
+    if preset.procedure_rule == "training_tasks":
+        return procedure_on_training_tasks(study, log)
     decided = ROOT / "experiments" / "adaptation" / "decisive_cpu" / "sensitivity.json"
     if study.preset_name != "cpu" and decided.exists():
         # One procedure for the whole study: a larger preset adapts as the cpu preset decided.
@@ -614,6 +704,115 @@ def sensitivity(study: Study, log) -> dict:
         {
             "criterion": "mean held-out loss (policy + value) after 1 and 2 procedures",
             "means": means,
+            "choice": choice,
+            "rows": rows,
+        },
+        "sensitivity.json",
+    )
+
+
+def training_tasks(preset: Preset) -> list[str]:
+    """The first `procedure_tasks` fog-free training points of the preset's task space, in
+    `meta.task_weights` order (never a held-out variant)."""
+    from mmc_jax import rules as R
+    from mmc_jax.algorithms import meta
+
+    tasks = [t for t in meta.task_weights(joat_config(preset, 0)) if not R.has_fog(t)]
+    return tasks[: preset.procedure_tasks]
+
+
+def procedure_on_training_tasks(study: Study, log) -> dict:
+    """Amendment 3's arm-neutral step-size rule: from the seed-0 joint and gardner starts and
+    the scratch start (init seed 0), each SGD step size adapts on the training tasks' draws of
+    `procedure_data`'s self-play; the lowest mean held-out loss (policy + value) after one and
+    two procedures wins, the grid extended by 3x past a winner at either end (at most three
+    times). Written as `sensitivity.json`, which every later stage reads."""
+    import jax
+    import ml_collections
+
+    from mmc_jax import adapt
+    from mmc_jax.infra import checkpoint
+    from mmc_jax.model import network as network_lib
+    from mmc_jax.training import learner
+
+    preset = study.preset
+    seed = preset.seeds[0]
+    data = ROOT / preset.procedure_data
+    if not (data / "model.json").exists():
+        raise ValueError(f"the step-size rule's data network {data} is not there")
+    joat = joat_config(preset, 0)
+    starts = []
+    for arm in ("joint", "gardner"):
+        if study.read("pretrain", f"{arm}_s{seed}.json") is None:
+            raise ValueError(f"the step-size rule adapts the {arm} seed-{seed} start: pretrain it")
+        network, params, saved = checkpoint.load_model(study.pretrained_model(arm, seed))
+        starts.append((arm, network, params, ml_collections.FrozenConfigDict(saved.network)))
+    network_config, params, _, _ = adapt.load_start("scratch", joat, seed)
+    starts.append(
+        (
+            "scratch",
+            network_lib.make_network(network_config),
+            params,
+            ml_collections.FrozenConfigDict(network_config),
+        )
+    )
+    tasks = training_tasks(preset)
+    procedure = jax.jit(learner.inner_procedure, static_argnums=(3, 4))
+    datasets = {task: selfplay_draws(study, data, task) for task in tasks}
+    rows = []
+
+    def evaluate(eta: float) -> float:
+        choice = {"optimizer": "sgd", "learning_rate": float(eta)}
+        inner = ml_collections.FrozenConfigDict(procedure_section(joat.inner, choice))
+        values = []
+        for task, (adapt_draws, held_out) in datasets.items():
+            for name, network, params0, net_config in starts:
+
+                def losses(params, network=network, held_out=held_out):
+                    _, metrics = learner.loss_fn(params, network, held_out, inner)
+                    return float(metrics["policy_loss"]) + float(metrics["value_loss"])
+
+                params, out = params0, {"0": losses(params0)}
+                for j in range(2):
+                    draw = adapt_draws[j % len(adapt_draws)]
+                    params, _ = procedure(params, draw, jax.random.key(j), net_config, inner)
+                    out[str(j + 1)] = losses(params)
+                rows.append({"task": task, "start": name, "procedure": choice, "loss": out})
+                values.append((out["1"] + out["2"]) / 2)
+        mean = sum(values) / len(values)
+        log(f"step-size rule: sgd {eta:g} mean held-out loss {mean:.4f}")
+        return mean
+
+    means = {float(eta): evaluate(eta) for eta in preset.step_sizes}
+    extensions = []
+    for _ in range(3):
+        best = min(means, key=means.get)
+        if len(means) > 1 and best == min(means):
+            extension = best / 3
+        elif len(means) > 1 and best == max(means):
+            extension = best * 3
+        else:
+            break
+        extensions.append(extension)
+        means[extension] = evaluate(extension)
+    best = min(means, key=means.get)
+    interior = min(means) < best < max(means)
+    choice = {"optimizer": "sgd", "learning_rate": best}
+    log(f"step-size rule: sgd {best:g} chosen" + ("" if interior else " (at the grid's end)"))
+    return study.write(
+        {
+            "rule": "Amendment 3: training tasks, arm-neutral",
+            "criterion": "mean held-out loss (policy + value) after 1 and 2 procedures, over "
+            "training tasks and the joint, gardner and scratch starts",
+            "tasks": tasks,
+            "starts": [f"{name} s{seed}" for name, *_ in starts],
+            "data": preset.procedure_data,
+            "means": {
+                _procedure_name({"optimizer": "sgd", "learning_rate": e}): m
+                for e, m in sorted(means.items())
+            },
+            "extensions": extensions,
+            "interior": interior,
             "choice": choice,
             "rows": rows,
         },
@@ -1451,17 +1650,20 @@ def run(
                 return False
             references(study, v, log)
     if want("pretrain"):
-        # The joint arms do not depend on the procedure: the seed-0 ones first (the
-        # sensitivity run adapts them), and all of them in a pretraining-only run.
+        # The joint and gardner arms do not depend on the procedure: the seed-0 ones first
+        # (the procedure's stage adapts them), and all of them in a pretraining-only run.
         for seed in seeds if only == "pretrain" else seeds[:1]:
-            for arm in [a for a in preset.arms if a.startswith("joint")]:
+            for arm in [a for a in preset.arms if not a.startswith("joat")]:
                 if out_of_time():
                     return False
                 pretrain(study, arm, seed, None, log, pack)
     if only == "pretrain" and study.read("sensitivity.json") is None:
-        # A pretraining-only run (an accelerator's) cannot decide the procedure: it needs the
-        # references. The JOAT arms wait for `--only sensitivity` on the CPU and a second call.
-        log("the JOAT arms wait for the sensitivity stage (it needs the references)")
+        # A pretraining-only run (an accelerator's) does not decide the procedure. The JOAT
+        # arms wait for `--only sensitivity` on the CPU and a second call.
+        if preset.procedure_rule == "training_tasks":
+            log("the JOAT arms wait for the step-size stage (`--only sensitivity`, Amendment 3)")
+        else:
+            log("the JOAT arms wait for the sensitivity stage (it needs the references)")
         return False
     if want("sensitivity") or want("all"):
         if out_of_time():
@@ -1501,17 +1703,29 @@ def status(study: Study) -> str:
             f"reference {v}: {'done' if study.read('reference', f'{slug(v)}.json') else '-'}"
         )
         lines.append(f"curve {v}: {'done' if study.read('curve', f'{slug(v)}.json') else '-'}")
+    choice = (study.read("sensitivity.json") or {}).get("choice")
     for s in preset.seeds:
         for a in preset.arms:
-            lines.append(
-                f"pretrain {a} s{s}: {'done' if study.read('pretrain', f'{a}_s{s}.json') else '-'}"
-            )
-    lines.append(f"sensitivity: {'done' if study.read('sensitivity.json') else '-'}")
+            if study.read("pretrain", f"{a}_s{s}.json"):
+                state = "done"
+            elif a.startswith("joat") and choice is None:
+                state = "- (waits for the procedure)"
+            else:
+                source = reusable(study, a, s, choice)
+                state = f"- (the {source.preset_name} preset's run is reused)" if source else "-"
+            lines.append(f"pretrain {a} s{s}: {state}")
+    rule = "training tasks" if preset.procedure_rule == "training_tasks" else "held-out"
+    lines.append(
+        f"sensitivity ({rule}): " + (f"done, {_procedure_name(choice)}" if choice else "-")
+    )
     total = len(preset.variants) * len(preset.seeds) * (len(preset.arms) + 1)
     have = len(list(study.path("cells").glob("*.json"))) if study.path("cells").is_dir() else 0
     lines.append(f"cells: {have}/{total}")
     long = study.read("long.json")
-    lines.append(f"long run: {'done' if long and long.get('complete') else '-'}")
+    if not preset.long_iterations:
+        lines.append("long run: none in this preset")
+    else:
+        lines.append(f"long run: {'done' if long and long.get('complete') else '-'}")
     return "\n".join(lines)
 
 

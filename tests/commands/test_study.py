@@ -279,3 +279,90 @@ def test_ship_exports_the_best_arm_with_the_studys_adaptation_and_a_card(tmp_pat
         np.array_equal(a, b)
         for a, b in zip(jax.tree.leaves(shipped), jax.tree.leaves(params), strict=True)
     )
+
+
+def test_power_preset_extends_cpu_and_reuses_its_committed_runs(tmp_path):
+    """Amendment 3: ten seeds of the rules-hidden arms on the primary variants, the cpu preset's
+    recipe; its committed seed 0-2 runs are copied where the config is the same (JOAT only
+    under the step it was trained with), not trained again."""
+    from mmc_jax.infra import checkpoint
+
+    cpu, power = study.PRESETS["cpu"], study.PRESETS["power"]
+    assert power.seeds == tuple(range(10)) and set(power.seeds) > set(cpu.seeds)
+    assert power.arms == ("joint", "joat", "gardner")
+    assert power.variants == study.PRIMARY_VARIANTS and set(power.variants) < set(cpu.variants)
+    assert all("sgd" == c["optimizer"] for c in study.candidate_procedures(power))
+    assert {"optimizer": study.OLD_ADAM} in study.candidate_procedures(cpu)
+    for arm in ("joint", "gardner"):
+        assert study.arm_config(power, arm, 5, None) == study.arm_config(cpu, arm, 5, None)
+    s = study.Study("power", power, tmp_path / "work", tmp_path / "art")
+    cpu_choice = study.committed("cpu").read("sensitivity.json")["choice"]
+    assert study.reusable(s, "joint", 2, None).preset_name == "cpu"
+    assert study.reusable(s, "gardner", 0, None).preset_name == "cpu"
+    assert study.reusable(s, "joint", 3, None) is None  # a new seed: trained
+    assert study.reusable(s, "joat", 1, cpu_choice).preset_name == "cpu"
+    other = {"optimizer": "sgd", "learning_rate": 1.0}
+    assert (
+        study.reusable(s, "joat", 1, other) is None and study.reusable(s, "joat", 1, None) is None
+    )
+    # A reused unit is copied (the log says so; no training workdir is made).
+    lines = []
+    info = study.pretrain(s, "joint", 1, None, lines.append)
+    assert info["from"] == "cpu" and info["seed"] == 1 and info["frames"] == 204_800
+    assert not (tmp_path / "work").exists() and "the same config" in lines[0]
+    _, want, _ = checkpoint.load_model(study.committed("cpu").pretrained_model("joint", 1))
+    _, got, _ = checkpoint.load_model(s.pretrained_model("joint", 1))
+    chex.assert_trees_all_equal(want, got)
+    # The cpu preset's own artefacts never reuse themselves.
+    assert study.reusable(study.committed("cpu"), "joint", 0, None) is None
+    status = study.status(s)
+    assert "pretrain joint s1: done" in status and "pretrain joint s3: -\n" in status
+    assert "pretrain gardner s2: - (the cpu preset's run is reused)" in status
+    assert "pretrain joat s0: - (waits for the procedure)" in status and "cells: 0/160" in status
+
+
+@pytest.mark.slow
+def test_the_step_size_rule_adapts_on_training_tasks_only(tmp_path):
+    """Amendment 3's step-size stage at the smoke size: training tasks (never a held-out
+    variant), the joint, gardner and scratch starts, the grid extended past a winner at its
+    end, the choice written where every later stage reads it."""
+    from mmc_jax import adapt
+    from mmc_jax import rules as R
+    from mmc_jax.infra import checkpoint
+
+    preset = study.dataclasses.replace(
+        study.PRESETS["smoke"],
+        arms=("joint", "joat", "gardner"),
+        step_sizes=(0.03, 0.3),
+        procedure_rule="training_tasks",
+        procedure_tasks=1,
+        procedure_data=str(tmp_path / "data"),
+    )
+    s = study.Study("test", preset, tmp_path / "work", tmp_path / "art")
+    assert study.candidate_procedures(preset) == [
+        {"optimizer": "sgd", "learning_rate": 0.03},
+        {"optimizer": "sgd", "learning_rate": 0.3},
+    ]
+    config = study.joat_config(preset, 0)
+    for init_seed, out in ((7, tmp_path / "data"), (1, s.pretrained_model("joint", 0)),
+                           (2, s.pretrained_model("gardner", 0))):  # fmt: skip
+        _, params, _, _ = adapt.load_start("scratch", config, init_seed)
+        checkpoint.export_model(out, config, params, {"step": 0})
+    with pytest.raises(ValueError, match="pretrain it"):
+        study.sensitivity(s, lambda line: None)
+    for arm in ("joint", "gardner"):
+        s.write({"arm": arm, "seed": 0}, "pretrain", f"{arm}_s0.json")
+    lines = []
+    info = study.sensitivity(s, lines.append)
+    (task,) = info["tasks"]
+    held_out = {R.canonical(v) for v in meta.parse_variants(config.holdout, "holdout")}
+    assert {R.canonical(v) for v in study.VARIANTS} <= held_out
+    assert R.canonical(task) not in held_out and not R.has_fog(task)
+    assert info["starts"] == ["joint s0", "gardner s0", "scratch s0"]
+    assert {r["start"] for r in info["rows"]} == {"joint", "gardner", "scratch"}
+    etas = sorted(float(name.split()[1]) for name in info["means"])
+    assert {0.03, 0.3} <= set(etas)
+    assert len(etas) == 2 + len(info["extensions"]) <= 5
+    assert info["choice"]["learning_rate"] in etas
+    assert info["choice"] == s.read("sensitivity.json")["choice"]
+    assert any("chosen" in line for line in lines)
