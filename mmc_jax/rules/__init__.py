@@ -33,6 +33,7 @@ import numpy as np
 
 from mmc_jax.rules import game, notation, recon
 from mmc_jax.rules import tables as T
+from mmc_jax.rules.contract import BOARD, GAMES, RECON, Game, game_for
 from mmc_jax.rules.game import (
     BOARD_CHANNELS,
     DESCRIPTOR_CHANNELS,
@@ -78,6 +79,11 @@ from mmc_jax.rules.variants import (
 NUM_ACTIONS = T.NUM_ACTIONS
 
 __all__ = [
+    "BOARD",
+    "GAMES",
+    "RECON",
+    "Game",
+    "game_for",
     "BOARD_CHANNELS",
     "COMPONENTS",
     "DESCRIPTOR_CHANNELS",

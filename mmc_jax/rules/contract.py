@@ -1,0 +1,207 @@
+"""The Game contract: what every game of this project offers its players and learners.
+
+A game is a set of batched pure array functions over `Rules` [B] (variants are data) and a state
+pytree [B] with at least `terminated` bool [B] and `rewards` float32 [B, 2] ([White, Black]):
+
+    game = contract.game_for("recon")             # the Game that plays a variant spec
+    rules = game.batch("recon", 8)                 # Rules [8]
+    state = game.init(rules)                       # State [8]
+    mask = game.legal_action_mask(rules, state)    # bool [8, game.num_actions]
+    state = game.step(rules, state, actions)       # actions int32 [8]
+    obs = game.observe(rules, state)               # float32 [8, *game.observation_shape]
+    view = game.player_view(rules, state)          # all the mover may read (a pytree)
+
+Two implementations: `BOARD`, the 1225-action game of every variant without sensing (fog of war
+included), and `RECON`, reconnaissance-blind sensing (`fog=sense:W`, 1242 actions, a sense phase
+before every move). What both promise, checked by one harness over both
+(`tests/rules/test_game_contract.py`, as pgx's `api_test` does for its games):
+
+- shapes and dtypes as above, the same for every variant a game plays;
+- `step` is a pure function of (rules, state, actions): the same inputs give the same state;
+- a finished game absorbs: stepping it changes nothing and its rewards are zero;
+- until a game ends, its legal mask has a legal action, and it is all False once it has;
+- fairness: `observe` and `player_view` read only what the mover may know, so changing only what
+  the mover cannot see (pieces on squares hidden by the fog of war; the opponent's true pieces
+  under sensing) changes neither.
+
+A sense phase (`has_sense_phase`) is a state where the mover's legal actions are sense windows
+(`sense_phase(state)` says which games are there; `sense_action_mask(rules)` names the windows a
+variant offers); the board game has none. A new game is one subclass and one entry in `GAMES`.
+"""
+
+from __future__ import annotations
+
+import abc
+from collections.abc import Sequence
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+
+from mmc_jax.rules import game as board
+from mmc_jax.rules import recon, variants
+from mmc_jax.rules import tables as T
+
+
+class Game(abc.ABC):
+    """One game behind the contract (module doc). Every array method is batched over a
+    leading axis B and jittable; `rules` is a `Rules` [B]."""
+
+    name: str
+    num_actions: int
+    observation_shape: tuple[int, int, int]
+    descriptor_size: int
+    has_sense_phase: bool = False
+
+    @abc.abstractmethod
+    def plays(self, spec: str | variants.Variant) -> bool:
+        """Whether this game plays the variant `spec` (a name, a composition, a Variant)."""
+
+    def batch(self, specs: str | variants.Variant | Sequence, batch_size: int | None = None):
+        """`Rules` [B] of variants this game plays (ValueError for one it does not)."""
+        listed = [specs] if isinstance(specs, (str, variants.Variant)) else list(specs)
+        for spec in listed:
+            if not self.plays(spec):
+                raise ValueError(
+                    f"{variants.canonical(spec)} is not a {self.name} game; "
+                    f"play it as {game_for(spec).name}"
+                )
+        return variants.batch(listed, batch_size)
+
+    @abc.abstractmethod
+    def init(self, rules) -> Any:
+        """Start states [B] (never finished at once)."""
+
+    @abc.abstractmethod
+    def step(self, rules, state, actions: jax.Array) -> Any:
+        """The states after `actions` int32 [B]; an illegal action loses for the mover."""
+
+    @abc.abstractmethod
+    def legal_action_mask(self, rules, state) -> jax.Array:
+        """bool [B, num_actions]; all False for finished games."""
+
+    @abc.abstractmethod
+    def observe(self, rules, state) -> jax.Array:
+        """float32 [B, *observation_shape], the mover's view, from what it may know alone."""
+
+    @abc.abstractmethod
+    def descriptor(self, rules) -> jax.Array:
+        """float32 [B, descriptor_size]: what the rules are (one-hots), as the network sees it."""
+
+    @abc.abstractmethod
+    def player_view(self, rules, state) -> Any:
+        """Every input a player's computation may read, as a pytree [B, ...]."""
+
+    def sense_phase(self, state) -> jax.Array:
+        """bool [B]: the mover must sense (a game without a sense phase: all False)."""
+        return jnp.zeros_like(state.terminated)
+
+    def sense_action_mask(self, rules) -> jax.Array:
+        """bool [B, num_actions]: the sense windows each variant offers (none here)."""
+        return jnp.zeros(rules.goal.shape + (self.num_actions,), bool)
+
+    @staticmethod
+    def terminated(state) -> jax.Array:
+        """bool [B]."""
+        return state.terminated
+
+    @staticmethod
+    def rewards(state) -> jax.Array:
+        """float32 [B, 2]: [White, Black] reward of the transition that made `state`."""
+        return state.rewards
+
+    def __repr__(self) -> str:
+        return f"Game({self.name!r}, {self.num_actions} actions)"
+
+
+class BoardGame(Game):
+    """Every variant without sensing: `mmc_jax.rules.game`, 1225 actions. Under the fog of war
+    (`fog=on`) the observation hides what the mover's pieces cannot reach; the legal moves are
+    the mover's own knowledge (they are what decides what it sees)."""
+
+    name = "board"
+    num_actions = T.NUM_ACTIONS
+    observation_shape = board.OBS_SHAPE
+    descriptor_size = board.DESCRIPTOR_CHANNELS
+
+    def plays(self, spec) -> bool:
+        return not variants.is_sense(spec)
+
+    def init(self, rules):
+        return jax.vmap(board.init)(rules)
+
+    def step(self, rules, state, actions):
+        return jax.vmap(board.step)(rules, state, actions)
+
+    def legal_action_mask(self, rules, state):
+        return board.planes_to_mask(jax.vmap(board.legal_planes)(rules, state))
+
+    def observe(self, rules, state):
+        planes = jax.vmap(board.legal_planes)(rules, state)
+        return jax.vmap(lambda r, s, p: board.observe(r, s, True, p))(rules, state, planes)
+
+    def descriptor(self, rules):
+        return jax.vmap(board.rules_descriptor)(rules)
+
+    def player_view(self, rules, state):
+        return {
+            "observation": self.observe(rules, state),
+            "legal_action_mask": self.legal_action_mask(rules, state),
+        }
+
+
+class ReconGame(Game):
+    """Reconnaissance-blind sensing (`fog=sense:W`): `mmc_jax.rules.recon`, 1242 actions, each
+    turn a sense then a move request; the mover's information is `recon.player_info`."""
+
+    name = "recon"
+    num_actions = recon.NUM_ACTIONS
+    observation_shape = (5, 5, recon.RECON_OBS_CHANNELS)
+    descriptor_size = recon.RECON_DESCRIPTOR_CHANNELS
+    has_sense_phase = True
+
+    def plays(self, spec) -> bool:
+        return variants.is_sense(spec)
+
+    def init(self, rules):
+        return jax.vmap(recon.init)(rules)
+
+    def step(self, rules, state, actions):
+        return jax.vmap(recon.step)(rules, state, actions)
+
+    def legal_action_mask(self, rules, state):
+        return jax.vmap(recon.legal_action_mask)(rules, state)
+
+    def observe(self, rules, state):
+        return jax.vmap(recon.observe)(rules, state)
+
+    def descriptor(self, rules):
+        return jax.vmap(recon.rules_descriptor)(rules)
+
+    def player_view(self, rules, state):
+        return {
+            "info": jax.vmap(recon.player_info)(state),
+            "observation": self.observe(rules, state),
+            "legal_action_mask": self.legal_action_mask(rules, state),
+        }
+
+    def sense_phase(self, state):
+        return (state.phase == recon.SENSE) & ~state.terminated
+
+    def sense_action_mask(self, rules):
+        windows = jnp.arange(recon.MAX_WINDOWS) < jax.vmap(recon.num_windows)(rules)[:, None]
+        moves = jnp.zeros(windows.shape[:1] + (recon.SENSE_BASE,), bool)
+        return jnp.concatenate([moves, windows], axis=-1)
+
+
+BOARD = BoardGame()
+RECON = ReconGame()
+GAMES: dict[str, Game] = {game.name: game for game in (BOARD, RECON)}
+
+
+def game_for(spec: str | variants.Variant) -> Game:
+    """The Game that plays the variant `spec` (ValueError, from the rule space, for a bad one)."""
+    for game in GAMES.values():
+        if game.plays(spec):
+            return game
+    raise ValueError(f"no game plays {variants.canonical(spec)}")  # unreachable today
