@@ -29,7 +29,7 @@ import ml_collections
 import numpy as np
 
 from mmc_jax.infra import sharding
-from mmc_jax.training import runloop
+from mmc_jax.training import algorithm as algorithm_lib
 
 PARAM = 0.7  # every parameter's start: x 1e30 gives the 7e29 of the issue's probe
 PARAMS_TEMPLATE = {"w": np.zeros((2, 3), np.float32), "b": np.zeros((3,), np.float32)}
@@ -82,7 +82,7 @@ def _update(state: FakeState, key, explode, bad_opt_state):
     return new, loss
 
 
-class FakeAlgorithm(runloop.Algorithm):
+class FakeAlgorithm(algorithm_lib.SelfPlayAlgorithm):
     """See the module docstring."""
 
     name = "fake"
@@ -140,7 +140,7 @@ class FakeAlgorithm(runloop.Algorithm):
             }
             return state, record
 
-        return runloop.CompiledStep(step)
+        return algorithm_lib.CompiledStep(step)
 
     def evaluate(self, config, params, key):
         return {}

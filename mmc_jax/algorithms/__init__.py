@@ -3,10 +3,11 @@
     from mmc_jax import algorithms
     result = runloop.run(algorithms.algorithm_for(config), config, workdir)
 
-Each entry is a `runloop.Algorithm` (AlphaZero on one variant; JOAT / Reptile over the rule
-space) and owns the state it checkpoints. A third learner is one module here and one entry in
-`REGISTRY`. Configs written before the field existed (an old checkpoint's saved config) name
-their algorithm by their sections: a `meta` section is JOAT's.
+Each entry is an `Algorithm` (the contract in `mmc_jax.training.algorithm`: AlphaZero on one
+variant; JOAT / Reptile over the rule space) and owns the state it checkpoints. A third
+learner is one module here and one entry in `REGISTRY`. Configs written before the field
+existed (an old checkpoint's saved config) name their algorithm by their sections: a `meta`
+section is JOAT's.
 """
 
 from __future__ import annotations
@@ -42,5 +43,5 @@ def name_of(config: ml_collections.ConfigDict) -> str:
 
 
 def algorithm_for(config: ml_collections.ConfigDict):
-    """The `runloop.Algorithm` of `name_of(config)`."""
+    """The `Algorithm` of `name_of(config)`."""
     return REGISTRY[name_of(config)]

@@ -38,7 +38,7 @@ from mmc_jax.evaluation import match, pimc
 from mmc_jax.infra import sharding
 from mmc_jax.model import network as network_lib
 from mmc_jax.training import learner, memory, selfplay
-from mmc_jax.training.runloop import Algorithm, CompiledStep
+from mmc_jax.training.algorithm import CompiledStep, SelfPlayAlgorithm
 
 
 def check_positive(config: ml_collections.ConfigDict, names: str, allow_zero: bool = False) -> None:
@@ -445,7 +445,7 @@ def evaluate_params(
     )
 
 
-class AlphaZero(Algorithm):
+class AlphaZero(SelfPlayAlgorithm):
     """AlphaZero on `config.variant` (configs/gardner.py)."""
 
     name = "alphazero"

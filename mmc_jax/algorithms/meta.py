@@ -67,7 +67,7 @@ every device, and the inner loop splits the n tasks over the t device groups (n 
 each, `shard_map`), so a pod adapts many tasks at once; n must be a multiple of t, and t
 divide the devices.
 
-`ALGORITHM` (a `runloop.Algorithm`) hands `meta_step` to `mmc_jax.training.runloop.run`, the loop
+`ALGORITHM` (a `SelfPlayAlgorithm`) hands `meta_step` to `mmc_jax.training.runloop.run`, the loop
 shared with AlphaZero: a progress line per iteration, `metrics.jsonl` (aggregates `train/*`, per
 task `train/<variant>/*` and `selfplay/<variant>/*`), TensorBoard, PNG plots (per-task losses and
 per-variant scores), evaluation against `eval.opponents` on `eval.variants` every `eval.every`
@@ -94,7 +94,7 @@ from mmc_jax.algorithms import alphazero
 from mmc_jax.infra import sharding
 from mmc_jax.model import network as network_lib
 from mmc_jax.training import learner, memory, selfplay
-from mmc_jax.training.runloop import Algorithm, CompiledStep
+from mmc_jax.training.algorithm import CompiledStep, SelfPlayAlgorithm
 
 OUTER_LR_SCHEDULES = ("constant", "linear")
 # Per-task learner metrics reported by the inner loop (means over the inner steps).
@@ -811,7 +811,7 @@ def _check_playable(state: MetaState, variants: tuple[str, ...]) -> None:
         )
 
 
-class JOAT(Algorithm):
+class JOAT(SelfPlayAlgorithm):
     """JOAT / Reptile meta-training over several variants (configs/joat.py)."""
 
     name = "joat"

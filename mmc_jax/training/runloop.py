@@ -4,10 +4,12 @@
     result = run(meta.ALGORITHM, config, workdir)                # meta-train, or resume
     result = run(alphazero.ALGORITHM, config, workdir, init_params=params, on_eval=hook)
 
-An `Algorithm` is the pure part of a training method seen from the loop: how to validate its
-config, build its data (the rules of the games it plays), initialise and describe its state,
-compile its one jitted iteration, name its progress and evaluate parameters. `run` is the short
-Python loop around it, the same for every algorithm:
+An `Algorithm` (`mmc_jax.training.algorithm`, the contract) is the pure part of a training
+method seen from the loop: how to validate its config, build its data (the rules of the games it
+plays; host-side data between iterations), initialise and describe its state, what a checkpoint
+of it holds, compile its one jitted iteration, name its progress and evaluate parameters. `run`
+is the short Python loop around it, the same for every algorithm, and it names no state field
+but `params`:
 
 1. Start-up: a state that cannot fit in memory is refused before anything is built, with its
    estimated size (`check_memory`). Then, holding the workdir's lock for the whole run (one
@@ -16,11 +18,10 @@ Python loop around it, the same for every algorithm:
    `init_params` (fresh optimizer state and games), else from scratch. A resume restores into
    an abstract template (nothing is compiled to refuse a mismatching checkpoint) and falls back
    to the newest intact checkpoint when the latest is damaged, with a warning (the damaged
-   steps move to `<workdir>/checkpoints_damaged/`, kept for inspection). The replay ring comes
-   back with the checkpoint when it holds one (a ring in the dense layout of checkpoints
-   written before 2026-11-26 is packed, `pack_ring`); a checkpoint saved without it
-   (`checkpoint.save_replay` off, the accelerator presets) resumes with an empty ring, says so,
-   and its first record has `replay/restored` = 0 (1 when the ring was restored).
+   steps move to `<workdir>/checkpoints_damaged/`, kept for inspection). What a checkpoint
+   holds and how it becomes a state again is the algorithm's (`training.algorithm`: a
+   self-play algorithm's replay ring, or none); the loop adds its counters, logs the notes of
+   the restore, and puts its fields in the first record after it.
 2. Compile the iteration ahead of time, then for each iteration `i`: call it with the key
    `fold_in(run_key, i)` (a resumed run replays the same random stream), stop on a non-finite
    `train/*` metric before anything of that iteration is saved (the step it started from is
@@ -42,7 +43,6 @@ and where the run started, so callers never read parameters back from disk.
 
 from __future__ import annotations
 
-import abc
 import contextlib
 import dataclasses
 import math
@@ -63,80 +63,10 @@ from jax.sharding import Mesh
 from mmc_jax.infra import checkpoint as checkpoint_lib
 from mmc_jax.infra import metrics as metrics_lib
 from mmc_jax.infra import sharding, storage
-from mmc_jax.training import learner, memory
+from mmc_jax.training import memory
+from mmc_jax.training.algorithm import Algorithm
 
 PLOT_INTERVAL_SECONDS = 60.0
-
-
-@dataclasses.dataclass(frozen=True)
-class CompiledStep:
-    """One compiled iteration: `fn(state, data, key, iteration) -> (state, record)`, where
-    `record` is a flat dict of host scalars with at least `selfplay/frames`, `selfplay/games`,
-    `train/policy_loss` and `train/value_loss`."""
-
-    fn: Callable[..., tuple[Any, dict[str, Any]]]
-
-    def __call__(self, state, data, key, iteration):
-        return self.fn(state, data, key, iteration)
-
-
-class Algorithm(abc.ABC):
-    """A training method as `run` sees it. Its state is a `flax.struct.dataclass` with the
-    fields `params`, `opt_state`, `game_state` and `replay` (what checkpoints hold)."""
-
-    name: str = "algorithm"
-    batch_field: str = "selfplay.batch_size"  # the config field split over the devices
-
-    @abc.abstractmethod
-    def prepare_config(self, config: ml_collections.ConfigDict) -> ml_collections.ConfigDict:
-        """A validated, locked copy of `config` (ValueError naming the problem)."""
-
-    def make_mesh(self, config: ml_collections.ConfigDict, devices=None) -> Mesh:
-        """The run's device mesh (default: one `data` axis over `devices`, default all)."""
-        del config
-        return sharding.make_mesh(devices)
-
-    @abc.abstractmethod
-    def setup(self, config, mesh) -> Any:
-        """The iteration's data arguments (rules of the games), placed on `mesh`."""
-
-    @abc.abstractmethod
-    def init_state(self, config, mesh, data, key: jax.Array) -> Any:
-        """A fresh state (parameters from `key`) placed on `mesh`."""
-
-    @abc.abstractmethod
-    def abstract_state(self, config, mesh) -> Any:
-        """The state as `ShapeDtypeStruct`s with their shardings (the restore template)."""
-
-    def working_bytes(self, config, mesh) -> tuple[int, int]:
-        """(self-play, learner) bytes per device an iteration needs beside its state
-        (`memory`'s formulas); (0, 0) when unknown."""
-        del config, mesh
-        return 0, 0
-
-    def check_start(self, config, state) -> None:
-        """Raises ValueError when the fresh state cannot be played (no legal move)."""
-        del config, state
-
-    @abc.abstractmethod
-    def describe(self, config, mesh, state) -> str:
-        """The start-up line: what is trained, on what, at which size."""
-
-    @abc.abstractmethod
-    def compile(self, config, mesh, state, data, start: int) -> CompiledStep:
-        """The jitted iteration, compiled ahead of time for `state` and `data`."""
-
-    def progress_fields(self, record: dict[str, Any]) -> list[str]:
-        """Algorithm-specific parts of the progress line."""
-        return []
-
-    @abc.abstractmethod
-    def evaluate(self, config, params, key: jax.Array) -> dict[str, Any]:
-        """`eval/*` metrics of `params` (games against `config.eval.opponents`)."""
-
-    def restore_error(self, error: ValueError, config) -> ValueError:
-        """A clearer error for a checkpoint that does not fit `config`."""
-        return error
 
 
 @dataclasses.dataclass
@@ -165,20 +95,24 @@ def itstime(step: int, every: int, total: int) -> bool:
     return bool(every) and (step % every == 0 or step == total)
 
 
-def checkpoint_state(state, iteration: int, frames: int, games: int, save_replay: bool) -> dict:
-    """What a checkpoint holds: the state's parameters, optimizer state and games in progress,
-    the counters, and the replay ring when `save_replay` (a bit-identical resume needs it)."""
-    saved = {
-        "params": state.params,
-        "opt_state": state.opt_state,
-        "game_state": state.game_state,
+def checkpoint_state(
+    algorithm: Algorithm, state, iteration: int, frames: int, games: int, save_replay: bool
+) -> dict:
+    """What a checkpoint holds: what the algorithm keeps of its state
+    (`algorithm.checkpoint_contents`) and the loop's counters."""
+    return {
+        **algorithm.checkpoint_contents(state, save_replay),
+        **counters(iteration, frames, games),
+    }
+
+
+def counters(iteration: int, frames: int, games: int) -> dict[str, np.ndarray]:
+    """The loop's own part of every checkpoint."""
+    return {
         "iteration": np.asarray(iteration, np.int64),
         "frames": np.asarray(frames, np.int64),
         "games": np.asarray(games, np.int64),
     }
-    if save_replay:
-        saved["replay"] = state.replay
-    return saved
 
 
 DIVERGENCE_HINT = "Lower learner.learning_rate or set learner.max_grad_norm."
@@ -291,84 +225,28 @@ class _StopRequest:
             signal.signal(signum, handler)
 
 
-REPLAY_PREFIX = "['replay']"
-
-
-def saved_replay_layout(meta: dict[str, Any]) -> str | None:
-    """How the checkpoint with sidecar `meta` holds the replay ring: "packed" (the
-    `learner.PackedBatch` layout, since 2026-11-26), "dense" (`learner.Batch`, 8.8 kB a sample:
-    checkpoints written before), or None (saved without it: `checkpoint.save_replay` off)."""
-    paths = [p for p in meta.get("shapes", {}) if p.startswith(REPLAY_PREFIX)]
-    if not paths:
-        return None
-    return "dense" if any(p.endswith(".legal_action_mask") for p in paths) else "packed"
-
-
-def dense_ring_template(abstract_ring: learner.ReplayBuffer) -> learner.ReplayBuffer:
-    """The abstract ring (`ShapeDtypeStruct`s with shardings) of `abstract_ring`'s shape in the
-    dense layout of checkpoints written before 2026-11-26 (any leading axes: JOAT's rings
-    have a variant axis)."""
-    data = abstract_ring.data
-    lead = data.value_target.shape
-    sharding_ = data.obs.sharding
-
-    def dense(example):
-        return jax.ShapeDtypeStruct((*lead, *example.shape[1:]), example.dtype, sharding=sharding_)
-
-    dense_data = jax.tree.map(dense, learner.example_batch())
-    return abstract_ring.replace(data=dense_data)
-
-
-def pack_ring(ring: learner.ReplayBuffer, abstract_ring: learner.ReplayBuffer):
-    """A restored dense ring in the packed layout, placed like `abstract_ring` (exact: the
-    samples unpack to the dense ones bit for bit, `learner.pack`)."""
-    shardings = jax.tree.map(lambda x: x.sharding, abstract_ring)
-    return jax.jit(lambda r: r.replace(data=learner.pack(r.data)), out_shardings=shardings)(ring)
-
-
-def empty_ring(abstract_ring: learner.ReplayBuffer) -> learner.ReplayBuffer:
-    """An empty ring shaped and placed like `abstract_ring` (as `learner.replay_init` makes it:
-    zeros, and no sample pending its result)."""
-    ring = _zeros_like(abstract_ring)
-    if isinstance(ring, learner.PendingReplayBuffer):
-        pending = abstract_ring.pending_mover
-        ring = ring.replace(
-            pending_mover=jax.device_put(
-                jnp.full(pending.shape, -1, pending.dtype), pending.sharding
-            )
-        )
-    return ring
-
-
 def _restore(algorithm, config, mesh, ckpt, log):
-    """The latest intact checkpoint restored into the abstract state, or None when there is
+    """(counters, `Restored`) of the latest intact checkpoint, restored into the template the
+    algorithm makes for it (`restore_template`, `from_checkpoint`), or None when there is
     none: `checkpoint.restore_newest_intact`, the loading path of every command. A damaged step
     (missing or truncated files, a broken sidecar, non-finite values) is skipped with a
     warning; a checkpoint that does not fit the config raises ValueError (from
-    `algorithm.restore_error`).
-
-    The replay ring is read when the checkpoint holds one, whatever `checkpoint.save_replay`
-    says now: a ring of the dense layout of checkpoints written before 2026-11-26 is packed
-    (`pack_ring`); the restored dict has no "replay" when the checkpoint holds none."""
+    `algorithm.restore_error`)."""
     if not ckpt.all_steps():
         return None
     abstract = algorithm.abstract_state(config, mesh)
 
     def read(step: int):
-        layout = saved_replay_layout(ckpt.metadata(step))
-        template = checkpoint_state(abstract, 0, 0, 0, save_replay=layout is not None)
-        if layout == "dense":
-            template["replay"] = dense_ring_template(abstract.replay)
-        state = ckpt.restore(template, step=step, config=config)
+        metadata = ckpt.metadata(step)
+        template = {**algorithm.restore_template(abstract, metadata), **counters(0, 0, 0)}
+        saved = ckpt.restore(template, step=step, config=config)
+        loop = {name: saved.pop(name) for name in counters(0, 0, 0)}
         # A checkpoint that is not finite (older code saved whatever it had) is no start.
-        bad = checkpoint_lib.nonfinite_leaves(
-            {"params": state["params"], "opt_state": state["opt_state"]}
-        )
+        restored = algorithm.from_checkpoint(abstract, saved, metadata)
+        bad = checkpoint_lib.nonfinite_leaves(algorithm.finite_parts(restored.state))
         if bad:
             raise checkpoint_lib.CheckpointDamaged(f"non-finite values in {', '.join(bad)}")
-        if layout == "dense":
-            state["replay"] = pack_ring(state["replay"], abstract.replay)
-        return state
+        return loop, restored
 
     try:
         step, state, damaged = checkpoint_lib.restore_newest_intact(ckpt, read, warn=log)
@@ -426,10 +304,6 @@ def _start_params(template: Any, params: Any, mesh) -> Any:
         )
     params = jax.tree.map(lambda t, p: jnp.asarray(p, t.dtype), template, params)
     return sharding.put_replicated(jax.device_get(params), mesh)
-
-
-def _zeros_like(abstract: Any) -> Any:
-    return jax.tree.map(lambda x: jax.device_put(jnp.zeros(x.shape, x.dtype), x.sharding), abstract)
 
 
 def batch_size(config, field: str) -> int:
@@ -669,14 +543,14 @@ class _Session:
 
 @dataclasses.dataclass(frozen=True)
 class _Start:
-    """Where a run starts: its state, the counters and (after a resume) whether the replay ring
-    came with the checkpoint (None on a fresh start)."""
+    """Where a run starts: its state, the counters and (after a resume) the fields the first
+    record gets about it (`Restored.record`; None on a fresh start)."""
 
     state: Any
     iteration: int
     frames: int
     games: int
-    replay_restored: bool | None
+    resume_record: dict[str, Any] | None
 
 
 def _run(algorithm, config, mesh, workdir, log, init_params, on_eval, handle_signals):
@@ -760,23 +634,17 @@ def _start_state(session: _Session, data, init_key: jax.Array, init_params: Any)
     ckpt, num_iterations = session.ckpt, session.num_iterations
     start, frames, games = 0, 0, 0
     restored = _restore(algorithm, config, mesh, ckpt, log)
-    replay_restored = None  # after a resume: whether the ring came with the checkpoint
+    resume_record = None  # after a resume: what the first record says of it
     if restored is None:
         state = algorithm.init_state(config, mesh, data, init_key)
         algorithm.check_start(config, state)
         if init_params is not None:
             state = state.replace(params=_start_params(state.params, init_params, mesh))
     else:
-        start = int(restored["iteration"])
-        frames, games = int(restored["frames"]), int(restored["games"])
-        abstract = algorithm.abstract_state(config, mesh)
-        replay_restored = "replay" in restored
-        state = abstract.replace(
-            params=restored["params"],
-            opt_state=restored["opt_state"],
-            game_state=restored["game_state"],
-            replay=restored["replay"] if replay_restored else empty_ring(abstract.replay),
-        )
+        loop, resumed = restored
+        start = int(loop["iteration"])
+        frames, games = int(loop["frames"]), int(loop["games"])
+        state, resume_record = resumed.state, dict(resumed.record)
         if start >= num_iterations:
             log(
                 f"{session.workdir} is already finished: {start} of {num_iterations} iterations "
@@ -785,15 +653,10 @@ def _start_state(session: _Session, data, init_key: jax.Array, init_params: Any)
             )
         else:
             log(f"resumed from {ckpt.directory}/{start}: {start} iterations, {frames} frames")
-            if not replay_restored:
-                log(
-                    "note: the checkpoint holds no replay ring (written with "
-                    "checkpoint.save_replay=False): the ring starts empty and refills as "
-                    "the run plays (a full ring in replay.iterations iterations); not "
-                    "bit-identical to an unbroken run (replay/restored = 0 in the next record)"
-                )
+            for note in resumed.notes:
+                log(note)
     return _Start(
-        state=state, iteration=start, frames=frames, games=games, replay_restored=replay_restored
+        state=state, iteration=start, frames=frames, games=games, resume_record=resume_record
     )
 
 
@@ -804,7 +667,7 @@ def _iterate(session: _Session, writer, begin: _Start, end: int, step_fn, data, 
     run_key, eval_key = keys
     ckpt, log, num_iterations = session.ckpt, session.log, session.num_iterations
     state, start, frames, games = begin.state, begin.iteration, begin.frames, begin.games
-    replay_restored = begin.replay_restored
+    resume_record = begin.resume_record
     record: dict[str, Any] = {}
     stopped = False
     latest_eval = metrics_lib.latest_eval(metrics_lib.read_metrics(session.workdir))
@@ -815,15 +678,16 @@ def _iterate(session: _Session, writer, begin: _Start, end: int, step_fn, data, 
         for iteration in range(start, end):
             started = time.time()
             key = jax.random.fold_in(run_key, iteration)
-            state, record = step_fn(state, data, key, iteration)
+            inputs = session.algorithm.host_data(session.config, session.mesh, data, iteration)
+            state, record = step_fn(state, inputs, key, iteration)
             seconds = time.time() - started
             done = iteration + 1
             _check_iteration(session, state, record, iteration)
             frames += int(record["selfplay/frames"])
             games += int(record["selfplay/games"])
-            if replay_restored is not None:  # the first iteration after a resume
-                record["replay/restored"] = int(replay_restored)
-                replay_restored = None
+            if resume_record is not None:  # the first iteration after a resume
+                record.update(resume_record)
+                resume_record = None
             record.update(
                 frames=frames,
                 games=games,
@@ -891,7 +755,7 @@ def _check_iteration(session: _Session, state, record: dict[str, Any], iteration
         )
     # What may be saved must be finite: the losses were, but an explosion in
     # the last learner step shows only in the state.
-    bad = checkpoint_lib.nonfinite_leaves({"params": state.params, "opt_state": state.opt_state})
+    bad = checkpoint_lib.nonfinite_leaves(algorithm.finite_parts(state))
     if bad:
         note = _last_good(algorithm, config, mesh, workdir, ckpt, iteration, True)
         raise FloatingPointError(
@@ -931,7 +795,7 @@ def _save(session: _Session, writer, state, done: int, frames: int, games: int) 
     save_replay = bool(session.config.checkpoint.save_replay)
     session.ckpt.save(
         done,
-        checkpoint_state(state, done, frames, games, save_replay),
+        checkpoint_state(session.algorithm, state, done, frames, games, save_replay),
         config=session.config,
         extra={"frames": frames, "games": games},
     )

@@ -136,7 +136,7 @@ def test_a_resume_skips_a_checkpoint_with_non_finite_values(tmp_path):
     checkpoint_lib.save_checkpoint(
         workdir,
         3,
-        runloop.checkpoint_state(poisoned, 3, 30, 3, True),
+        runloop.checkpoint_state(FakeAlgorithm(), poisoned, 3, 30, 3, True),
         config=config,
         extra={"frames": 30, "games": 3},
     )
@@ -481,7 +481,7 @@ def final_state(workdir):
     config = alphazero.ALGORITHM.prepare_config(config)
     mesh = alphazero.ALGORITHM.make_mesh(config)
     abstract = alphazero.ALGORITHM.abstract_state(config, mesh)
-    template = runloop.checkpoint_state(abstract, 0, 0, 0, save_replay=True)
+    template = runloop.checkpoint_state(alphazero.ALGORITHM, abstract, 0, 0, 0, save_replay=True)
     return checkpoint_lib.restore_checkpoint(workdir, template, step=CHAOS_ITERATIONS)
 
 

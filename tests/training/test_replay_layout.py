@@ -20,7 +20,8 @@ from mmc_jax import rules as R
 from mmc_jax.algorithms import alphazero, meta
 from mmc_jax.infra import checkpoint, sharding
 from mmc_jax.model import network
-from mmc_jax.training import learner, runloop, selfplay
+from mmc_jax.training import algorithm as algorithm_lib
+from mmc_jax.training import learner, selfplay
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "legacy"
 LEGACY = {"alphazero": "gardner_smoke", "joat": "joat_smoke"}
@@ -113,11 +114,11 @@ def test_a_ring_of_the_dense_layout_of_old_checkpoints_is_packed_on_restore(name
     abstract = algorithm.abstract_state(config, mesh).replay
     ckpt = checkpoint.Checkpointer(workdir, max_to_keep=1)
     try:
-        assert runloop.saved_replay_layout(ckpt.metadata(1)) == "dense"
-        dense = ckpt.restore_subtree("replay", runloop.dense_ring_template(abstract), step=1)
+        assert algorithm_lib.saved_replay_layout(ckpt.metadata(1)) == "dense"
+        dense = ckpt.restore_subtree("replay", algorithm_lib.dense_ring_template(abstract), step=1)
     finally:
         ckpt.close()
-    packed = runloop.pack_ring(dense, abstract)
+    packed = algorithm_lib.pack_ring(dense, abstract)
     assert jax.tree.map(lambda x: (x.shape, x.dtype), packed) == jax.tree.map(
         lambda x: (x.shape, x.dtype), abstract
     )

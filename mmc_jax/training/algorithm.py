@@ -1,0 +1,239 @@
+"""The Algorithm contract: a way to learn as the one run loop (`runloop.run`) sees it.
+
+An `Algorithm` owns everything about its state: how to validate its config, which config field
+is its batch (split over the devices, and filled to the device's memory when 0), how to build,
+describe and compile one jitted iteration, what a checkpoint of its state holds and how a
+restored checkpoint becomes a state again, and, between compiled iterations, any host-side data
+the next iteration takes (games an engine played, a dataset streamed from disk). The loop names
+no state field but `params` (what evaluation, export and `init_params` read): a new learner is
+one subclass and one registry entry (`mmc_jax.algorithms.REGISTRY`), and the loop does not
+change.
+
+`SelfPlayAlgorithm` is the shared base of the learners whose state is self-play's (`params`,
+`opt_state`, `game_state` and a replay ring, `replay`): AlphaZero and JOAT. Its checkpoint
+holds the first three and, with `checkpoint.save_replay`, the ring (read back in either layout
+it was ever written in; a checkpoint without it resumes with an empty ring and says so).
+"""
+
+from __future__ import annotations
+
+import abc
+import dataclasses
+from collections.abc import Callable
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import ml_collections
+from jax.sharding import Mesh
+
+from mmc_jax.infra import sharding
+from mmc_jax.training import learner
+
+
+@dataclasses.dataclass(frozen=True)
+class CompiledStep:
+    """One compiled iteration: `fn(state, data, key, iteration) -> (state, record)`, where
+    `record` is a flat dict of host scalars with at least `selfplay/frames` and
+    `selfplay/games` (positions and games this iteration consumed: played, or read) and the
+    `train/*` losses (`train/policy_loss` and `train/value_loss` where the method has them)."""
+
+    fn: Callable[..., tuple[Any, dict[str, Any]]]
+
+    def __call__(self, state, data, key, iteration):
+        return self.fn(state, data, key, iteration)
+
+
+@dataclasses.dataclass(frozen=True)
+class Restored:
+    """A checkpoint made a state again: the state, lines for the log, and fields for the first
+    record after the resume (what the run should know about how it resumed)."""
+
+    state: Any
+    notes: tuple[str, ...] = ()
+    record: dict[str, Any] = dataclasses.field(default_factory=dict)
+
+
+class Algorithm(abc.ABC):
+    """A training method as `runloop.run` sees it (module doc). Its state is a pytree with a
+    `params` field; everything else in it is the algorithm's own."""
+
+    name: str = "algorithm"
+    batch_field: str  # the dotted config field split over the devices (0: fill the device)
+
+    @abc.abstractmethod
+    def prepare_config(self, config: ml_collections.ConfigDict) -> ml_collections.ConfigDict:
+        """A validated, locked copy of `config` (ValueError naming the problem)."""
+
+    def make_mesh(self, config: ml_collections.ConfigDict, devices=None) -> Mesh:
+        """The run's device mesh (default: one `data` axis over `devices`, default all)."""
+        del config
+        return sharding.make_mesh(devices)
+
+    @abc.abstractmethod
+    def setup(self, config, mesh) -> Any:
+        """The iteration's data arguments (rules of the games, a dataset's reader), placed on
+        `mesh` where they are arrays."""
+
+    def host_data(self, config, mesh, data, iteration: int) -> Any:
+        """The data argument of iteration `iteration` (0-based), called on the host before
+        each compiled iteration: an algorithm that learns from host-side data (an engine's
+        games, a dataset on disk) returns the next batch of it here, shaped as the compiled
+        step expects. Default: `data` unchanged."""
+        del config, mesh, iteration
+        return data
+
+    @abc.abstractmethod
+    def init_state(self, config, mesh, data, key: jax.Array) -> Any:
+        """A fresh state (parameters from `key`) placed on `mesh`."""
+
+    @abc.abstractmethod
+    def abstract_state(self, config, mesh) -> Any:
+        """The state as `ShapeDtypeStruct`s with their shardings (the restore template)."""
+
+    @abc.abstractmethod
+    def checkpoint_contents(self, state, save_replay: bool) -> dict[str, Any]:
+        """The pytree a checkpoint holds of `state` (or of the abstract state: the restore
+        template). `save_replay`: the config's `checkpoint.save_replay` (algorithms without
+        a replay memory ignore it)."""
+
+    def restore_template(self, abstract, metadata: dict[str, Any]) -> dict[str, Any]:
+        """What to restore a saved step into, given its sidecar `metadata` (the shapes it
+        holds): by default the full contents of `abstract`."""
+        del metadata
+        return self.checkpoint_contents(abstract, save_replay=True)
+
+    def from_checkpoint(self, abstract, saved: dict[str, Any], metadata: dict[str, Any]):
+        """The `Restored` state of a checkpoint's contents (`saved`, as `restore_template`
+        shaped it for `metadata`): by default `abstract` with each saved field replaced."""
+        del metadata
+        return Restored(abstract.replace(**saved))
+
+    def finite_parts(self, state) -> dict[str, Any]:
+        """The parts of `state` that must be finite to be saved or resumed from."""
+        return {"params": state.params, "opt_state": state.opt_state}
+
+    def working_bytes(self, config, mesh) -> tuple[int, int]:
+        """(self-play, learner) bytes per device an iteration needs beside its state
+        (`memory`'s formulas); (0, 0) when unknown."""
+        del config, mesh
+        return 0, 0
+
+    def check_start(self, config, state) -> None:
+        """Raises ValueError when the fresh state cannot be played (no legal move)."""
+        del config, state
+
+    @abc.abstractmethod
+    def describe(self, config, mesh, state) -> str:
+        """The start-up line: what is trained, on what, at which size."""
+
+    @abc.abstractmethod
+    def compile(self, config, mesh, state, data, start: int) -> CompiledStep:
+        """The jitted iteration, compiled ahead of time for `state` and `data`."""
+
+    def progress_fields(self, record: dict[str, Any]) -> list[str]:
+        """Algorithm-specific parts of the progress line."""
+        return []
+
+    @abc.abstractmethod
+    def evaluate(self, config, params, key: jax.Array) -> dict[str, Any]:
+        """`eval/*` metrics of `params` (games against `config.eval.opponents`)."""
+
+    def restore_error(self, error: ValueError, config) -> ValueError:
+        """A clearer error for a checkpoint that does not fit `config`."""
+        return error
+
+
+# ----------------------------------------------------------------------------- self-play state
+
+REPLAY_PREFIX = "['replay']"
+
+
+def saved_replay_layout(meta: dict[str, Any]) -> str | None:
+    """How the checkpoint with sidecar `meta` holds the replay ring: "packed" (the
+    `learner.PackedBatch` layout, since 2026-11-26), "dense" (`learner.Batch`, 8.8 kB a sample:
+    checkpoints written before), or None (saved without it: `checkpoint.save_replay` off)."""
+    paths = [p for p in meta.get("shapes", {}) if p.startswith(REPLAY_PREFIX)]
+    if not paths:
+        return None
+    return "dense" if any(p.endswith(".legal_action_mask") for p in paths) else "packed"
+
+
+def dense_ring_template(abstract_ring: learner.ReplayBuffer) -> learner.ReplayBuffer:
+    """The abstract ring (`ShapeDtypeStruct`s with shardings) of `abstract_ring`'s shape in the
+    dense layout of checkpoints written before 2026-11-26 (any leading axes: JOAT's rings
+    have a variant axis)."""
+    data = abstract_ring.data
+    lead = data.value_target.shape
+    sharding_ = data.obs.sharding
+
+    def dense(example):
+        return jax.ShapeDtypeStruct((*lead, *example.shape[1:]), example.dtype, sharding=sharding_)
+
+    dense_data = jax.tree.map(dense, learner.example_batch())
+    return abstract_ring.replace(data=dense_data)
+
+
+def pack_ring(ring: learner.ReplayBuffer, abstract_ring: learner.ReplayBuffer):
+    """A restored dense ring in the packed layout, placed like `abstract_ring` (exact: the
+    samples unpack to the dense ones bit for bit, `learner.pack`)."""
+    shardings = jax.tree.map(lambda x: x.sharding, abstract_ring)
+    return jax.jit(lambda r: r.replace(data=learner.pack(r.data)), out_shardings=shardings)(ring)
+
+
+def zeros_like(abstract: Any) -> Any:
+    """Zeros shaped, typed and placed like the `ShapeDtypeStruct`s of `abstract`."""
+    return jax.tree.map(lambda x: jax.device_put(jnp.zeros(x.shape, x.dtype), x.sharding), abstract)
+
+
+def empty_ring(abstract_ring: learner.ReplayBuffer) -> learner.ReplayBuffer:
+    """An empty ring shaped and placed like `abstract_ring` (as `learner.replay_init` makes it:
+    zeros, and no sample pending its result)."""
+    ring = zeros_like(abstract_ring)
+    if isinstance(ring, learner.PendingReplayBuffer):
+        pending = abstract_ring.pending_mover
+        ring = ring.replace(
+            pending_mover=jax.device_put(
+                jnp.full(pending.shape, -1, pending.dtype), pending.sharding
+            )
+        )
+    return ring
+
+
+NO_RING_NOTE = (
+    "note: the checkpoint holds no replay ring (written with checkpoint.save_replay=False): the "
+    "ring starts empty and refills as the run plays (a full ring in replay.iterations "
+    "iterations); not bit-identical to an unbroken run (replay/restored = 0 in the next record)"
+)
+
+
+class SelfPlayAlgorithm(Algorithm):
+    """An algorithm whose state is self-play's: `params`, `opt_state`, `game_state` (the games
+    in progress) and `replay` (the ring), as AlphaZero's and JOAT's are (module doc)."""
+
+    def checkpoint_contents(self, state, save_replay: bool) -> dict[str, Any]:
+        saved = {
+            "params": state.params,
+            "opt_state": state.opt_state,
+            "game_state": state.game_state,
+        }
+        if save_replay:
+            saved["replay"] = state.replay
+        return saved
+
+    def restore_template(self, abstract, metadata):
+        layout = saved_replay_layout(metadata)
+        template = self.checkpoint_contents(abstract, save_replay=layout is not None)
+        if layout == "dense":
+            template["replay"] = dense_ring_template(abstract.replay)
+        return template
+
+    def from_checkpoint(self, abstract, saved, metadata):
+        saved = dict(saved)
+        layout = saved_replay_layout(metadata)
+        if layout is None:
+            saved["replay"] = empty_ring(abstract.replay)
+            return Restored(abstract.replace(**saved), (NO_RING_NOTE,), {"replay/restored": 0})
+        if layout == "dense":
+            saved["replay"] = pack_ring(saved["replay"], abstract.replay)
+        return Restored(abstract.replace(**saved), (), {"replay/restored": 1})
