@@ -99,14 +99,7 @@ def main(argv) -> None:
             f"done: {where}/metrics.jsonl (metrics), {where}/plots/ (plots), "
             f"{where}/checkpoints/ (checkpoints)"
         )
-        if is_meta_config(config):
-            held_out = list(meta.parse_variants(config.get("holdout", ""), "holdout")) or ["dark"]
-            print(f"next: python -m mmc_jax.adapt --variant '{held_out[0]}' --init_from {workdir}")
-        else:
-            print(
-                f"next: python -m mmc_jax.evaluate --checkpoint {workdir} "
-                f"--variant {config.variant} --opponent greedy --games 400"
-            )
+        print(f"next: {algorithm.next_command(config, workdir)}")
 
 
 def define_flags(flag_values=None) -> None:

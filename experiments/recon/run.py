@@ -3,14 +3,15 @@
     PYTHONPATH=. python experiments/recon/run.py                   # the README's numbers
     PYTHONPATH=. python experiments/recon/run.py --games 8 --max-plies 30 --out /tmp/recon
     PYTHONPATH=. python experiments/recon/run.py --agents learned,random,random-pimc,entropy-pimc \
-        --first-only --checkpoint /tmp/rl/checkpoint.pkl --out experiments/recon/learned
+        --first-only --checkpoint runs/recon --out experiments/recon/learned
 
 Plays every pair of `--agents` (default random, random-pimc, entropy-pimc: sensing kind +
 move kind, `mmc_jax.evaluation.recon_agents`) in `--games` colour-balanced games of `--variant`
 (the first agent White in half), all pairs in one batch of the jitted arena (with
 `--first-only`, only the first agent's pairs). The agent `learned` is the trained agent of
-`--checkpoint` (`experiments/recon/train.py`); it searches with the same number of belief samples
-per decision as PIMC (`--worlds`). Writes to `--out`:
+`--checkpoint` (a training workdir of `python -m mmc_jax.train --config configs/recon.py`, or a
+model file such as experiments/recon/learned/model.msgpack); it searches with the same number of
+belief samples per decision as PIMC (`--worlds`). Writes to `--out`:
 results.json (W/D/L per pair with Wilson 95% intervals, Elo with bootstrap intervals anchored
 at random, and per ply the belief sizes and knowledge per agent) and belief.png.
 
@@ -25,7 +26,6 @@ from __future__ import annotations
 import argparse
 import itertools
 import json
-import pickle
 import sys
 import time
 from pathlib import Path
@@ -53,7 +53,8 @@ def parse_args(argv):
     parser.add_argument("--out", default="experiments/recon")
     parser.add_argument("--replot", action="store_true", help="redraw --out's plot, play nothing")
     parser.add_argument(
-        "--checkpoint", help="checkpoint.pkl of experiments/recon/train.py (agent 'learned')"
+        "--checkpoint",
+        help="the agent 'learned': a workdir of configs/recon.py or a model file (.msgpack)",
     )
     parser.add_argument(
         "--learned-candidates",
@@ -78,8 +79,8 @@ def parse_args(argv):
         if args.checkpoint is None:
             parser.error("the agent 'learned' needs --checkpoint")
         try:
-            args.params, args.learned = TL.load_params(args.checkpoint)
-        except (OSError, pickle.UnpicklingError, KeyError, TypeError) as error:
+            args.params, args.learned = TL.load_model(args.checkpoint)
+        except (OSError, ValueError, KeyError, TypeError) as error:
             parser.error(f"--checkpoint {args.checkpoint}: {error}")
         if args.learned_candidates is not None:
             if not 1 <= args.learned_candidates <= RB.NUM_REQUESTS:

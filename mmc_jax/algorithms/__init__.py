@@ -14,11 +14,14 @@ from __future__ import annotations
 
 import ml_collections
 
-from mmc_jax.algorithms import alphazero, meta
+from mmc_jax.algorithms import alphazero, meta, recon
 
-REGISTRY = {algorithm.name: algorithm for algorithm in (alphazero.ALGORITHM, meta.ALGORITHM)}
+REGISTRY = {
+    algorithm.name: algorithm
+    for algorithm in (alphazero.ALGORITHM, meta.ALGORITHM, recon.ALGORITHM)
+}
 # The config section an algorithm cannot run without (and no other algorithm reads).
-SECTIONS = {meta.ALGORITHM.name: "meta"}
+SECTIONS = {meta.ALGORITHM.name: "meta", recon.ALGORITHM.name: "search"}
 
 
 def name_of(config: ml_collections.ConfigDict) -> str:

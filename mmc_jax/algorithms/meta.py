@@ -908,6 +908,10 @@ class JOAT(SelfPlayAlgorithm):
 
         return CompiledStep(step)
 
+    def next_command(self, config, workdir):
+        held_out = list(parse_variants(config.get("holdout", ""), "holdout")) or ["dark"]
+        return f"python -m mmc_jax.adapt --variant '{held_out[0]}' --init_from {workdir}"
+
     def progress_fields(self, record):
         return [
             f"tasks {record['meta/tasks']}",

@@ -32,37 +32,40 @@ alone the next run settled the same way by iteration 56 (every game to the cap w
 untouched, so every adjudicated result was 0 as well): the world value's target is therefore
 anchored to the prior (`anchor`: half the target is the prior's own value of the board), so
 the searches keep preferring a material gain whatever self-play's results say.
-Keys are `fold_in(seed key, iteration)`, and the minibatch draws are seeded by the iteration:
-a run resumed from a checkpoint continues exactly as the unbroken run (tested).
-
-`train` is the loop: resume from `<workdir>/checkpoint.pkl` if there is one, iterate until the
-iteration count or the wall-clock budget is reached, print a progress line with an ETA, and
-checkpoint (a pickle of numpy arrays: params, optimizer state, iteration, config) every
-`checkpoint_every` iterations and at the end.
+One iteration is one compiled function (`iteration`): the self-play turns as a scan over the
+ply cap (finished games absorb), then `updates` Adam steps as a scan, each on a minibatch drawn
+with replacement from that iteration's live decisions. `ALGORITHM` puts it behind the
+Algorithm contract (`mmc_jax.training.algorithm`), so `python -m mmc_jax.train --config
+configs/recon.py --workdir W` runs it in the one run loop: orbax checkpoints of the parameters
+and optimizer state, a bit-identical resume (keys are `fold_in(run key, iteration)`), SIGTERM,
+the workdir lock, progress with an ETA, metrics and plots. `save_model` / `load_model` write and
+read a play-only model (msgpack parameters and the search sizes, no pickle).
 """
 
 from __future__ import annotations
 
 import functools
-import pickle
-import time
-from pathlib import Path
+import math
+import os
 from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
+import ml_collections
 import numpy as np
 import optax
-from flax import struct
+from flax import serialization, struct
 
 from mmc_jax import rules as R
+from mmc_jax.evaluation import recon_agents as A
+from mmc_jax.infra import checkpoint as checkpoint_lib
+from mmc_jax.infra import sharding
 from mmc_jax.model import recon_net
 from mmc_jax.rules import recon
 from mmc_jax.search import recon_belief as RB
 from mmc_jax.search import recon_learned as L
 from mmc_jax.search import recon_score as S
-
-CHECKPOINT = "checkpoint.pkl"
+from mmc_jax.training.algorithm import Algorithm, CompiledStep
 
 
 class TrainConfig(NamedTuple):
@@ -153,59 +156,65 @@ def selfplay_turn(params, rules, games: SelfplayGames, key, *, config: TrainConf
     return SelfplayGames(state=state, beliefs=beliefs), record
 
 
-@functools.partial(jax.jit, static_argnames=("config",))
-def _turns(params, rules, games, key, *, config: TrainConfig):
-    keys = jax.random.split(key, games.state.turn.shape[0])
-    one = functools.partial(selfplay_turn, config=config)
-    return jax.vmap(one, in_axes=(None, 0, 0, 0))(params, rules, games, keys)
-
-
 class Examples(NamedTuple):
-    """Training examples of one iteration (numpy): decisions and true-board values."""
+    """One iteration's training examples, fixed-size [N] rows with `weight` 1 where live."""
 
-    obs: np.ndarray  # float32[N, 5, 5, 41]
-    mask: np.ndarray  # bool[N, 1242]
-    target: np.ndarray  # float32[N, 1242]
-    result: np.ndarray  # float32[N] game result for the mover
-    world: np.ndarray  # float32[N2, 386]
-    world_result: np.ndarray  # float32[N2]
+    obs: jax.Array  # float32[N, 5, 5, 41]
+    mask: jax.Array  # bool[N, 1242]
+    target: jax.Array  # float32[N, 1242]
+    result: jax.Array  # float32[N] game result for the mover
+    weight: jax.Array  # float32[N] 1 for a live decision, 0 for padding
+    world: jax.Array  # float32[N2, 387]
+    world_result: jax.Array  # float32[N2]
+    world_weight: jax.Array  # float32[N2]
 
 
-def selfplay(params, key, config: TrainConfig):
-    """(Examples, stats dict) of `config.games` self-play games played to the end."""
-    rules = R.stack([R.get(config.variant, max_plies=config.max_plies)] * config.games)
+def selfplay(params, rules, key, config: TrainConfig):
+    """(Examples, stats) of `config.games` self-play games of `rules` [B] played to the end
+    (a scan over the ply cap: a finished game absorbs, its turns are padding). Jittable."""
     games = jax.vmap(functools.partial(start, size=config.belief_size))(rules)
-    rewards = np.zeros((config.games, 2), np.float32)
-    records = []
-    for t in range(config.max_plies):
-        games, record = _turns(params, rules, games, jax.random.fold_in(key, t), config=config)
-        rewards += np.asarray(games.state.rewards)
-        records.append(jax.device_get(record))
-        if bool(np.all(np.asarray(games.state.terminated))):
-            break
+    one = functools.partial(selfplay_turn, config=config)
+
+    def turn(carry, t):
+        games, rewards = carry
+        keys = jax.random.split(jax.random.fold_in(key, t), games.state.turn.shape[0])
+        games, record = jax.vmap(one, in_axes=(None, 0, 0, 0))(params, rules, games, keys)
+        return (games, rewards + games.state.rewards), record
+
+    rewards = jnp.zeros((config.games, 2), jnp.float32)
+    (games, rewards), record = jax.lax.scan(
+        turn, (games, rewards), jnp.arange(config.max_plies)
+    )  # record: [T, B, ...]
     decisive = rewards[:, 0] != 0
-    rewards = adjudicated(rewards, np.asarray(white_material_lead(games.state)), config.adjudicate)
-    record = jax.tree.map(lambda *xs: np.stack(xs), *records)  # [T, B, ...]
-    live = record.live
-    result = np.take_along_axis(rewards[None], record.mover[..., None], axis=-1)[..., 0]
-    result = np.broadcast_to(result, live.shape)
+    rewards = adjudicated(rewards, white_material_lead(games.state), config.adjudicate)
+    live = record.live.reshape(-1).astype(jnp.float32)
+    mover = record.mover.reshape(-1)
+    result = jnp.take_along_axis(
+        jnp.broadcast_to(rewards[None], record.live.shape + (2,)).reshape(-1, 2),
+        mover[:, None],
+        axis=-1,
+    )[:, 0]
 
-    def rows(decision):
-        return decision.obs[live], decision.mask[live], decision.target[live]
+    def rows(x):
+        return x.reshape((-1,) + x.shape[2:])
 
-    sense, move = rows(record.sense), rows(record.move)
+    sense, move = record.sense, record.move
+    world = rows(record.world)
     examples = Examples(
-        obs=np.concatenate([sense[0], move[0]]),
-        mask=np.concatenate([sense[1], move[1]]),
-        target=np.concatenate([sense[2], move[2]]),
-        result=np.concatenate([result[live], result[live]]),
-        world=record.world[live],
-        world_result=anchored(result[live], record.world[live], config.anchor),
+        obs=jnp.concatenate([rows(sense.obs), rows(move.obs)]),
+        mask=jnp.concatenate([rows(sense.mask), rows(move.mask)]),
+        target=jnp.concatenate([rows(sense.target), rows(move.target)]),
+        result=jnp.concatenate([result, result]),
+        weight=jnp.concatenate([live, live]),
+        world=world,
+        world_result=anchored(result, world, config.anchor),
+        world_weight=live,
     )
     stats = {
-        "plies": float(np.asarray(games.state.ply).mean()),
-        "white": float(rewards[:, 0].mean()),
-        "decisive": float(decisive.mean()),
+        "plies": games.state.ply.astype(jnp.float32).mean(),
+        "white": rewards[:, 0].mean(),
+        "decisive": decisive.astype(jnp.float32).mean(),
+        "turns": live.sum(),
     }
     return examples, stats
 
@@ -222,9 +231,11 @@ def adjudicated(rewards, white_lead, scale: float):
     material, `tanh(scale x White's lead)` for White and its negative for Black: self-play
     whose capped games all score 0 lost its value signal and settled into 60-ply draws (2026-11-26,
     see the module docstring); `scale` 0 keeps them draws."""
+    rewards = jnp.asarray(rewards, jnp.float32)
     undecided = (rewards[:, 0] == 0) & (rewards[:, 1] == 0)
-    white = np.where(undecided, np.tanh(scale * white_lead), rewards[:, 0])
-    return np.stack([white, np.where(undecided, -white, rewards[:, 1])], axis=1).astype(np.float32)
+    white = jnp.where(undecided, jnp.tanh(scale * jnp.asarray(white_lead)), rewards[:, 0])
+    black = jnp.where(undecided, -white, rewards[:, 1])
+    return jnp.stack([white, black], axis=1).astype(jnp.float32)
 
 
 def anchored(result, world, anchor: float):
@@ -232,7 +243,10 @@ def anchored(result, world, anchor: float):
     prior's value of each board (its last feature, `search.recon_learned.world_features`).
     Trained on results alone, a world value started from the prior forgot it once self-play
     had turned passive (module docstring); anchored, a material gain keeps its value."""
-    return ((1 - anchor) * result + anchor * np.tanh(world[:, -1])).astype(np.float32)
+    world = jnp.asarray(world)
+    return ((1 - anchor) * jnp.asarray(result) + anchor * jnp.tanh(world[:, -1])).astype(
+        jnp.float32
+    )
 
 
 def make_optimizer(config: TrainConfig):
@@ -253,18 +267,11 @@ def loss_fn(params, batch, config: TrainConfig):
     return policy + value_loss + world_loss, (policy, value_loss, world_loss)
 
 
-@functools.partial(jax.jit, static_argnames=("config",))
-def update(params, opt_state, batch, *, config: TrainConfig):
-    """One Adam step: (params, opt_state, (loss, policy, value, world))."""
-    (loss, parts), grads = jax.value_and_grad(loss_fn, has_aux=True)(params, batch, config)
-    updates, opt_state = make_optimizer(config).update(grads, opt_state, params)
-    return optax.apply_updates(params, updates), opt_state, (loss, *parts)
-
-
-def minibatch(examples: Examples, rng: np.random.Generator, size: int) -> dict:
-    """A minibatch drawn with replacement (fixed shape, whatever the number of examples)."""
-    i = rng.integers(0, len(examples.result), size)
-    j = rng.integers(0, len(examples.world_result), size)
+def minibatch(examples: Examples, key, size: int) -> dict:
+    """`size` live decisions and `size` live true boards, drawn uniformly with replacement."""
+    decision_key, world_key = jax.random.split(key)
+    i = jax.random.categorical(decision_key, jnp.log(examples.weight), shape=(size,))
+    j = jax.random.categorical(world_key, jnp.log(examples.world_weight), shape=(size,))
     return {
         "obs": examples.obs[i], "mask": examples.mask[i], "target": examples.target[i],
         "result": examples.result[i], "world": examples.world[j],
@@ -272,111 +279,266 @@ def minibatch(examples: Examples, rng: np.random.Generator, size: int) -> dict:
     }  # fmt: skip
 
 
-class TrainState(NamedTuple):
+@struct.dataclass(kw_only=True)
+class ReconTrainState:
+    """What a recon run trains and checkpoints: the network's parameters and Adam's state."""
+
     params: dict
     opt_state: tuple
-    iteration: int
 
 
-def init_train_state(config: TrainConfig) -> TrainState:
-    """Fresh parameters (key `fold_in(seed, -1)` is never an iteration's) and optimizer."""
+def init_train_state(config: TrainConfig) -> ReconTrainState:
+    """Fresh parameters (key `fold_in(seed, 2**30)` is never an iteration's) and optimizer."""
     params = recon_net.init_params(
         config.search, jax.random.fold_in(jax.random.key(config.seed), 2**30)
     )
-    return TrainState(params, make_optimizer(config).init(params), 0)
+    return ReconTrainState(params=params, opt_state=make_optimizer(config).init(params))
 
 
-def iteration(train_state: TrainState, config: TrainConfig):
-    """One self-play + learning iteration: (TrainState, metrics dict)."""
-    key = jax.random.fold_in(jax.random.key(config.seed), train_state.iteration)
-    examples, stats = selfplay(train_state.params, key, config)
-    rng = np.random.default_rng([config.seed, train_state.iteration])
-    params, opt_state = train_state.params, train_state.opt_state
-    losses = []
-    for _ in range(config.updates):
-        batch = minibatch(examples, rng, config.minibatch)
-        params, opt_state, parts = update(params, opt_state, batch, config=config)
-        losses.append(jax.device_get(parts))
-    loss, policy, value, world = np.mean(losses, axis=0)
-    metrics = dict(stats, examples=len(examples.result), loss=float(loss), policy=float(policy),
-                   value=float(value), world=float(world))  # fmt: skip
-    return TrainState(params, opt_state, train_state.iteration + 1), metrics
+def iteration(state: ReconTrainState, rules, key, config: TrainConfig):
+    """One self-play + learning iteration (jittable): (state, metrics of float32 scalars)."""
+    play_key, learn_key = jax.random.split(key)
+    examples, stats = selfplay(state.params, rules, play_key, config)
+    optimizer = make_optimizer(config)
+
+    def update(carry, key):
+        params, opt_state = carry
+        batch = minibatch(examples, key, config.minibatch)
+        (loss, parts), grads = jax.value_and_grad(loss_fn, has_aux=True)(params, batch, config)
+        updates, opt_state = optimizer.update(grads, opt_state, params)
+        return (optax.apply_updates(params, updates), opt_state), jnp.stack([loss, *parts])
+
+    (params, opt_state), losses = jax.lax.scan(
+        update, (state.params, state.opt_state), jax.random.split(learn_key, config.updates)
+    )
+    loss, policy, value, world = losses.mean(axis=0)
+    metrics = dict(stats, loss=loss, policy=policy, value=value, world=world)
+    return ReconTrainState(params=params, opt_state=opt_state), metrics
 
 
-def save(path, train_state: TrainState, config: TrainConfig) -> None:
-    """Write a checkpoint (atomically: a temporary file renamed)."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    blob = {"train_state": jax.device_get(train_state), "config": config._asdict()}
-    blob["config"]["search"] = config.search._asdict()
-    tmp = path.with_suffix(".tmp")
-    tmp.write_bytes(pickle.dumps(blob))
-    tmp.replace(path)
+# ----------------------------------------------------------------------------- config
 
 
-def load(path) -> tuple[TrainState, TrainConfig]:
-    """(TrainState, TrainConfig) of a checkpoint written by `save`."""
-    blob = pickle.loads(Path(path).read_bytes())
-    fields = dict(blob["config"])
-    fields["search"] = L.SearchConfig(**fields["search"])
-    train_state = jax.tree.map(jnp.asarray, blob["train_state"])
-    return TrainState(*train_state[:2], int(blob["train_state"].iteration)), TrainConfig(**fields)
+def train_config(config: ml_collections.ConfigDict) -> TrainConfig:
+    """The static `TrainConfig` of a run config (configs/recon.py)."""
+    return TrainConfig(
+        variant=str(config.variant),
+        games=int(config.selfplay.games),
+        max_plies=int(config.selfplay.max_plies),
+        belief_size=int(config.selfplay.belief_size),
+        moves_per_board=int(config.selfplay.moves_per_board),
+        search=L.SearchConfig(
+            worlds=int(config.search.worlds),
+            candidates=int(config.search.candidates),
+            blocks=int(config.network.blocks),
+            channels=int(config.network.channels),
+            world_hidden=int(config.network.world_hidden),
+        ),
+        updates=int(config.learner.updates),
+        minibatch=int(config.learner.minibatch),
+        learning_rate=float(config.learner.learning_rate),
+        weight_decay=float(config.learner.weight_decay),
+        explore=float(config.selfplay.explore),
+        adjudicate=float(config.selfplay.adjudicate),
+        anchor=float(config.learner.anchor),
+        seed=int(config.seed),
+    )
 
 
-def export_params(checkpoint, path) -> None:
-    """Write a play-only copy of a checkpoint (no optimizer state; a third of the size):
-    `load_params` reads it, `train` cannot resume from it."""
-    train_state, config = load(checkpoint)
-    save(path, TrainState(train_state.params, None, train_state.iteration), config)
+def _check(condition: bool, message: str) -> None:
+    if not condition:
+        raise ValueError(message)
 
 
-def load_params(path) -> tuple[dict, L.SearchConfig]:
-    """(params, SearchConfig) of a checkpoint, for play."""
-    train_state, config = load(path)
-    return train_state.params, config.search
-
-
-def train(config: TrainConfig, workdir, *, iterations=None, budget_minutes=None,
-          checkpoint_every: int = 5, keep_every: int = 0, log=print) -> TrainState:  # fmt: skip
-    """Train until `iterations` (total, counting resumed ones) or `budget_minutes` of wall
-    clock in this call, whichever comes first; resume from `workdir`'s checkpoint if any (its
-    config must equal `config`). With `keep_every` > 0 the parameters of every `keep_every`-th
-    iteration are also kept, as `params-<iteration>.pkl` (play-only, as `export_params`)."""
-    path = Path(workdir) / CHECKPOINT
-    if path.exists():
-        train_state, saved = load(path)
-        if saved != config:
-            raise ValueError(f"{path} was written with another config: {saved}")
-        log(f"resumed from {path} at iteration {train_state.iteration}")
-    else:
-        train_state = init_train_state(config)
-    began = time.time()
-    done = 0
-    while iterations is None or train_state.iteration < iterations:
-        elapsed = time.time() - began
-        if budget_minutes is not None and elapsed >= 60 * budget_minutes:
-            break
-        train_state, metrics = iteration(train_state, config)
-        done += 1
-        elapsed = time.time() - began
-        per = elapsed / done
-        left = []
-        if iterations is not None:
-            left.append(per * (iterations - train_state.iteration))
-        if budget_minutes is not None:
-            left.append(max(60 * budget_minutes - elapsed, 0.0))
-        eta = min(left) if left else float("nan")
-        log(
-            f"iter {train_state.iteration} loss {metrics['loss']:.3f} (policy "
-            f"{metrics['policy']:.3f} value {metrics['value']:.3f} world {metrics['world']:.3f}) "
-            f"examples {metrics['examples']} plies {metrics['plies']:.1f} "
-            f"decisive {metrics['decisive']:.2f} white {metrics['white']:+.2f} "
-            f"{per:.0f}s/iter elapsed {elapsed / 60:.1f}m eta {eta / 60:.1f}m"
+def prepare_config(config: ml_collections.ConfigDict) -> ml_collections.ConfigDict:
+    """A validated, locked copy of a recon run config (ValueError naming the bad field)."""
+    config = ml_collections.ConfigDict(config.to_dict())
+    try:
+        R.canonical(config.variant)
+    except ValueError as error:
+        raise ValueError(f"config.variant: {error}") from None
+    _check(R.is_sense(config.variant), f"config.variant={config.variant!r} has no sensing "
+           "(fog=sense:2 or sense:3): train it with configs/gardner.py")  # fmt: skip
+    for field in ("selfplay.games", "selfplay.max_plies", "selfplay.belief_size",
+                  "selfplay.moves_per_board", "search.worlds", "search.candidates",
+                  "network.channels", "network.world_hidden", "learner.updates",
+                  "learner.minibatch", "num_iterations"):  # fmt: skip
+        section, _, name = field.rpartition(".")
+        value = config[section][name] if section else config[name]
+        _check(int(value) >= 1, f"config.{field} must be at least 1, got {value}")
+    _check(int(config.network.blocks) >= 0, "config.network.blocks must be >= 0")
+    finite = {
+        "learner.learning_rate": (0.0, 10.0),
+        "learner.weight_decay": (0.0, 1.0),
+        "learner.anchor": (0.0, 1.0),
+        "selfplay.explore": (0.0, 1.0),
+        "selfplay.adjudicate": (0.0, 100.0),
+    }
+    for field, (low, high) in finite.items():
+        section, name = field.split(".")
+        value = float(config[section][name])
+        _check(
+            math.isfinite(value)
+            and low <= value <= high
+            and (name != "learning_rate" or value > 0),
+            f"config.{field}={value} must be a finite number in "
+            f"{'(' if name == 'learning_rate' else '['}{low}, {high}]",
         )
-        if train_state.iteration % checkpoint_every == 0:
-            save(path, train_state, config)
-        if keep_every and train_state.iteration % keep_every == 0:
-            snapshot = Path(workdir) / f"params-{train_state.iteration:05d}.pkl"
-            save(snapshot, TrainState(train_state.params, None, train_state.iteration), config)
-    save(path, train_state, config)
-    return train_state
+    config.lock()
+    return config
+
+
+# ----------------------------------------------------------------------------- algorithm
+
+
+class ReconAlgorithm(Algorithm):
+    """The learned recon agent's self-play training (configs/recon.py), on the run loop."""
+
+    name = "recon"
+    batch_field = "selfplay.games"
+
+    def prepare_config(self, config):
+        return prepare_config(config)
+
+    def setup(self, config, mesh):
+        rules = R.stack([R.get(config.variant, max_plies=int(config.selfplay.max_plies))])
+        games = int(config.selfplay.games)
+        rules = jax.tree.map(lambda x: np.repeat(np.asarray(x), games, axis=0), rules)
+        return sharding.put_replicated(rules, mesh)
+
+    def init_state(self, config, mesh, data, key):
+        del data, key  # the seed's own key: the parameters of TrainConfig's seed
+        return sharding.put_replicated(jax.device_get(init_train_state(train_config(config))), mesh)
+
+    def abstract_state(self, config, mesh):
+        abstract = jax.eval_shape(lambda: init_train_state(train_config(config)))
+        host = jax.tree.map(lambda x: np.zeros(x.shape, x.dtype), abstract)
+        return sharding.abstract_with_shardings(abstract, sharding.replicated(host, mesh))
+
+    def checkpoint_contents(self, state, save_replay):
+        del save_replay  # no replay memory: every iteration learns from its own games
+        return {"params": state.params, "opt_state": state.opt_state}
+
+    def describe(self, config, mesh, state):
+        search = train_config(config).search
+        size = sum(int(np.prod(x.shape)) for x in jax.tree.leaves(state.params))
+        return (
+            f"recon ({config.variant}): {mesh.size} device(s) ({jax.devices()[0].platform}), "
+            f"{config.selfplay.games} self-play games x up to {config.selfplay.max_plies} plies "
+            f"per iteration, {search.worlds} belief worlds x {search.candidates} candidates per "
+            f"search, net {search.blocks}x{search.channels} ({size:,} params; ReconNet), "
+            f"{config.learner.updates} Adam steps of {config.learner.minibatch}"
+        )
+
+    def compile(self, config, mesh, state, data, start):
+        del start
+        static = train_config(config)
+        compiled = (
+            jax.jit(functools.partial(iteration, config=static), donate_argnums=0)
+            .lower(state, data, jax.random.key(0))
+            .compile()
+        )
+
+        def step(state, data, key, iteration_index):
+            del iteration_index
+            state, metrics = compiled(state, data, key)
+            metrics = {k: float(v) for k, v in jax.device_get(metrics).items()}
+            record = {
+                "selfplay/frames": int(round(metrics["turns"])),
+                "selfplay/games": static.games,
+                "selfplay/mean_game_length": metrics["plies"],
+                "selfplay/white_score": metrics["white"],
+                "selfplay/decisive": metrics["decisive"],
+                "train/loss": metrics["loss"],
+                "train/policy_loss": metrics["policy"],
+                "train/value_loss": metrics["value"],
+                "train/world_loss": metrics["world"],
+            }
+            return state, record
+
+        return CompiledStep(step)
+
+    def next_command(self, config, workdir):
+        return (
+            f"python experiments/recon/run.py --checkpoint {workdir} --variant {config.variant} "
+            "--agents learned,entropy-pimc --games 100"
+        )
+
+    def progress_fields(self, record):
+        world, plies = record["train/world_loss"], record["selfplay/mean_game_length"]
+        decisive, white = record["selfplay/decisive"], record["selfplay/white_score"]
+        return [f"world {world:.3f} plies {plies:.1f} decisive {decisive:.2f} white {white:+.2f}"]
+
+    def evaluate(self, config, params, key):
+        """`eval/<opponent>` scores of the learned agent in `eval.num_games` colour-balanced
+        games against each of `eval.opponents` (recon agents), with the same belief sizes."""
+        static = train_config(config)
+        games = int(config.eval.num_games)
+        rules = R.stack([R.get(config.variant, max_plies=static.max_plies)] * games)
+        out = {}
+        for opponent in config.eval.opponents:
+            learned, other = A.agent_kinds("learned"), A.agent_kinds(opponent)
+            agents = np.asarray([[learned, other] if g % 2 == 0 else [other, learned]
+                                 for g in range(games)], np.int32)  # fmt: skip
+            rewards, _, _ = A.play_games(
+                rules, agents, jax.random.fold_in(key, len(out)), size=static.belief_size,
+                moves_per_board=static.moves_per_board, worlds=static.search.worlds,
+                params=params, learned=static.search,
+            )  # fmt: skip
+            mine = np.where(np.arange(games) % 2 == 0, rewards[:, 0], rewards[:, 1])
+            out[f"eval/{opponent}"] = float(np.mean((mine + 1) / 2))
+        return out
+
+
+ALGORITHM = ReconAlgorithm()
+
+
+# ----------------------------------------------------------------------------- model files
+
+MODEL_FORMAT = "mmc_jax recon model v1"
+
+
+def save_model(path, params, search: L.SearchConfig) -> None:
+    """Write a play-only model: msgpack of {format, search sizes, parameters} (atomically)."""
+    blob = {
+        "format": MODEL_FORMAT,
+        "search": dict(search._asdict()),
+        "params": jax.tree.map(np.asarray, jax.device_get(params)),
+    }
+    path = os.fspath(path)
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    with open(path + ".tmp", "wb") as handle:
+        handle.write(serialization.msgpack_serialize(blob))
+    os.replace(path + ".tmp", path)
+
+
+def load_model(path) -> tuple[dict, L.SearchConfig]:
+    """(params, SearchConfig) of a model file (`save_model`) or of a training workdir (its
+    latest intact checkpoint). ValueError naming the path when it is neither."""
+    path = os.fspath(path)
+    if os.path.isdir(path):
+        return _load_workdir(path)
+    try:
+        with open(path, "rb") as handle:
+            blob = serialization.msgpack_restore(handle.read())
+    except FileNotFoundError:
+        raise ValueError(f"{path}: no such model file or training workdir") from None
+    except Exception as error:  # a damaged or foreign file
+        raise ValueError(f"{path}: not a recon model ({type(error).__name__})") from None
+    if not isinstance(blob, dict) or blob.get("format") != MODEL_FORMAT:
+        raise ValueError(f"{path}: not a recon model (no {MODEL_FORMAT!r} header)")
+    params = jax.tree.map(jnp.asarray, blob["params"])
+    return params, L.SearchConfig(**{k: int(v) for k, v in blob["search"].items()})
+
+
+def _load_workdir(workdir: str) -> tuple[dict, L.SearchConfig]:
+    try:
+        saved = checkpoint_lib.load_metadata(workdir).get("config") or {}
+    except (FileNotFoundError, checkpoint_lib.CheckpointDamaged) as error:
+        raise ValueError(f"{workdir}: no readable checkpoint ({error})") from None
+    if saved.get("algorithm") != ALGORITHM.name:
+        raise ValueError(f"{workdir}: not a recon training workdir (configs/recon.py)")
+    config = prepare_config(ml_collections.ConfigDict(saved))
+    template = jax.eval_shape(lambda: init_train_state(train_config(config))).params
+    params = checkpoint_lib.restore_subtree(workdir, "params", template)
+    return params, train_config(config).search

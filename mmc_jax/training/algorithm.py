@@ -139,6 +139,13 @@ class Algorithm(abc.ABC):
     def evaluate(self, config, params, key: jax.Array) -> dict[str, Any]:
         """`eval/*` metrics of `params` (games against `config.eval.opponents`)."""
 
+    def next_command(self, config, workdir: str) -> str:
+        """The command a user runs next on a finished run (printed after `next:`)."""
+        return (
+            f"python -m mmc_jax.evaluate --checkpoint {workdir} "
+            f"--variant {config.variant} --opponent greedy --games 400"
+        )
+
     def restore_error(self, error: ValueError, config) -> ValueError:
         """A clearer error for a checkpoint that does not fit `config`."""
         return error

@@ -4,7 +4,11 @@ and its place in the arena and the scripts. Tiny sizes: compilation dominates on
 
 from __future__ import annotations
 
+import functools
+import io
+import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -13,8 +17,10 @@ import chex
 import jax
 import jax.numpy as jnp
 import numpy as np
+import optax
 import pytest
 
+from configs import recon as recon_config
 from mmc_jax import rules as R
 from mmc_jax.algorithms import recon as TL
 from mmc_jax.evaluation import recon_agents as A
@@ -25,13 +31,30 @@ from mmc_jax.rules import tables as T
 from mmc_jax.search import recon_belief as RB
 from mmc_jax.search import recon_learned as L
 from mmc_jax.search import recon_score as S
+from mmc_jax.training import runloop
 
 ROOT = Path(__file__).resolve().parents[2]
 SEARCH = L.SearchConfig(worlds=3, candidates=6, blocks=1, channels=8, world_hidden=16)
-CONFIG = TL.TrainConfig(
-    games=2, max_plies=6, belief_size=8, moves_per_board=8, search=SEARCH, updates=2, explore=0.5,
-    minibatch=16,
-)  # fmt: skip
+
+
+def run_config(iterations: int = 2, **overrides):
+    """configs/recon.py:smoke with `SEARCH`'s sizes, 2 games x 6 plies, exploration on."""
+    config = recon_config.get_config("smoke").copy_and_resolve_references()
+    config.unlock()
+    config.num_iterations = iterations
+    config.selfplay.games = 2
+    config.selfplay.explore = 0.5
+    config.search.worlds, config.search.candidates = SEARCH.worlds, SEARCH.candidates
+    config.network.blocks, config.network.channels = SEARCH.blocks, SEARCH.channels
+    config.network.world_hidden = SEARCH.world_hidden
+    config.learner.minibatch = 16
+    for dotted, value in overrides.items():
+        section, name = dotted.split("__")
+        config[section][name] = value
+    return config
+
+
+CONFIG = TL.train_config(run_config())
 
 
 @pytest.fixture(scope="module")
@@ -151,9 +174,11 @@ def test_searches_decide_the_same_for_true_states_with_the_same_information(para
 
 @pytest.fixture(scope="module")
 def trained(tmp_path_factory):
-    """(final TrainState, workdir) of an unbroken two-iteration run."""
+    """(final state, workdir) of an unbroken two-iteration `train --config configs/recon.py`
+    run through the one run loop."""
     workdir = tmp_path_factory.mktemp("unbroken")
-    return TL.train(CONFIG, workdir, iterations=2, log=lambda line: None), workdir
+    result = runloop.run(TL.ALGORITHM, run_config(2), workdir, stream=None)
+    return result.state, workdir
 
 
 def test_capped_games_are_adjudicated_by_material_and_decided_ones_kept():
@@ -180,31 +205,82 @@ def test_capped_games_are_adjudicated_by_material_and_decided_ones_kept():
 
 def test_a_training_step_changes_parameters_and_lowers_the_loss_on_a_fixed_batch(trained):
     train_state, _ = trained
-    examples, _ = TL.selfplay(train_state.params, jax.random.key(7), CONFIG)
-    batch = TL.minibatch(examples, np.random.default_rng(0), CONFIG.minibatch)
-    before = float(TL.loss_fn(train_state.params, batch, CONFIG)[0])
-    params, _, _ = TL.update(train_state.params, train_state.opt_state, batch, config=CONFIG)
+    rules = R.stack([R.get("recon", max_plies=CONFIG.max_plies)] * CONFIG.games)
+    play = jax.jit(functools.partial(TL.selfplay, config=CONFIG))
+    examples, stats = play(train_state.params, rules, jax.random.key(7))
+    assert 0 < float(stats["turns"]) <= CONFIG.games * CONFIG.max_plies
+    chex.assert_shape(examples.obs, (2 * CONFIG.games * CONFIG.max_plies, 5, 5, 41))
+    batch = TL.minibatch(examples, jax.random.key(0), CONFIG.minibatch)
+    assert np.all(np.asarray(examples.weight)[np.asarray(batch_rows(examples, batch))] == 1)
+    optimizer = TL.make_optimizer(CONFIG)
+    before, grads = jax.value_and_grad(lambda p: TL.loss_fn(p, batch, CONFIG)[0])(
+        train_state.params
+    )
+    updates, _ = optimizer.update(grads, train_state.opt_state, train_state.params)
+    params = optax.apply_updates(train_state.params, updates)
     after = float(TL.loss_fn(params, batch, CONFIG)[0])
     changed = jax.tree.map(lambda a, b: bool(jnp.any(a != b)), train_state.params, params)
     assert all(jax.tree.leaves(changed))
-    assert after < before
+    assert after < float(before)
 
 
-def test_a_resumed_run_equals_an_unbroken_run(trained, tmp_path):
-    unbroken, _ = trained
-    TL.train(CONFIG, tmp_path, iterations=1, log=lambda line: None)
-    lines = []
-    resumed = TL.train(CONFIG, tmp_path, iterations=2, log=lines.append)
-    assert lines[0].startswith("resumed from") and resumed.iteration == 2
-    chex.assert_trees_all_equal(resumed.params, unbroken.params)
-    chex.assert_trees_all_equal(resumed.opt_state, unbroken.opt_state)
-    restored, config = TL.load(tmp_path / TL.CHECKPOINT)
-    assert config == CONFIG
-    chex.assert_trees_all_equal(restored.params, unbroken.params)
-    TL.export_params(tmp_path / TL.CHECKPOINT, tmp_path / "model.pkl")
-    params, search = TL.load_params(tmp_path / "model.pkl")
+def batch_rows(examples, batch):
+    """The example rows a minibatch drew (matched by observation and target)."""
+    obs = np.asarray(examples.obs).reshape(len(examples.obs), -1)
+    drawn = np.asarray(batch["obs"]).reshape(len(batch["obs"]), -1)
+    return [int(np.flatnonzero((obs == row).all(axis=1))[0]) for row in drawn]
+
+
+def test_a_resumed_run_equals_an_unbroken_run_and_saves_a_model(trained, tmp_path):
+    unbroken, unbroken_dir = trained
+    workdir = tmp_path / "run"
+    runloop.run(TL.ALGORITHM, run_config(1), workdir, stream=None)
+    log = io.StringIO()
+    resumed = runloop.run(TL.ALGORITHM, run_config(2), workdir, stream=log)
+    assert "resumed from" in log.getvalue() and resumed.start_iteration == 1
+    chex.assert_trees_all_equal(resumed.state.params, unbroken.params)
+    chex.assert_trees_all_equal(resumed.state.opt_state, unbroken.opt_state)
+    records = [json.loads(line) for line in (workdir / "metrics.jsonl").read_text().splitlines()]
+    assert [r["iteration"] for r in records] == [1, 2]
+    params, search = TL.load_model(workdir)  # a workdir: its latest checkpoint
     assert search == SEARCH
     chex.assert_trees_all_equal(params, unbroken.params)
+    TL.save_model(tmp_path / "model.msgpack", unbroken.params, SEARCH)
+    params, search = TL.load_model(tmp_path / "model.msgpack")
+    assert search == SEARCH
+    chex.assert_trees_all_equal(params, unbroken.params)
+    assert not list(workdir.rglob("*.pkl")) and not list(unbroken_dir.rglob("*.pkl"))
+
+
+@pytest.mark.parametrize(
+    "field, value, message",
+    [
+        ("learner__learning_rate", 1e30, "config.learner.learning_rate=1e+30 must be a finite"),
+        ("selfplay__adjudicate", float("inf"), "config.selfplay.adjudicate=inf must be a finite"),
+        ("learner__anchor", 1.5, "config.learner.anchor=1.5 must be a finite number in [0.0, 1"),
+        ("selfplay__games", 0, "config.selfplay.games must be at least 1, got 0"),
+    ],
+)
+def test_recon_configs_refuse_bad_values_in_one_line(field, value, message):
+    with pytest.raises(ValueError, match=re.escape(message)):
+        TL.prepare_config(run_config(**{field: value}))
+
+
+def test_recon_configs_refuse_a_variant_without_sensing():
+    config = run_config()
+    config.variant = "dark"
+    with pytest.raises(ValueError, match="has no sensing"):
+        TL.prepare_config(config)
+
+
+def test_load_model_names_a_damaged_or_foreign_file(tmp_path):
+    for content in (b"", b"not msgpack at all", b"\x81\xa1a\x01"):
+        path = tmp_path / "bad.msgpack"
+        path.write_bytes(content)
+        with pytest.raises(ValueError, match=f"{re.escape(str(path))}: not a recon model"):
+            TL.load_model(path)
+    with pytest.raises(ValueError, match="no such model file or training workdir"):
+        TL.load_model(tmp_path / "missing.msgpack")
 
 
 def test_learned_agent_plays_both_colours_in_the_arena(trained):
@@ -223,17 +299,9 @@ def test_learned_agent_plays_both_colours_in_the_arena(trained):
 @pytest.mark.parametrize(
     "script, args, message",
     [
-        ("train.py", ["--workdir", "/tmp/x"], "give --iterations or --budget-minutes"),
-        ("train.py", ["--workdir", "/tmp/x", "--iterations", "0"], "--iterations must be posit"),
-        ("train.py", ["--workdir", "/tmp/x", "--iterations", "1", "--variant", "dark"],
-         "dark is not a sensing variant"),
-        ("train.py", ["--workdir", "/tmp/x", "--iterations", "1", "--anchor", "1.5"],
-         "--anchor must be in [0, 1], got 1.5"),
-        ("train.py", ["--workdir", "/tmp/x", "--iterations", "1", "--adjudicate", "nan"],
-         "--adjudicate must be at least 0, got nan"),
         ("run.py", ["--agents", "learned,random"], "the agent 'learned' needs --checkpoint"),
-        ("run.py", ["--agents", "learned,random", "--checkpoint", "/nonexistent.pkl"],
-         "--checkpoint /nonexistent.pkl:"),
+        ("run.py", ["--agents", "learned,random", "--checkpoint", "/nonexistent.msgpack"],
+         "--checkpoint /nonexistent.msgpack: /nonexistent.msgpack: no such model file"),
     ],
 )  # fmt: skip
 def test_recon_scripts_refuse_bad_input_in_one_line(script, args, message):
