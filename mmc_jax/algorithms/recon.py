@@ -39,7 +39,7 @@ Algorithm contract (`mmc_jax.training.algorithm`), so `python -m mmc_jax.train -
 configs/recon.py --workdir W` runs it in the one run loop: orbax checkpoints of the parameters
 and optimizer state, a bit-identical resume (keys are `fold_in(run key, iteration)`), SIGTERM,
 the workdir lock, progress with an ETA, metrics and plots. `save_model` / `load_model` write and
-read a play-only model (msgpack parameters and the search sizes, no pickle).
+read a play-only model (msgpack parameters and the search sizes).
 """
 
 from __future__ import annotations
