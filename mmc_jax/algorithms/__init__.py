@@ -14,14 +14,18 @@ from __future__ import annotations
 
 import ml_collections
 
-from mmc_jax.algorithms import alphazero, meta, recon
+from mmc_jax.algorithms import alphazero, meta, recon, supervised
 
 REGISTRY = {
     algorithm.name: algorithm
-    for algorithm in (alphazero.ALGORITHM, meta.ALGORITHM, recon.ALGORITHM)
+    for algorithm in (alphazero.ALGORITHM, meta.ALGORITHM, recon.ALGORITHM, supervised.ALGORITHM)
 }
 # The config section an algorithm cannot run without (and no other algorithm reads).
-SECTIONS = {meta.ALGORITHM.name: "meta", recon.ALGORITHM.name: "search"}
+SECTIONS = {
+    meta.ALGORITHM.name: "meta",
+    recon.ALGORITHM.name: "search",
+    supervised.ALGORITHM.name: "data",
+}
 
 
 def name_of(config: ml_collections.ConfigDict) -> str:

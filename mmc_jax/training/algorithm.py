@@ -75,6 +75,13 @@ class Algorithm(abc.ABC):
         """The iteration's data arguments (rules of the games, a dataset's reader), placed on
         `mesh` where they are arrays."""
 
+    def load_data(self, config, mesh, workdir, log: Callable[[str], None]) -> Any:
+        """The run's data argument, made with the workdir at hand: an algorithm whose data is
+        host-side (a dataset it writes into and reads from `workdir`) makes or finishes it
+        here, saying what it does through `log`. Default: `setup(config, mesh)`."""
+        del workdir, log
+        return self.setup(config, mesh)
+
     def host_data(self, config, mesh, data, iteration: int) -> Any:
         """The data argument of iteration `iteration` (0-based), called on the host before
         each compiled iteration: an algorithm that learns from host-side data (an engine's

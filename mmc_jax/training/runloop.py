@@ -555,7 +555,7 @@ class _Start:
 
 def _run(algorithm, config, mesh, workdir, log, init_params, on_eval, handle_signals):
     """`run` once the config, the mesh and the workdir's lock are settled."""
-    data = algorithm.setup(config, mesh)
+    data = algorithm.load_data(config, mesh, workdir, log)
     init_key, run_key, eval_key = jax.random.split(jax.random.key(int(config.seed)), 3)
     num_iterations = int(config.num_iterations)
     ckpt = checkpoint_lib.Checkpointer(

@@ -920,6 +920,77 @@ class UciEngine:
         words = lines[-1].split()
         return words[1] if len(words) > 1 else "(none)"
 
+    def analyse(
+        self,
+        fen: str,
+        moves: Sequence[str],
+        limits: Limits,
+        multipv: int,
+        timeout: float = DEFAULT_MOVE_TIMEOUT,
+    ) -> list[tuple[str, float]]:
+        """The engine's `multipv` best moves after `moves` from `fen`, best first, each with
+        its score in centipawns from the mover's view (a mate in n: +-(MATE_CP - n)), from the
+        deepest iteration that reported every rank (a node limit can stop the last one
+        part-way). Fewer when fewer moves are legal; [] when none."""
+        if isinstance(multipv, bool) or not isinstance(multipv, int) or multipv < 1:
+            raise ValueError(f"multipv must be a positive integer, got {multipv!r}")
+        self.send("ucinewgame")
+        if "MultiPV" in self.options:
+            self.send(f"setoption name MultiPV value {multipv}")
+        self.send(self._position_command(fen, moves))
+        self.send(limits.go_command())
+        lines = self._read_until(
+            lambda line: line.startswith("bestmove"),
+            timeout,
+            f"analysing ({limits.go_command()}, multipv {multipv}) after {len(moves)} moves "
+            f"from {fen!r}",
+        )
+        if "MultiPV" in self.options:
+            self.send("setoption name MultiPV value 1")
+        by_depth: dict[int, dict[int, tuple[str, float]]] = {}
+        for line in lines:
+            parsed = parse_info_line(line)
+            if parsed is not None:
+                depth, rank, move, score = parsed
+                by_depth.setdefault(depth, {})[rank] = (move, score)
+        if not by_depth:
+            return []
+        most = max(len(ranks) for ranks in by_depth.values())
+        depth = max(d for d, ranks in by_depth.items() if len(ranks) == most)
+        ranked, seen, out = by_depth[depth], set(), []
+        for rank in sorted(ranked):
+            move, score = ranked[rank]
+            if rank <= multipv and move not in seen:  # the engine may repeat a move
+                seen.add(move)
+                out.append((move, score))
+        return out
+
+
+MATE_CP = 100_000.0
+
+
+def parse_info_line(line: str) -> tuple[int, int, str, float] | None:
+    """(depth, multipv rank, first pv move, score in centipawns) of a UCI `info` line with a
+    score and a pv, or None (a mate in n scores +-(MATE_CP - n); a bound is None)."""
+    words = line.split()
+    if not words or words[0] != "info" or "pv" not in words or "score" not in words:
+        return None
+    try:
+        at = words.index("score")
+        kind, value = words[at + 1], int(words[at + 2])
+        if at + 3 < len(words) and words[at + 3] in ("lowerbound", "upperbound"):
+            return None
+        move = words[words.index("pv") + 1]
+        rank = int(words[words.index("multipv") + 1]) if "multipv" in words else 1
+        depth = int(words[words.index("depth") + 1]) if "depth" in words else 0
+    except (ValueError, IndexError):
+        return None
+    if kind == "cp":
+        return depth, rank, move, float(value)
+    if kind == "mate":
+        return depth, rank, move, (MATE_CP - abs(value)) * (1.0 if value > 0 else -1.0)
+    return None
+
 
 # ---------------------------------------------------------------------------------------------
 # A pool of engine processes

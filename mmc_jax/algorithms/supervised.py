@@ -1,0 +1,447 @@
+"""Supervised pretraining from an engine's play (SigmaZero-style), on the Algorithm contract.
+
+Two phases, one command (`python -m mmc_jax.train --config configs/supervised.py --workdir W`):
+
+1. **Data** (host side, in `setup`): Fairy-Stockfish (the project's UCI client) plays games of
+   `config.variant` against itself in `data.processes` worker processes. Each game opens with
+   `data.random_plies` uniformly random legal moves (varied openings); from then on every
+   position is analysed with MultiPV `data.multipv` at `data.nodes` nodes, and labelled:
+     policy  softmax over the analysed moves of (score - best score) / `data.temperature_cp`
+             (centipawns; 0 on the moves the engine did not rank), the engine's choice made soft
+             so that near-equal moves share the mass;
+     value   `data.value_mix` x the game's result + (1 - `data.value_mix`) x
+             tanh(score / `data.cp_scale`), both from the mover's view. The result is unbiased
+             but noisy (one game); the engine's score is far less noisy but on the engine's own
+             scale: half of each by default.
+   The move played is drawn from the same softmax (more varied games than always the best).
+   Games go into shards of `data.shard_games` games (`W/dataset/shard-NNNNN.npz`: FENs, the
+   analysed moves as action ids, their probabilities, the value targets), each listed in
+   `W/dataset/manifest.json` once written; a re-run reads the shards already listed and plays
+   only the missing ones (shard i is seeded by (seed, i), so the dataset does not depend on how
+   often it was resumed). Progress: shards done, positions, ETA.
+2. **Learning** (the run loop): each iteration takes `learner.steps_per_iteration` AlphaZero
+   learner steps (`training.learner.train_step`: the same loss and optimizer as self-play
+   training) on minibatches drawn from the whole dataset, handed in from the host between
+   compiled iterations (`host_data`: the draws are seeded by the iteration, so a resumed run is
+   bit-identical). The network is `configs/gardner.py`'s, so the result starts AlphaZero
+   (`--init_from` of adapt, or `runloop.run(..., init_params=...)`) without conversion.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import math
+import multiprocessing
+import os
+import time
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import ml_collections
+import numpy as np
+from flax import struct
+
+from mmc_jax import rules as R
+from mmc_jax import uci
+from mmc_jax.algorithms import alphazero
+from mmc_jax.infra import sharding
+from mmc_jax.model import network as network_lib
+from mmc_jax.training import learner
+from mmc_jax.training.algorithm import Algorithm, CompiledStep
+
+MANIFEST = "manifest.json"
+DATASET = "dataset"
+
+
+# ----------------------------------------------------------------------------- labels
+
+
+def policy_from_scores(scores: np.ndarray, temperature_cp: float) -> np.ndarray:
+    """float32 probabilities of analysed moves from their centipawn scores (mover's view):
+    softmax of (score - best) / temperature_cp (mate scores clipped to +-2000 first)."""
+    scores = np.clip(np.asarray(scores, np.float64), -2000.0, 2000.0)
+    logits = (scores - scores.max()) / max(temperature_cp, 1e-6)
+    weights = np.exp(logits)
+    return (weights / weights.sum()).astype(np.float32)
+
+
+def value_target(result: float, score_cp: float, mix: float, cp_scale: float) -> float:
+    """The value target of a position (mover's view): `mix` x result + (1 - mix) x
+    tanh(score / cp_scale)."""
+    score = float(np.clip(score_cp, -20 * cp_scale, 20 * cp_scale))
+    return float(mix * result + (1.0 - mix) * math.tanh(score / cp_scale))
+
+
+# ----------------------------------------------------------------------------- data
+
+
+def _settings(config) -> dict[str, Any]:
+    """What the dataset depends on (a manifest written with other settings is refused)."""
+    data = config.data
+    return {
+        "variant": str(config.variant),
+        "seed": int(config.seed),
+        "shard_games": int(data.shard_games),
+        "nodes": int(data.nodes),
+        "multipv": int(data.multipv),
+        "temperature_cp": float(data.temperature_cp),
+        "random_plies": int(data.random_plies),
+        "max_plies": int(data.max_plies),
+        "value_mix": float(data.value_mix),
+        "cp_scale": float(data.cp_scale),
+    }
+
+
+def play_shard(settings: dict[str, Any], index: int, engine: str | None = None) -> dict:
+    """The arrays of shard `index`: `shard_games` engine games (module doc), in numpy."""
+    variant = settings["variant"]
+    rng = np.random.default_rng([settings["seed"], index])
+    limits = uci.Limits(nodes=settings["nodes"])
+    k = settings["multipv"]
+    fens, actions, probs, values = [], [], [], []
+    with uci.UciEngine(variant, engine, probe=False) as player:
+        for _ in range(settings["shard_games"]):
+            start = R.start_fen(variant)
+            fen, moves, positions = start, [], []  # positions: (fen, ids, probs, score, turn)
+            outcome = None
+            for ply in range(settings["max_plies"]):
+                outcome = R.result(variant, fen)
+                if outcome is not None:
+                    break
+                legal = R.legal_moves(variant, fen)
+                if ply < settings["random_plies"]:
+                    move = legal[int(rng.integers(len(legal)))]
+                else:
+                    analysed = player.analyse(start, moves, limits, k)
+                    analysed = [(m, s) for m, s in analysed if m in legal]
+                    if not analysed:  # the engine had nothing legal to say: a random move
+                        analysed = [(legal[int(rng.integers(len(legal)))], 0.0)]
+                    p = policy_from_scores([s for _, s in analysed], settings["temperature_cp"])
+                    ids = [R.uci_to_action(variant, fen, m) for m, _ in analysed]
+                    turn = 0 if fen.split()[1] == "w" else 1
+                    positions.append((fen, ids, p, analysed[0][1], turn))
+                    move = analysed[int(rng.choice(len(analysed), p=p))][0]
+                moves.append(move)
+                fen = R.apply_move(variant, fen, move)
+            outcome = R.result(variant, fen) if outcome is None else outcome
+            white = {"1-0": 1.0, "0-1": -1.0}.get(outcome or "1/2-1/2", 0.0)
+            for position_fen, ids, p, score, turn in positions:
+                result = white if turn == 0 else -white
+                padded = np.full(k, -1, np.int32)
+                padded[: len(ids)] = ids
+                weights = np.zeros(k, np.float32)
+                weights[: len(p)] = p
+                fens.append(position_fen)
+                actions.append(padded)
+                probs.append(weights)
+                values.append(
+                    value_target(result, score, settings["value_mix"], settings["cp_scale"])
+                )
+    return {
+        "fen": np.asarray(fens, dtype=str),
+        "actions": np.asarray(actions, np.int32).reshape(-1, k),
+        "probs": np.asarray(probs, np.float32).reshape(-1, k),
+        "value": np.asarray(values, np.float32),
+    }
+
+
+def _shard_job(job):
+    settings, index, path, engine = job
+    arrays = play_shard(settings, index, engine)
+    tmp = path + ".tmp.npz"
+    np.savez_compressed(tmp, **arrays)
+    os.replace(tmp, path)
+    return index, int(len(arrays["value"]))
+
+
+def _read_manifest(folder: str) -> dict | None:
+    path = os.path.join(folder, MANIFEST)
+    if not os.path.exists(path):
+        return None
+    try:
+        with open(path, encoding="utf-8") as handle:
+            return json.load(handle)
+    except (OSError, json.JSONDecodeError) as error:
+        raise ValueError(f"{path} is damaged ({error}); move it aside to regenerate") from None
+
+
+def _write_manifest(folder: str, manifest: dict) -> None:
+    path = os.path.join(folder, MANIFEST)
+    with open(path + ".tmp", "w", encoding="utf-8") as handle:
+        json.dump(manifest, handle, indent=1)
+    os.replace(path + ".tmp", path)
+
+
+def generate(config, workdir: str, log=print, engine: str | None = None) -> dict:
+    """Make (or finish) the dataset of `config` in `<workdir>/dataset/`; returns its manifest.
+    Shards already in the manifest are kept; the rest are played in `data.processes`
+    processes, each listed as soon as it is written."""
+    folder = os.path.join(os.fspath(workdir), DATASET)
+    os.makedirs(folder, exist_ok=True)
+    settings = _settings(config)
+    manifest = _read_manifest(folder) or {"settings": settings, "shards": []}
+    if manifest["settings"] != settings:
+        differ = sorted(k for k in settings if manifest["settings"].get(k) != settings[k])
+        raise ValueError(
+            f"{folder} holds a dataset made with other settings ({', '.join(differ)}); "
+            "use another --workdir, or the settings it was made with"
+        )
+    total = math.ceil(int(config.data.games) / settings["shard_games"])
+    done = {shard["index"] for shard in manifest["shards"]}
+    todo = [i for i in range(total) if i not in done]
+    if todo:
+        log(
+            f"data: {len(todo)} of {total} shards of {settings['shard_games']} engine games to "
+            f"play ({config.data.processes} processes, {settings['nodes']} nodes, MultiPV "
+            f"{settings['multipv']}), into {folder}"
+        )
+    started = time.time()
+    jobs = [(settings, i, os.path.join(folder, f"shard-{i:05d}.npz"), engine) for i in todo]
+    processes = min(int(config.data.processes), max(len(jobs), 1))
+    context = multiprocessing.get_context("spawn")  # no fork of a process that runs JAX
+    with context.Pool(processes) if processes > 1 and len(jobs) > 1 else _Serial() as pool:
+        for finished, (index, positions) in enumerate(pool.imap_unordered(_shard_job, jobs), 1):
+            manifest["shards"].append(
+                {"index": index, "file": f"shard-{index:05d}.npz", "positions": positions}
+            )
+            manifest["shards"].sort(key=lambda shard: shard["index"])
+            _write_manifest(folder, manifest)
+            elapsed = time.time() - started
+            eta = elapsed / finished * (len(jobs) - finished)
+            log(
+                f"data: shard {len(manifest['shards'])}/{total} ({positions} positions) | "
+                f"{sum(s['positions'] for s in manifest['shards'])} positions | "
+                f"ETA {eta:.0f}s"
+            )
+    _write_manifest(folder, manifest)
+    return manifest
+
+
+class _Serial:
+    """A stand-in for a process pool: the jobs in this process, in order."""
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+    @staticmethod
+    def imap_unordered(fn, jobs):
+        return map(fn, jobs)
+
+
+@functools.cache
+def _observe_fn():
+    def observe(rules, states):
+        return R.observe(rules, states), R.legal_action_mask(rules, states)
+
+    return jax.jit(observe)
+
+
+def load_dataset(config, workdir: str, chunk: int = 512) -> dict[str, np.ndarray]:
+    """The whole dataset as host arrays: packed-free observations [N, 5, 5, C], legal masks
+    [N, A], dense policy targets are made per minibatch from (actions, probs) [N, K]."""
+    folder = os.path.join(os.fspath(workdir), DATASET)
+    manifest = _read_manifest(folder)
+    if manifest is None or not manifest["shards"]:
+        raise ValueError(f"{folder}: no dataset (the run makes it first)")
+    parts = []
+    for shard in manifest["shards"]:
+        path = os.path.join(folder, shard["file"])
+        try:
+            with np.load(path) as arrays:
+                parts.append({name: arrays[name] for name in ("fen", "actions", "probs", "value")})
+        except (OSError, ValueError, KeyError) as error:
+            raise ValueError(
+                f"{path} is damaged ({type(error).__name__}); delete it and its manifest entry "
+                "to play it again"
+            ) from None
+    data = {name: np.concatenate([p[name] for p in parts]) for name in parts[0]}
+    variant = str(config.variant)
+    obs, masks = [], []
+    for begin in range(0, len(data["fen"]), chunk):
+        fens = list(data["fen"][begin : begin + chunk])
+        states = R.stack([R.from_fen(str(f), variant) for f in fens])
+        rules = R.batch(variant, len(fens))
+        o, m = jax.device_get(_observe_fn()(rules, states))
+        obs.append(o)
+        masks.append(m)
+    data["obs"], data["mask"] = np.concatenate(obs), np.concatenate(masks)
+    return data
+
+
+# ----------------------------------------------------------------------------- the algorithm
+
+
+@struct.dataclass(kw_only=True)
+class SupervisedState:
+    """Parameters and optimizer state (nothing else: the data is on the host)."""
+
+    params: Any
+    opt_state: Any
+
+
+def _network(config):
+    return network_lib.make_network(config.network)
+
+
+def _optimizer(config):
+    return learner.make_optimizer(config.learner)
+
+
+def prepare_config(config: ml_collections.ConfigDict) -> ml_collections.ConfigDict:
+    """A validated, locked copy of a supervised run config (ValueError naming the field)."""
+    config = ml_collections.ConfigDict(config.to_dict())
+    config.variant = R.check_variant(config.variant)
+    if not uci.supported_by_fairy_stockfish(config.variant):
+        raise ValueError(
+            f"config.variant={config.variant!r}: Fairy-Stockfish does not play it, so it has "
+            "no engine games to learn from"
+        )
+    for field in ("num_iterations", "data.games", "data.shard_games", "data.processes",
+                  "data.nodes", "data.multipv", "data.max_plies", "learner.batch_size",
+                  "learner.steps_per_iteration", "checkpoint.every"):  # fmt: skip
+        section, _, name = field.rpartition(".")
+        value = config[section][name] if section else config[name]
+        if int(value) < 1:
+            raise ValueError(f"config.{field} must be at least 1, got {value}")
+    ranges = (
+        ("data.value_mix", 0.0, 1.0),
+        ("data.temperature_cp", 1e-3, 1e6),
+        ("data.cp_scale", 1.0, 1e6),
+        ("learner.learning_rate", 1e-9, 10.0),
+    )
+    for field, low, high in ranges:
+        section, name = field.split(".")
+        value = float(config[section][name])
+        if not (math.isfinite(value) and low <= value <= high):
+            raise ValueError(f"config.{field}={value} must be a finite number in [{low}, {high}]")
+    if int(config.data.random_plies) < 0:
+        raise ValueError("config.data.random_plies must be >= 0")
+    config.lock()
+    return config
+
+
+class Supervised(Algorithm):
+    """Supervised learning from Fairy-Stockfish's games (configs/supervised.py)."""
+
+    name = "supervised"
+    batch_field = "learner.batch_size"
+
+    def prepare_config(self, config):
+        return prepare_config(config)
+
+    def setup(self, config, mesh):
+        del config, mesh  # the data lives in the workdir: `load_data`
+        return None
+
+    def load_data(self, config, mesh, workdir, log):
+        """Makes or finishes the dataset in `workdir` and loads it (host arrays)."""
+        del mesh
+        generate(config, os.fspath(workdir), log)
+        data = load_dataset(config, workdir)
+        log(f"data: {len(data['value']):,} labelled positions loaded")
+        return data
+
+    def host_data(self, config, mesh, data, iteration):
+        rng = np.random.default_rng([int(config.seed), iteration])
+        steps, size = int(config.learner.steps_per_iteration), int(config.learner.batch_size)
+        rows = rng.integers(0, len(data["value"]), (steps, size))
+        num_actions = data["mask"].shape[-1]
+        policy = np.zeros((steps, size, num_actions), np.float32)
+        actions, probs = data["actions"][rows], data["probs"][rows]
+        valid = actions >= 0
+        s, b, k = np.nonzero(valid)
+        policy[s, b, actions[s, b, k]] = probs[s, b, k]
+        batch = learner.Batch(
+            obs=data["obs"][rows],
+            legal_action_mask=data["mask"][rows],
+            policy_target=policy,
+            value_target=data["value"][rows],
+            value_mask=np.ones((steps, size), bool),
+        )
+        return sharding.put_replicated(batch, mesh)
+
+    def init_state(self, config, mesh, data, key):
+        del data
+        params = network_lib.init_params(_network(config), key, R.OBS_SHAPE)
+        state = SupervisedState(params=params, opt_state=_optimizer(config).init(params))
+        return sharding.put_replicated(jax.device_get(state), mesh)
+
+    def abstract_state(self, config, mesh):
+        def fresh():
+            params = network_lib.init_params(_network(config), jax.random.key(0), R.OBS_SHAPE)
+            return SupervisedState(params=params, opt_state=_optimizer(config).init(params))
+
+        abstract = jax.eval_shape(fresh)
+        host = jax.tree.map(lambda x: np.zeros(x.shape, x.dtype), abstract)
+        return sharding.abstract_with_shardings(abstract, sharding.replicated(host, mesh))
+
+    def checkpoint_contents(self, state, save_replay):
+        del save_replay  # no replay: the dataset is on disk
+        return {"params": state.params, "opt_state": state.opt_state}
+
+    def describe(self, config, mesh, state):
+        data = config.data
+        return (
+            f"supervised ({config.variant}): {mesh.size} device(s) "
+            f"({jax.devices()[0].platform}), {data.games} Fairy-Stockfish games at "
+            f"{data.nodes} nodes (MultiPV {data.multipv}), {config.learner.steps_per_iteration} "
+            f"steps of {config.learner.batch_size} per iteration, net "
+            f"{config.network.num_blocks}x{config.network.channels} "
+            f"({network_lib.num_params(state.params):,} params)"
+        )
+
+    def compile(self, config, mesh, state, data, start):
+        network, optimizer = _network(config), _optimizer(config)
+        first = self.host_data(config, mesh, data, start)
+
+        def iteration(state, batches):
+            def one(carry, batch):
+                params, opt_state = carry
+                params, opt_state, metrics = learner.train_step(
+                    params, opt_state, batch, network, optimizer, config.learner
+                )
+                return (params, opt_state), metrics
+
+            (params, opt_state), metrics = jax.lax.scan(
+                one, (state.params, state.opt_state), batches
+            )
+            metrics = jax.tree.map(jnp.mean, metrics)
+            return SupervisedState(params=params, opt_state=opt_state), metrics
+
+        compiled = jax.jit(iteration, donate_argnums=0).lower(state, first).compile()
+        steps, size = int(config.learner.steps_per_iteration), int(config.learner.batch_size)
+
+        def step(state, batches, key, iteration_index):
+            del key, iteration_index
+            state, metrics = compiled(state, batches)
+            metrics = {k: float(v) for k, v in jax.device_get(metrics).items()}
+            return state, {
+                "selfplay/frames": steps * size,
+                "selfplay/games": 0,
+                "train/policy_loss": metrics["policy_loss"],
+                "train/value_loss": metrics["value_loss"],
+                "train/policy_entropy": metrics["policy_entropy"],
+                "train/grad_norm": metrics["grad_norm"],
+            }
+
+        return CompiledStep(step)
+
+    def progress_fields(self, record):
+        return [f"entropy {record['train/policy_entropy']:.2f}"]
+
+    def evaluate(self, config, params, key):
+        return alphazero.evaluate_params(config, params, key)
+
+    def next_command(self, config, workdir):
+        return (
+            f"python -m mmc_jax.evaluate --checkpoint {workdir} --variant {config.variant} "
+            "--opponent greedy --games 400"
+        )
+
+
+ALGORITHM = Supervised()

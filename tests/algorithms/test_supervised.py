@@ -1,0 +1,97 @@
+"""Supervised learning from engine games (`algorithms/supervised.py`): labels, the engine's
+MultiPV parsing, a dataset made once and resumed, and a bit-identical resume of the learner."""
+
+from __future__ import annotations
+
+import io
+import math
+import os
+
+import chex
+import numpy as np
+import pytest
+
+from configs import supervised as supervised_config
+from mmc_jax import uci
+from mmc_jax.algorithms import supervised
+from mmc_jax.training import runloop
+
+
+def test_policy_targets_are_a_softmax_of_score_differences():
+    p = supervised.policy_from_scores([50.0, 50.0, -10.0], temperature_cp=60.0)
+    np.testing.assert_allclose(p.sum(), 1.0, rtol=1e-6)
+    assert p[0] == p[1] and p[2] == pytest.approx(p[0] * math.exp(-1.0), rel=1e-5)
+    mate = supervised.policy_from_scores([uci.MATE_CP - 1, 0.0], temperature_cp=60.0)
+    assert mate[0] > 0.999 and np.isfinite(mate).all()
+
+
+def test_value_targets_mix_the_result_and_the_engine_score():
+    assert supervised.value_target(1.0, 0.0, 0.5, 300.0) == pytest.approx(0.5)
+    assert supervised.value_target(-1.0, 300.0, 0.0, 300.0) == pytest.approx(math.tanh(1.0))
+    assert supervised.value_target(0.0, uci.MATE_CP, 0.0, 300.0) == pytest.approx(1.0)
+
+
+@pytest.mark.parametrize(
+    "line, parsed",
+    [
+        ("info depth 7 multipv 2 score cp -31 nodes 400 pv e2e3 b4b3", (7, 2, "e2e3", -31.0)),
+        ("info depth 3 multipv 1 score mate 2 pv a2a3", (3, 1, "a2a3", uci.MATE_CP - 2)),
+        ("info depth 3 multipv 1 score mate -1 pv a2a3", (3, 1, "a2a3", -(uci.MATE_CP - 1))),
+        ("info depth 5 score cp 10 pv d2d3", (5, 1, "d2d3", 10.0)),
+        ("info depth 5 multipv 1 score cp 10 lowerbound pv d2d3", None),
+        ("info string NNUE evaluation", None),
+        ("info depth 5 multipv x score cp 10 pv d2d3", None),
+    ],
+)  # fmt: skip
+def test_uci_info_lines_parse_to_depth_rank_move_and_score(line, parsed):
+    assert uci.parse_info_line(line) == parsed
+
+
+def smoke(iterations: int):
+    config = supervised_config.get_config("smoke").copy_and_resolve_references()
+    config.unlock()
+    config.num_iterations = iterations
+    config.data.processes = 1
+    return config
+
+
+@pytest.mark.slow
+def test_the_dataset_is_made_once_and_the_learner_resumes_bit_identically(tmp_path):
+    unbroken = runloop.run(supervised.ALGORITHM, smoke(2), tmp_path / "unbroken", stream=None)
+    workdir = tmp_path / "run"
+    runloop.run(supervised.ALGORITHM, smoke(1), workdir, stream=None)
+    shard = workdir / "dataset" / "shard-00000.npz"
+    written = os.stat(shard).st_mtime_ns
+    log = io.StringIO()
+    resumed = runloop.run(supervised.ALGORITHM, smoke(2), workdir, stream=log)
+    assert "resumed from" in log.getvalue() and "to play" not in log.getvalue()
+    assert os.stat(shard).st_mtime_ns == written  # read again, never regenerated
+    chex.assert_trees_all_equal(resumed.state.params, unbroken.state.params)
+    chex.assert_trees_all_equal(resumed.state.opt_state, unbroken.state.opt_state)
+    with np.load(shard) as arrays:
+        probs, actions, values = arrays["probs"], arrays["actions"], arrays["value"]
+        assert len(arrays["fen"]) == len(values) > 0
+    np.testing.assert_allclose(probs.sum(axis=1), 1.0, rtol=1e-5)
+    assert (probs[actions < 0] == 0).all()  # padding carries no mass
+    assert np.abs(values).max() <= 1.0
+    # Other settings in the same workdir: refused in one line, nothing overwritten.
+    other = smoke(2)
+    other.data.nodes = 31
+    with pytest.raises(ValueError, match="made with other settings \\(nodes\\)"):
+        runloop.run(supervised.ALGORITHM, other, workdir, stream=None)
+
+
+@pytest.mark.parametrize(
+    "field, value, message",
+    [
+        ("data__value_mix", 1.5, "config.data.value_mix=1.5 must be a finite number in [0.0, 1.0]"),
+        ("data__multipv", 0, "config.data.multipv must be at least 1, got 0"),
+        ("learner__learning_rate", float("nan"), "config.learner.learning_rate=nan must be"),
+    ],
+)
+def test_supervised_configs_refuse_bad_values_in_one_line(field, value, message):
+    config = smoke(1)
+    section, name = field.split("__")
+    config[section][name] = value
+    with pytest.raises(ValueError, match=message.replace("[", "\\[").replace("]", "\\]")):
+        supervised.prepare_config(config)
