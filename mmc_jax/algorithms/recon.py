@@ -65,7 +65,7 @@ from mmc_jax.rules import recon
 from mmc_jax.search import recon_belief as RB
 from mmc_jax.search import recon_learned as L
 from mmc_jax.search import recon_score as S
-from mmc_jax.training.algorithm import Algorithm, CompiledStep
+from mmc_jax.training.algorithm import Algorithm, CompiledStep, replicated_abstract
 
 
 class TrainConfig(NamedTuple):
@@ -411,9 +411,7 @@ class ReconAlgorithm(Algorithm):
         return sharding.put_replicated(jax.device_get(init_train_state(train_config(config))), mesh)
 
     def abstract_state(self, config, mesh):
-        abstract = jax.eval_shape(lambda: init_train_state(train_config(config)))
-        host = jax.tree.map(lambda x: np.zeros(x.shape, x.dtype), abstract)
-        return sharding.abstract_with_shardings(abstract, sharding.replicated(host, mesh))
+        return replicated_abstract(lambda: init_train_state(train_config(config)), mesh)
 
     def checkpoint_contents(self, state, save_replay):
         del save_replay  # no replay memory: every iteration learns from its own games

@@ -49,7 +49,7 @@ from mmc_jax.algorithms import alphazero
 from mmc_jax.infra import sharding
 from mmc_jax.model import network as network_lib
 from mmc_jax.training import learner
-from mmc_jax.training.algorithm import Algorithm, CompiledStep
+from mmc_jax.training.algorithm import Algorithm, CompiledStep, replicated_abstract
 
 MANIFEST = "manifest.json"
 DATASET = "dataset"
@@ -376,9 +376,7 @@ class Supervised(Algorithm):
             params = network_lib.init_params(_network(config), jax.random.key(0), R.OBS_SHAPE)
             return SupervisedState(params=params, opt_state=_optimizer(config).init(params))
 
-        abstract = jax.eval_shape(fresh)
-        host = jax.tree.map(lambda x: np.zeros(x.shape, x.dtype), abstract)
-        return sharding.abstract_with_shardings(abstract, sharding.replicated(host, mesh))
+        return replicated_abstract(fresh, mesh)
 
     def checkpoint_contents(self, state, save_replay):
         del save_replay  # no replay: the dataset is on disk

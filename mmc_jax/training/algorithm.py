@@ -25,6 +25,7 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 import ml_collections
+import numpy as np
 from jax.sharding import Mesh
 
 from mmc_jax.infra import sharding
@@ -156,6 +157,14 @@ class Algorithm(abc.ABC):
     def restore_error(self, error: ValueError, config) -> ValueError:
         """A clearer error for a checkpoint that does not fit `config`."""
         return error
+
+
+def replicated_abstract(make_state: Callable[[], Any], mesh: Mesh) -> Any:
+    """The abstract state `make_state()` builds (shapes only, nothing computed), replicated on
+    `mesh`: the restore template of a state that every device holds whole."""
+    abstract = jax.eval_shape(make_state)
+    host = jax.tree.map(lambda x: np.zeros(x.shape, x.dtype), abstract)
+    return sharding.abstract_with_shardings(abstract, sharding.replicated(host, mesh))
 
 
 # ----------------------------------------------------------------------------- self-play state
