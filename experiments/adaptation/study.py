@@ -49,6 +49,13 @@ The protocol (pre-registered in experiments/adaptation/README.md):
               a checkpoint every `long_every`, each played zero-shot: transfer against
               pretraining frames.
 
+Amendment 3 (README, registered 2026-11-27): the `power` preset, ten pretraining seeds of
+joint, JOAT and gardner (rules hidden) on the primary variants, the cpu preset's committed
+runs and curves reused where their config is the same, the inner procedure chosen on training
+tasks (`procedure_on_training_tasks`), a second yardstick (`whole_network_point`: matches at
+16 simulations, held-out policy and value loss) and every endpoint at the pretraining-seed
+level (`seed_level`).
+
 Outputs in the artefact folder: `results.json`, `results.md` (current-result block first, the
 pre-registered endpoints with paired t intervals and minimum detectable effects), `games.png`
 (score against adaptation frames per variant beside the scratch curve) and `transfer.png`.
@@ -145,6 +152,11 @@ class Preset:
     # A preset whose committed pretraining runs this one copies where the run's config is
     # exactly this preset's (Amendment 3 reuses the cpu preset's seeds 0-2).
     reuse: str = ""
+    # The second yardstick (Amendment 3): every cell's points also played against the mid
+    # with this many simulations on both sides (the value head drives the search), and the
+    # adapted network's held-out policy and value loss on the final reference's self-play;
+    # the endpoints then also at the pretraining-seed level. 0: neither.
+    whole_network_simulations: int = 0
 
 
 PRESETS = {
@@ -203,6 +215,7 @@ PRESETS = {
         procedure_rule="training_tasks",
         procedure_data="experiments/adaptation/decisive_cpu/models/long/it500",
         reuse="cpu",
+        whole_network_simulations=16,
     ),
 }
 
@@ -246,6 +259,18 @@ def yardstick(preset: Preset) -> dict:
         "opening_plies": preset.opening_plies,
         "opening": "policy",
         "sampled": preset.sampled,
+    }
+
+
+def yardstick2(preset: Preset) -> dict | None:
+    """The second yardstick's settings (Amendment 3), or None for a preset without it (a cell
+    recorded with other settings is played again)."""
+    if not preset.whole_network_simulations:
+        return None
+    return {
+        **yardstick(preset),
+        "simulations": preset.whole_network_simulations,
+        "held_out": "policy and value loss on the final reference's self-play draws 5-7",
     }
 
 
@@ -413,6 +438,8 @@ def adaptation_joat_config(preset: Preset, choice: dict):
         config.adapt.eval.opening = "policy"
         config.adapt.eval.sampled = preset.sampled
     config.adapt.checkpoint.save_replay = False
+    if preset.whole_network_simulations:  # every point's parameters, for the second yardstick
+        config.adapt.checkpoint.max_to_keep = len(preset.adapt_points) + 1
     return config
 
 
@@ -874,6 +901,10 @@ def curve(study: Study, variant: str, log) -> dict:
         and done.get("yardstick") == yardstick(preset)
     ):
         return done  # (a curve of other references or another yardstick is played again)
+    shared = shared_curve(study, variant)
+    if shared is not None:
+        log(f"curve {variant}: the {study.preset.reuse} preset's (the same references and mid)")
+        return shared
     frames = study.read("reference", f"{slug(variant)}.json")["frames"]
     models = {
         it: checkpoint.load_model(study.reference_model(variant, it))[:2]
@@ -927,6 +958,113 @@ def curve(study: Study, variant: str, log) -> dict:
     )
 
 
+def shared_curve(study: Study, variant: str) -> dict | None:
+    """The `reuse` preset's committed curve of `variant` (its mid, calibration and scratch
+    curve), written into this preset's artefacts, when both presets have the same references
+    and yardstick; None otherwise."""
+    preset = study.preset
+    if not preset.reuse:
+        return None
+    source = committed(preset.reuse)
+    if source.artefacts.resolve() == study.artefacts.resolve():
+        return None
+    theirs = source.read("curve", f"{slug(variant)}.json")
+    same_references = source.read("reference", f"{slug(variant)}.json") == study.read(
+        "reference", f"{slug(variant)}.json"
+    )
+    if (
+        theirs is None
+        or not same_references
+        or theirs.get("yardstick") != yardstick(preset)
+        or theirs.get("reference_iterations") != list(preset.reference_iterations)
+    ):
+        return None
+    return study.write({**theirs, "from": source.preset_name}, "curve", f"{slug(variant)}.json")
+
+
+def whole_network_calibration(study: Study, variant: str, log) -> dict | None:
+    """The second yardstick's range on `variant` (Amendment 3): a random network (seed 0) and
+    the final reference against the mid, both sides searching; the variant enters the
+    16-simulation comparisons when the final reference's score minus the random network's is
+    at least `min_range`. None for a preset without the second yardstick."""
+    import jax
+
+    from mmc_jax.infra import checkpoint
+
+    preset = study.preset
+    settings = yardstick2(preset)
+    if settings is None:
+        return None
+    done = study.read("curve2", f"{slug(variant)}.json")
+    curve_info = curve(study, variant, log)
+    if done and done["yardstick2"] == settings and done["mid"] == curve_info["mid"]:
+        return done
+    searched = dataclasses.replace(preset, simulations=preset.whole_network_simulations)
+    mid = checkpoint.load_model(study.reference_model(variant, curve_info["mid"]))[:2]
+    final = checkpoint.load_model(study.reference_model(variant, curve_info["final"]))[:2]
+    key = jax.random.key(7_000)
+    random_score = _match(*_random_init(preset, 0), variant, searched, key, mid)["score"]
+    final_score = _match(*final, variant, searched, key, mid)["score"]
+    spread = final_score - random_score
+    log(
+        f"yardstick 2 {variant}: random init {random_score:.3f}, final {final_score:.3f} "
+        f"against the mid it{curve_info['mid']} (range {spread:.2f})"
+    )
+    return study.write(
+        {
+            "variant": variant,
+            "mid": curve_info["mid"],
+            "final": curve_info["final"],
+            "random_vs_mid": random_score,
+            "final_vs_mid": final_score,
+            "range": spread,
+            "in": spread >= preset.min_range,
+            "yardstick2": settings,
+        },
+        "curve2",
+        f"{slug(variant)}.json",
+    )
+
+
+_HELD_OUT: dict = {}  # (artefacts, variant) -> the held-out batch (self-play is recomputed)
+
+
+def held_out_batch(study: Study, variant: str):
+    """The final reference's held-out self-play draws of `variant` (`dataset`), computed once
+    per process."""
+    key = (str(study.artefacts.resolve()), variant)
+    if key not in _HELD_OUT:
+        _HELD_OUT[key] = dataset(study, variant)[1]
+    return _HELD_OUT[key]
+
+
+def whole_network_point(
+    study: Study, network, params, variant: str, seed: int, iteration: int, choice: dict, mid
+) -> dict:
+    """The second yardstick at one adaptation point: the match against the mid with
+    `whole_network_simulations` on both sides (keys paired over arms by seed and point) and
+    the held-out policy and value loss."""
+    import jax
+    import ml_collections
+
+    from mmc_jax.training import learner
+
+    preset = study.preset
+    searched = dataclasses.replace(preset, simulations=preset.whole_network_simulations)
+    key = jax.random.fold_in(jax.random.key(seed + 2_000_003), iteration)
+    match = _match(network, params, variant, searched, key, mid)
+    inner = procedure_section(joat_config(preset, 0).inner, choice)
+    _, metrics = learner.loss_fn(
+        params, network, held_out_batch(study, variant), ml_collections.FrozenConfigDict(inner)
+    )
+    return {
+        "simulations": preset.whole_network_simulations,
+        "match": match,
+        "policy_loss": float(metrics["policy_loss"]),
+        "value_loss": float(metrics["value_loss"]),
+    }
+
+
 def cell(study: Study, arm: str, seed: int, variant: str, choice: dict, log) -> dict:
     """One adaptation cell: `arm`'s seed-`seed` start adapted to `variant` and evaluated."""
     import jax
@@ -944,6 +1082,7 @@ def cell(study: Study, arm: str, seed: int, variant: str, choice: dict, log) -> 
         and done["mid"] == curve_info["mid"]
         and done.get("final") == curve_info["final"]
         and done.get("yardstick") == yardstick(preset)
+        and done.get("yardstick2") == yardstick2(preset)
     ):
         return done  # (a cell of another mid, final reference or yardstick is played again)
     # One workdir per mid reference and yardstick: an interrupted cell resumes with its
@@ -984,9 +1123,23 @@ def cell(study: Study, arm: str, seed: int, variant: str, choice: dict, log) -> 
         {"iteration": p["iteration"], "frames": p["frames"], "matches": p["matches"]}
         for p in results["points"]
     ]
+    whole = ""
+    if yardstick2(preset) is not None:
+        network = network_lib.make_network(network_config)
+        mid_model = checkpoint.load_model(mid)[:2]
+        for p in points:
+            i = p["iteration"]
+            params = params0 if i == 0 else checkpoint.load_model(workdir, i)[1]
+            p["whole_network"] = whole_network_point(
+                study, network, params, variant, seed, i, choice, mid_model
+            )
+        whole = f"; {preset.whole_network_simulations} sims " + ", ".join(
+            f"{p['iteration']}: {p['whole_network']['match']['score']:.2f}" for p in points
+        )
     log(
         f"cell {name}: vs mid "
         + ", ".join(f"{p['iteration']}: {p['matches']['reference']['score']:.2f}" for p in points)
+        + whole
         + f"; zero-shot vs final {zero_shot['score']:.2f}"
     )
     return study.write(
@@ -998,6 +1151,7 @@ def cell(study: Study, arm: str, seed: int, variant: str, choice: dict, log) -> 
             "mid": curve_info["mid"],
             "final": curve_info["final"],
             "yardstick": yardstick(preset),
+            **({"yardstick2": yardstick2(preset)} if yardstick2(preset) else {}),
             "points": points,
             "zero_shot_final": zero_shot,
             "seconds": time.time() - started,
@@ -1090,8 +1244,37 @@ def ship(study: Study, results: dict, out: Path) -> dict:
         values = [c["auc"] for c in cells if c["arm"] == arm and seed in (None, c["seed"])]
         return sum(values) / len(values)
 
-    arm = max(preset.arms, key=mean_auc)
-    seed = max(preset.seeds, key=lambda s: mean_auc(arm, s))
+    if yardstick2(preset):
+        # Amendment 3's rule, fixed before its cells: JOAT if P2's AUC interval at the
+        # pretraining-seed level lies wholly above 0, otherwise joint; always seed 0.
+        p2 = seed_level(results, "joat", "joint", lambda r: r["auc"])
+        mean, half = t_interval(p2)
+        arm = "joat" if len(p2) > 1 and mean - half > 0 else "joint"
+        seed = preset.seeds[0]
+        chosen_by = (
+            f"Amendment 3: JOAT if JOAT - joint AUC at the pretraining-seed level is above 0 "
+            f"(here {mean:+.3f} [{mean - half:+.3f}, {mean + half:+.3f}], n={len(p2)}), else "
+            f"joint; always seed {seed}, fixed before any cell (not chosen on its scores)"
+        )
+        per_seed = {
+            s: sum(c["auc"] for c in cells if c["arm"] == arm and c["seed"] == s) / len(primary)
+            for s in preset.seeds
+        }
+        arm_mean, arm_half = t_interval(list(per_seed.values()))
+        selection = {
+            "arm_mean_auc": arm_mean,
+            "arm_mean_auc_ci95": [arm_mean - arm_half, arm_mean + arm_half],
+            "per_seed_auc": {str(s): v for s, v in per_seed.items()},
+            "note": "the shipped seed's own scores below are one of these seeds, not a selection",
+        }
+    else:
+        arm = max(preset.arms, key=mean_auc)
+        seed = max(preset.seeds, key=lambda s: mean_auc(arm, s))
+        chosen_by = (
+            "the highest mean AUC (adaptation iterations 0-4, score against the mid "
+            "reference) over the primary variants' cells of every seed, then its best seed"
+        )
+        selection = None
     choice = results["sensitivity"]["choice"]
     _, params, saved = checkpoint.load_model(study.pretrained_model(arm, seed))
     config = saved.copy_and_resolve_references()
@@ -1113,8 +1296,17 @@ def ship(study: Study, results: dict, out: Path) -> dict:
         ),
         "adaptation": _procedure_name(choice) + f", {preset.adapt_games} games per iteration",
         "yardstick": yardstick(preset),
-        "chosen_by": "the highest mean AUC (adaptation iterations 0-4, score against the mid "
-        "reference) over the primary variants' cells of every seed, then its best seed",
+        "chosen_by": chosen_by,
+        **(
+            {
+                "selection": selection,
+                "reproduces": "`python -m mmc_jax.adapt --init_from FOLDER --variant V` adapts "
+                f"with this start's `adapt` section: {_procedure_name(choice)}, "
+                f"{preset.adapt_games} games per iteration, the study's inner procedure",
+            }
+            if selection
+            else {}
+        ),
         "mean_auc_by_arm": {a: mean_auc(a) for a in (*preset.arms, "scratch")},
         "scores": {
             c["variant"]: {
@@ -1125,7 +1317,7 @@ def ship(study: Study, results: dict, out: Path) -> dict:
             }
             for c in mine
         },
-        "results": "experiments/adaptation/decisive_cpu/results.md",
+        "results": f"experiments/adaptation/{study.artefacts.name}/results.md",
     }
     write_model(
         out,
@@ -1258,8 +1450,8 @@ def collect(study: Study) -> dict:
     cells = {}
     for path in sorted(study.path("cells").glob("*.json")) if study.path("cells").is_dir() else []:
         c = json.loads(path.read_text())
-        if c.get("yardstick") == yardstick(preset):  # (cells of an earlier yardstick: history)
-            cells[(c["arm"], c["seed"], c["variant"])] = c
+        if c.get("yardstick") == yardstick(preset) and c.get("yardstick2") == yardstick2(preset):
+            cells[(c["arm"], c["seed"], c["variant"])] = c  # (other yardsticks': history)
     curves = {v: study.read("curve", f"{slug(v)}.json") for v in preset.variants}
     curves = {
         v: c if c and c.get("yardstick") == yardstick(preset) else None for v, c in curves.items()
@@ -1277,6 +1469,9 @@ def collect(study: Study) -> dict:
         "curves": curves,
         "cells": [],
         "long": study.read("long.json"),
+        "calibration2": {v: study.read("curve2", f"{slug(v)}.json") for v in preset.variants}
+        if yardstick2(preset)
+        else None,
     }
     for (arm, seed, variant), c in cells.items():
         row = {"arm": arm, "seed": seed, "variant": variant, "points": []}
@@ -1297,8 +1492,15 @@ def collect(study: Study) -> dict:
                 entry.update(sef=sef, sef_censored=censored)
                 if p["frames"]:
                     entry["speedup"] = sef / p["frames"]
+            if "whole_network" in p:
+                entry["score16"] = p["whole_network"]["match"]["score"]
+                entry["policy_loss"] = p["whole_network"]["policy_loss"]
+                entry["value_loss"] = p["whole_network"]["value_loss"]
             row["points"].append(entry)
         row["auc"] = auc([(p["iteration"], p["score"]) for p in row["points"]])
+        for field in ("score16", "policy_loss", "value_loss"):
+            if all(field in p for p in row["points"]):
+                row[f"auc_{field}"] = auc([(p["iteration"], p[field]) for p in row["points"]])
         row["zero_shot_final"] = c["zero_shot_final"]["score"]
         out["cells"].append(row)
     return out
@@ -1397,6 +1599,70 @@ def endpoints(results: dict) -> list[tuple[str, list[float]]]:
     return rows
 
 
+def seed_level(
+    results: dict, a: str, b: str, metric, variants: list[str] | None = None
+) -> list[float]:
+    """Amendment 3's analysis unit: for each pretraining seed, the mean over `variants` (default
+    the primary ones) of a's cell metric minus b's in the same (seed, variant); a seed missing
+    a cell or a value in either arm is left out."""
+    variants = primary_variants(results) if variants is None else variants
+    by = {(r["arm"], r["seed"], r["variant"]): r for r in results["cells"]}
+    out = []
+    for seed in sorted({r["seed"] for r in results["cells"]}):
+        diffs = []
+        for v in variants:
+            x, y = by.get((a, seed, v)), by.get((b, seed, v))
+            x, y = (metric(x) if x else None), (metric(y) if y else None)
+            if x is None or y is None:
+                break
+            diffs.append(x - y)
+        else:
+            if diffs:
+                out.append(sum(diffs) / len(diffs))
+    return out
+
+
+SEED_LEVEL_COMPARISONS = (
+    ("P2", "joat", "joint"),
+    ("P1", "joint", "scratch"),
+    ("P1", "joat", "scratch"),
+    ("C1", "gardner", "scratch"),
+    ("C2", "joint", "gardner"),
+)
+
+
+def seed_level_endpoints(results: dict) -> list[tuple[str, list[float]]]:
+    """Amendment 3's comparisons, each a list of per-seed differences (Student t over seeds):
+    yardstick 1 (AUC, iteration 0 and 1 where registered), then yardstick 2 (the
+    16-simulation AUC on the variants with its range, the held-out losses' AUC on every
+    primary variant; lower loss is better)."""
+    in16 = [v for v, c in (results.get("calibration2") or {}).items() if c and c.get("in")]
+    in16 = [v for v in primary_variants(results) if v in in16]
+    rows = []
+    for tag, a, b in SEED_LEVEL_COMPARISONS:
+        name = f"{tag} {a} - {b}"
+        rows.append((f"{name}, AUC", seed_level(results, a, b, lambda r: r["auc"])))
+        point = 1 if tag == "P2" else 0
+        rows.append((f"{name}, iteration {point}", seed_level(results, a, b, at(point))))
+    for tag, a, b in SEED_LEVEL_COMPARISONS:
+        name = f"{tag} {a} - {b}"
+        if in16:
+            rows.append(
+                (
+                    f"{name}, 16-simulation AUC ({len(in16)} variants with range)",
+                    seed_level(results, a, b, lambda r: r.get("auc_score16"), in16),
+                )
+            )
+        for loss in ("policy_loss", "value_loss"):
+            rows.append(
+                (
+                    f"{name}, held-out {loss.replace('_', ' ')} AUC",
+                    seed_level(results, a, b, lambda r, loss=loss: r.get(f"auc_{loss}")),
+                )
+            )
+    return rows
+
+
 def report(study: Study, results: dict) -> str:
     preset = study.preset
     cells = results["cells"]
@@ -1443,7 +1709,24 @@ def report(study: Study, results: dict) -> str:
             )
             + ". Endpoints below are over the primary variants' cells (README, Amendment 2)."
         )
-    for name, diffs in endpoints(results):
+    if yardstick2(preset):
+        lines.append(
+            "- Endpoints at the pretraining-seed level (README, Amendment 3): per seed the mean "
+            "over the primary variants of the paired cell difference, Student t over seeds; "
+            "n = seeds, MDE at 80% power, 5% two-sided."
+        )
+        calibration2 = {v: c for v, c in (results.get("calibration2") or {}).items() if c}
+        if calibration2:
+            lines.append(
+                f"- Yardstick 2 ({preset.whole_network_simulations} simulations) range "
+                "(final reference minus a random network, against the mid): "
+                + ", ".join(
+                    f"`{v}` {c['range']:.2f}" + ("" if c["in"] else " (out)")
+                    for v, c in calibration2.items()
+                )
+                + "."
+            )
+    for name, diffs in seed_level_endpoints(results) if yardstick2(preset) else endpoints(results):
         if diffs:
             lines.append(f"- {name}: {_difference_text(diffs)}")
     if len(cells) < expected_cells:
@@ -1681,6 +1964,7 @@ def run(
                 if out_of_time():
                     return False
                 curve(study, v, log)
+                whole_network_calibration(study, v, log)  # (a preset with yardstick 2)
                 for arm in ("scratch", *preset.arms):
                     if arm != "scratch" and study.read("pretrain", f"{arm}_s{seed}.json") is None:
                         complete = False

@@ -366,3 +366,191 @@ def test_the_step_size_rule_adapts_on_training_tasks_only(tmp_path):
     assert info["choice"]["learning_rate"] in etas
     assert info["choice"] == s.read("sensitivity.json")["choice"]
     assert any("chosen" in line for line in lines)
+
+
+def test_seed_level_endpoints_average_variants_within_a_seed_then_t_over_seeds(tmp_path):
+    """Amendment 3's unit: per pretraining seed the mean over the primary variants of the
+    paired difference, Student t over the seeds; a seed missing a cell is left out; the cpu
+    preset's yardstick (and so its committed cells) is unchanged by the second yardstick."""
+    assert study.yardstick2(study.PRESETS["cpu"]) is None
+    assert set(study.yardstick(study.PRESETS["cpu"])) == {
+        "games", "simulations", "opening_plies", "opening", "sampled"
+    }  # fmt: skip
+    power = study.PRESETS["power"]
+    assert study.yardstick2(power)["simulations"] == 16
+    assert (
+        study.adaptation_joat_config(power, {"optimizer": "sgd", "learning_rate": 0.3}).adapt[
+            "checkpoint"
+        ]["max_to_keep"]
+        == len(power.adapt_points) + 1
+    )
+    preset = study.dataclasses.replace(
+        study.PRESETS["smoke"],
+        variants=("atomic", "extinction"),
+        seeds=(0, 1, 2, 3),
+        arms=("joint", "joat", "gardner"),
+        whole_network_simulations=16,
+    )
+    s = study.Study("test", preset, tmp_path / "work", tmp_path / "art")
+    y1, y2 = study.yardstick(preset), study.yardstick2(preset)
+    for v in preset.variants:
+        s.write({"variant": v, "mid": 2, "final": 2, "calibrated": True, "range": 0.8,
+                 "primary": True, "yardstick": y1, "reference_iterations": [1, 2],
+                 "points": [{"frames": 0, "score": 0.1}, {"frames": 4096, "score": 0.9}]},
+                "curve", f"{v}.json")  # fmt: skip
+        s.write({"variant": v, "mid": 2, "range": 0.4 if v == "atomic" else 0.1,
+                 "in": v == "atomic", "yardstick2": y2}, "curve2", f"{v}.json")  # fmt: skip
+    want = {}  # joat - joint per seed: the mean over the two variants
+    for seed in preset.seeds:
+        for arm in ("scratch", "joint", "joat", "gardner"):
+            for k, v in enumerate(preset.variants):
+                if (arm, seed, v) == ("joat", 3, "extinction"):
+                    continue  # seed 3 is incomplete: left out
+                gain = {"joat": 0.02 * seed + 0.04 * k, "joint": 0.0}.get(arm, -0.1)
+                cell = _cell(arm, seed, v, [0.3 + gain] * 4, 0.2, y1)
+                cell["yardstick2"] = y2
+                for j, p in enumerate(cell["points"]):
+                    p["whole_network"] = {"match": {"score": 0.4 + gain}, "policy_loss": 2.0 - j,
+                                          "value_loss": 0.5 - gain}  # fmt: skip
+                s.write(cell, "cells", f"{arm}_s{seed}_{v}.json")
+            want[seed] = 0.02 * seed + 0.02
+    results = study.collect(s)
+    diffs = study.seed_level(results, "joat", "joint", lambda r: r["auc"])
+    np.testing.assert_allclose(diffs, [want[0], want[1], want[2]])
+    rows = dict(study.seed_level_endpoints(results))
+    np.testing.assert_allclose(rows["P2 joat - joint, AUC"], diffs)
+    # The 16-simulation AUC only on atomic (the variant with range): joat's gain there is 0.02 s.
+    np.testing.assert_allclose(
+        rows["P2 joat - joint, 16-simulation AUC (1 variants with range)"], [0.0, 0.02, 0.04, 0.06]
+    )
+    np.testing.assert_allclose(
+        rows["P2 joat - joint, held-out value loss AUC"], [-d for d in diffs]
+    )
+    np.testing.assert_allclose(rows["P2 joat - joint, held-out policy loss AUC"], [0.0] * 3)
+    text = study.report(s, results)
+    mean, half = study.t_interval(diffs)
+    assert (
+        f"P2 joat - joint, AUC: {mean:+.3f} [{mean - half:+.3f}, {mean + half:+.3f}] (n=3" in text
+    )
+    assert "pretraining-seed level" in text and "`extinction` 0.10 (out)" in text
+
+
+@pytest.mark.slow
+def test_the_second_yardstick_plays_the_whole_network_and_reads_held_out_losses(
+    tmp_path, monkeypatch
+):
+    """Yardstick 2 at the smoke size on random networks: the searched match against the mid
+    and the held-out losses at a point, and the range calibration, written once."""
+    from mmc_jax import adapt
+    from mmc_jax.infra import checkpoint
+    from mmc_jax.model import network as network_lib
+
+    preset = study.dataclasses.replace(
+        study.PRESETS["smoke"], variants=("atomic",), whole_network_simulations=2
+    )
+    s = study.Study("test", preset, tmp_path / "work", tmp_path / "art")
+    config = study.joat_config(preset, 0)
+    from configs import gardner
+
+    reference = gardner.get_config("smoke")
+    reference.variant = "atomic"
+    for it in preset.reference_iterations:
+        network_config, params, _, _ = adapt.load_start("scratch", config, 10 + it)
+        with reference.unlocked():
+            reference.network = network_config
+        checkpoint.export_model(s.reference_model("atomic", it), reference, params, {"step": it})
+    s.write({"variant": "atomic", "mid": 1, "final": 2, "calibrated": True, "range": 0.5,
+             "primary": True, "yardstick": study.yardstick(preset),
+             "reference_iterations": list(preset.reference_iterations), "points": []},
+            "curve", "atomic.json")  # fmt: skip
+    searched = []  # the simulations of every match played
+    match = study._match
+
+    def recording(network, params, variant, preset, *args, **kwargs):
+        searched.append(preset.simulations)
+        return match(network, params, variant, preset, *args, **kwargs)
+
+    monkeypatch.setattr(study, "_match", recording)
+    lines = []
+    info = study.whole_network_calibration(s, "atomic", lines.append)
+    assert info["mid"] == 1 and info["yardstick2"]["simulations"] == 2
+    assert info["range"] == info["final_vs_mid"] - info["random_vs_mid"]
+    assert study.whole_network_calibration(s, "atomic", None) == info  # read, not replayed
+    network_config, params, _, _ = adapt.load_start("scratch", config, 0)
+    mid = checkpoint.load_model(s.reference_model("atomic", 1))[:2]
+    choice = {"optimizer": "sgd", "learning_rate": 0.3}
+    network = network_lib.make_network(network_config)
+    point = study.whole_network_point(s, network, params, "atomic", 0, 1, choice, mid)
+    assert point["match"]["num_games"] == preset.games and point["simulations"] == 2
+    assert searched == [2, 2, 2] and any("range" in line for line in lines)
+    assert point["policy_loss"] > 0 and point["value_loss"] >= 0
+    again = study.whole_network_point(s, network, params, "atomic", 0, 1, choice, mid)
+    assert again["policy_loss"] == point["policy_loss"] and again["match"] == point["match"]
+    # A whole cell: every point's adapted parameters (kept checkpoints) under both yardsticks.
+    s.write(
+        {**info, "yardstick2": {**info["yardstick2"], "stale": True}}, "curve2", "atomic.json"
+    )  # (a calibration of other settings is played again)
+    assert study.whole_network_calibration(s, "atomic", lines.append)["yardstick2"] == (
+        study.yardstick2(preset)
+    )
+    cell = study.cell(s, "scratch", 0, "atomic", choice, lines.append)
+    assert cell["yardstick2"] == study.yardstick2(preset)
+    zero, one = cell["points"]
+    assert zero["whole_network"] == study.whole_network_point(
+        s, network, params, "atomic", 0, 0, choice, mid
+    )  # the start itself at point 0 (scratch, init seed 0)
+    assert (
+        one["iteration"] == 1
+        and one["whole_network"]["policy_loss"] != (zero["whole_network"]["policy_loss"])
+    )  # the adapted parameters at point 1
+    assert "; 2 sims 0: " in lines[-1]
+    row = study.collect(s)["cells"][0]
+    assert row["auc_policy_loss"] == pytest.approx(
+        (zero["whole_network"]["policy_loss"] + one["whole_network"]["policy_loss"]) / 2
+    )
+
+
+@pytest.mark.parametrize(
+    ("gains", "shipped"), [((0.1, 0.12, 0.11), "joat"), ((0.1, -0.1, 0), "joint")]
+)
+def test_amendment_3_ships_joat_only_above_joint_at_the_seed_level_and_always_seed_0(
+    tmp_path, gains, shipped
+):
+    from mmc_jax import adapt
+    from mmc_jax.infra import checkpoint
+
+    preset = study.dataclasses.replace(
+        study.PRESETS["smoke"],
+        variants=("atomic",),
+        seeds=(0, 1, 2),
+        arms=("joint", "joat", "gardner"),
+        whole_network_simulations=16,
+    )
+    s = study.Study("test", preset, tmp_path / "work", tmp_path / "art")
+    y1, y2 = study.yardstick(preset), study.yardstick2(preset)
+    choice = {"optimizer": "sgd", "learning_rate": 0.3}
+    s.write({"choice": choice, "means": {}}, "sensitivity.json")
+    s.write({"variant": "atomic", "mid": 2, "final": 2, "calibrated": True, "range": 0.8,
+             "primary": True, "yardstick": y1, "reference_iterations": [1, 2],
+             "points": [{"frames": 0, "score": 0.1}, {"frames": 4096, "score": 0.9}]},
+            "curve", "atomic.json")  # fmt: skip
+    for seed in preset.seeds:
+        for arm in ("scratch", "joint", "joat", "gardner"):
+            # seed 2 is every arm's best seed; joat - joint per seed is `gains`
+            gain = {"joat": 0.1 * seed + gains[seed], "joint": 0.1 * seed}.get(arm, 0.0)
+            cell = _cell(arm, seed, "atomic", [0.2 + gain] * 4, 0.2, y1)
+            s.write({**cell, "yardstick2": y2}, "cells", f"{arm}_s{seed}_atomic.json")
+            if arm != "scratch":
+                s.write({"frames": 4096, "iterations": 2, "sequential_steps": 16,
+                         "optimizer": "x"}, "pretrain", f"{arm}_s{seed}.json")  # fmt: skip
+    config = study.arm_config(preset, shipped, 0, choice)
+    _, params, _, _ = adapt.load_start("scratch", config, 0)
+    checkpoint.export_model(s.pretrained_model(shipped, 0), config, params, {"step": 2})
+    card = study.ship(s, study.collect(s), tmp_path / "shipped")
+    assert (card["arm"], card["seed"]) == (shipped, 0)  # never the best seed (2)
+    assert "Amendment 3" in card["chosen_by"] and "n=3" in card["chosen_by"]
+    per_seed = card["selection"]["per_seed_auc"]
+    assert len(per_seed) == 3 and card["selection"]["arm_mean_auc"] == pytest.approx(
+        sum(per_seed.values()) / 3
+    )
+    assert "sgd 0.3" in card["reproduces"]
