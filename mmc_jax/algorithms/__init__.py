@@ -14,17 +14,24 @@ from __future__ import annotations
 
 import ml_collections
 
-from mmc_jax.algorithms import alphazero, meta, recon, supervised
+from mmc_jax.algorithms import alphazero, meta, recon, supervised, td_lambda
 
 REGISTRY = {
     algorithm.name: algorithm
-    for algorithm in (alphazero.ALGORITHM, meta.ALGORITHM, recon.ALGORITHM, supervised.ALGORITHM)
+    for algorithm in (
+        alphazero.ALGORITHM,
+        meta.ALGORITHM,
+        recon.ALGORITHM,
+        supervised.ALGORITHM,
+        td_lambda.ALGORITHM,
+    )
 }
 # The config section an algorithm cannot run without (and no other algorithm reads).
 SECTIONS = {
     meta.ALGORITHM.name: "meta",
     recon.ALGORITHM.name: "search",
     supervised.ALGORITHM.name: "data",
+    td_lambda.ALGORITHM.name: "td",
 }
 
 
