@@ -223,7 +223,7 @@ class Server:
             if position.turn != game.human:
                 raise RequestError("it is not your move")
             if move not in position.legal:
-                listed = ", ".join(position.legal)
+                listed = " ".join(position.legal)
                 raise RequestError(f"illegal move {move!r}; legal moves: {listed}")
             game.moves.append(move)
             game.analysis = None
