@@ -25,7 +25,7 @@ Protocol (what a GUI sends, what the engine answers):
       Simulations      network evaluations per move for `go` without a limit (256); under
                        fog they are split over the sampled worlds (Simulations // Worlds each)
       MaxSimulations   the most a `go movetime` / `go infinite` search grows to (8192; without
-                       fog at most the engine's capacity, 8192)
+                       fog at most the engine's `--capacity`, 1024)
       Worlds           fog only: worlds sampled from the mover's belief per search (8)
       Temperature      0 (default): play the search's move; T > 0: sample the move from the
                        visit shares raised to 1/T (seeded by Seed and the ply: reproducible)
@@ -49,15 +49,13 @@ Protocol (what a GUI sends, what the engine answers):
   go perft D           the legal-move counts per move (as Fairy-Stockfish prints them)
   stop                 `bestmove` at once: the best completed search so far
   quit                 ends the program, also during a search
-Compiled programs: without fog every search of up to 8192 simulations (the engine's capacity)
-is one compiled program, the grown search (`model_engine.ModelEngine.grow`: one tree that any
-number of simulations fills, in chunks), compiled by the start-up warm-up; so no `go nodes N`
-or timed search compiles again. Under fog, and beyond the capacity, each search size (per
-Worlds) is its own program, compiled on first use after an `info string compiling a search of
-N nodes ...`. Measured on the 2-core development machine, shared with other jobs (load 2-4),
-with an empty compile cache (`experiments/bench/engine_start.py`, docs/engine.md):
-`isready` BEFORE_ISREADY before this design and AFTER_ISREADY with it; the first
-`go nodes 200` after `isready` BEFORE_GO before (it compiled its size), AFTER_GO after.
+Compiled programs: without fog every search of up to `--capacity` simulations (1024) is one
+compiled program, the grown search (`model_engine.ModelEngine.grow`: one tree that any number
+of simulations fills, in chunks), compiled by the start-up warm-up; so no `go nodes N` up to it
+and no timed search compiles again (a timed search grows to the capacity at most). Under fog,
+and beyond the capacity, each search size (per Worlds) is its own program, compiled on first
+use after an `info string compiling a search of N nodes ...`. The times a GUI waits, measured
+on the 2-core development machine: docs/engine.md (`experiments/bench/engine_start.py`).
 
 Anything else is answered with `info string ignored ...` naming the line and the reason, and
 nothing changes. `bestmove` is always a legal move (`bestmove (none)` only when the game is over
@@ -111,6 +109,7 @@ from typing import Any, TextIO
 from mmc_jax import rules as R
 from mmc_jax.evaluation.model_engine import (  # the library half, re-exported: engine.X
     DEFAULT_CANDIDATES,
+    DEFAULT_CAPACITY,
     DEFAULT_MAX_SIMULATIONS,
     DEFAULT_SIMULATIONS,
     DEFAULT_WORLDS,
@@ -130,6 +129,7 @@ from mmc_jax.infra import startup
 
 __all__ = [
     "DEFAULT_CANDIDATES",
+    "DEFAULT_CAPACITY",
     "DEFAULT_MAX_SIMULATIONS",
     "DEFAULT_SIMULATIONS",
     "DEFAULT_WORLDS",
@@ -700,6 +700,14 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--no-warm-up", action="store_true", help="do not compile a search at start-up"
     )
+    parser.add_argument(
+        "--capacity",
+        type=int,
+        default=DEFAULT_CAPACITY,
+        help="nodes of the one compiled search tree that serves every `go nodes N` up to it and "
+        f"the timed searches (default {DEFAULT_CAPACITY}; a larger tree makes each simulation "
+        "slower, a larger request compiles its own search)",
+    )
     return parser
 
 
@@ -714,7 +722,9 @@ def main(
     args = _parser().parse_args(argv)
     startup.start()
     try:
-        engine = load_engine(args.model, args.step, max_plies=args.max_plies)
+        engine = load_engine(
+            args.model, args.step, max_plies=args.max_plies, capacity=max(args.capacity, 1)
+        )
     except (FileNotFoundError, ValueError, OSError) as error:
         print(f"error: cannot load model {args.model!r}: {error}", file=sys.stderr, flush=True)
         return 1

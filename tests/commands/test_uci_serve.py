@@ -311,7 +311,8 @@ class GrowingStub(StubEngine):
 
 def test_movetime_grows_one_search_until_its_time_is_used():
     out = Lines()
-    stub = GrowingStub(0.001)  # 1000 nodes per second
+    stub = GrowingStub(0.001)  # 1000 nodes per second (at most: a sleep may overrun)
+    stub.nodes_per_second = 1000.0  # as measured by an earlier search
     server = engine.UciServer(stub, out, warm_up=False)
     send(server, "setoption name MaxSimulations value 4096", "position startpos")
     started = time.monotonic()
@@ -319,9 +320,12 @@ def test_movetime_grows_one_search_until_its_time_is_used():
     end = out.wait_for("^bestmove b2b3", timeout=5)
     elapsed = time.monotonic() - started
     nodes = [int(line.split()[4]) for line in out.lines[:end] if line.startswith("info depth")]
-    assert 0.35 < elapsed < 0.65  # most of the time used, the deadline kept
-    assert nodes[0] == 2 and nodes[-1] > 300  # a first chunk (two legal moves), then growth
-    assert sum(stub.budgets) == nodes[-1]  # one search, grown: no search started again
+    # The budget is what 1000 nodes/s fit into 90% of the time: its sleeps alone take > 0.5 s
+    # (most of the time used); the deadline answers at 0.6 s at the latest (a loaded machine
+    # may deliver the answer a little late).
+    assert 0.45 < elapsed < 1.0
+    assert nodes[0] == 2 and nodes[-1] > 150  # a first chunk (two legal moves), then growth
+    assert nodes == sorted(set(nodes)) and nodes[-1] <= sum(stub.budgets) <= 600  # one search
 
     stub.budgets.clear()
     send(server, "setoption name MaxSimulations value 512", "go infinite")
