@@ -337,6 +337,20 @@ def test_movetime_grows_one_search_until_its_time_is_used():
     server.run(io.StringIO("quit\n"))
 
 
+def test_a_search_that_must_compile_says_so_first():
+    """Under fog (or beyond the capacity) a new search size compiles: an `info string` says
+    so before the wait; a compiled size does not."""
+    server, out, stub = stub_server(0.0001)  # compiled: 16, 32, 64 nodes
+    send(server, "position startpos", "go nodes 64")
+    end = out.wait_for("^bestmove", timeout=5)
+    assert not any("compiling" in line for line in out.lines[:end])
+    send(server, "go nodes 128")
+    end = out.wait_for("^bestmove", start=end + 1, timeout=5)
+    notes = [line for line in out.lines if "compiling a search of 128 nodes" in line]
+    assert len(notes) == 1 and out.lines.index(notes[0]) < end
+    server.run(io.StringIO("quit\n"))
+
+
 def test_clock_time_is_the_side_to_move_s():
     limits = {"wtime": 60_000, "btime": 2_000, "winc": 1_000, "binc": 0}
     assert engine._clock_time(limits, 0) == pytest.approx((3_000 + 800 - 50) / 1000)
