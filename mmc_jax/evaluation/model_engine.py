@@ -728,7 +728,7 @@ class ModelEngine:
                     self._compiled.add(signature)
                     self.compile_seconds = now - started
                 compiling = False
-            elif stop - done >= 8:
+            elif stop - done >= 64:  # small chunks are mostly per-call overhead
                 self.nodes_per_second = (stop - done) / max(now - chunk_started, 1e-6)
             done = stop
             result = self._search_result(position, out, done, 0, now - started, temperature, seed)
