@@ -459,6 +459,10 @@ class UciServer:
                         self.engine.search(
                             position, self.options.simulations, worlds=self.options.worlds
                         )
+                        if getattr(self.engine, "nodes_per_second", 0) is None:
+                            # The compiling search's time is no speed: one more, compiled,
+                            # gives the speed the first timed search plans with.
+                            self.engine.search(position, 64, worlds=self.options.worlds)
                 except ValueError as error:
                     self.info(f"variant {payload}: {error}")
                 finally:

@@ -370,7 +370,9 @@ def test_isready_during_the_warm_up_says_it_is_compiling():
     stub = StubEngine(0.0)
     stub.search = lambda position, nodes, **kwargs: time.sleep(1.0)  # a slow first compile
     server = engine.UciServer(stub, out, warm_up=True)
-    time.sleep(0.2)
+    deadline = time.monotonic() + 5
+    while server._compiling is None and time.monotonic() < deadline:
+        time.sleep(0.01)  # the worker has begun the warm-up
     send(server, "isready")
     assert out.lines and out.lines[0].startswith("info string compiling the search")
     out.wait_for("^readyok", timeout=10)
