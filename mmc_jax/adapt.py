@@ -21,7 +21,10 @@ against the unadapted one, optionally against a frozen `--reference` checkpoint 
 policy, `--reference_raw`) and against Fairy-Stockfish (`--engine_nodes 100,1000`). The
 workdir gets the training run (checkpoints, metrics, plots), `adaptation.json` (every match
 with W/D/L and 95% CIs, frames, settings), `adaptation.md` (the table) and
-`plots/adaptation.png` (score against each opponent over adaptation iterations). Re-running
+`plots/adaptation.png` (score against each opponent over adaptation iterations). The command
+ends with the table, a `verdict:` line (the adapted model against the unadapted one; under fog,
+where networks play only the built-in players and a note says so at the start, its score
+against the strongest of them at the start and at the end) and a `next:` line. Re-running
 the command resumes: finished evaluations are kept, training continues from its checkpoint.
 One run at a time per workdir: a second is refused before it reads or writes anything there.
 """
@@ -58,6 +61,10 @@ PLOT_FILE = "adaptation.png"
 # Network-vs-network matches start from this many uniformly random plies, paired across
 # colours: two deterministic searches would otherwise replay one game per colour.
 DEFAULT_OPENING_PLIES = 4
+FOG_NOTE = (
+    "note: {variant} has fog: the adapted model plays only the built-in players (a match "
+    "between two networks would need a belief for each), not the unadapted one or a reference"
+)
 _MATCH_FIELDS = (
     "num_games",
     "wins",
@@ -317,6 +324,58 @@ def markdown_table(results: dict[str, Any]) -> str:
         cells = [_format_score(point["matches"].get(o)) for o in used]
         lines.append(f"| {point['iteration']} | {point['frames']} | " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
+
+
+def verdict(results: dict[str, Any]) -> str:
+    """One line that says what the table means: the adapted model against the unadapted one
+    (its interval above 0.5: stronger; below: weaker; else no clear difference), or where that
+    match was not played (under fog, or without `--head_to_head`) its score against the
+    strongest built-in opponent at the start and at the last iteration."""
+    points = results["points"]
+    last = max(points, key=lambda p: p["iteration"], default=None)
+    if last is None or last["iteration"] == 0:
+        return "verdict: only the unadapted start was evaluated (--iterations 0)"
+    n = last["iteration"]
+    after = f"after {n} adaptation iteration{'s' if n != 1 else ''}"
+    head = last["matches"].get("unadapted")
+    if head:
+        low, high = head["score_ci95"]
+        if low > 0.5:
+            meaning = "stronger than before"
+        elif high < 0.5:
+            meaning = "weaker than before"
+        else:
+            meaning = "no clear difference yet (the interval holds 0.5)"
+        return (
+            f"verdict: {after} the adapted model scores {_format_score(head)} against the "
+            f"unadapted one: {meaning}"
+        )
+    start = next((p for p in points if p["iteration"] == 0), None)
+    built_in = [o for o in reversed(results["settings"]["opponents"]) if o in last["matches"]]
+    if start is None or not built_in or built_in[0] not in start["matches"]:
+        return f"verdict: {after}: see the table (no start point to compare with)"
+    opponent = built_in[0]
+    before, now = start["matches"][opponent], last["matches"][opponent]
+    if now["score_ci95"][0] > before["score_ci95"][1]:
+        meaning = "better"
+    elif now["score_ci95"][1] < before["score_ci95"][0]:
+        meaning = "worse"
+    else:
+        meaning = "no clear change yet (the intervals overlap)"
+    return (
+        f"verdict: against {opponent}, {_format_score(before)} at the start and "
+        f"{_format_score(now)} {after}: {meaning}"
+    )
+
+
+def next_hint(variant: str, init_from: str, workdir: str, iterations: int) -> str:
+    """The `next:` line: more iterations (the run resumes), then play the adapted model."""
+    more = max(2 * iterations, iterations + 1)
+    return (
+        f"next: python -m mmc_jax.adapt --variant '{variant}' --init_from {init_from} "
+        f"--iterations {more} --workdir {workdir}   (resumes: {more - iterations} more); "
+        f"play it: python -m mmc_jax.serve --model {workdir}"
+    )
 
 
 def plot_curve(results: dict[str, Any], path: str) -> None:
@@ -753,8 +812,11 @@ def main(argv) -> None:
             continue
         folder = cli.checked_path(flag, path)
         if not checkpoint_lib.is_exported(path) and not folder.is_dir():
-            cli.fail(f"{flag} {path}: no such checkpoint directory")
+            hint = checkpoint_lib.shipped_hint(path)
+            cli.fail(f"{flag} {path}: no such checkpoint directory{hint}")
     cli.check_workdir(workdir)
+    if R.has_fog(variant) and (FLAGS.head_to_head or FLAGS.reference):
+        print(FOG_NOTE.format(variant=variant), flush=True)
     try:
         results = run_adaptation(
             variant,
@@ -777,7 +839,9 @@ def main(argv) -> None:
     except KeyboardInterrupt:
         cli.fail("interrupted; re-run the same command to resume", status=130)
     print(markdown_table(results), end="")
+    print(verdict(results))
     print(f"written: {storage.join(workdir, RESULTS_FILE)}, {TABLE_FILE}, plots/{PLOT_FILE}")
+    print(next_hint(variant, init_from, workdir, FLAGS.iterations))
 
 
 if __name__ == "__main__":

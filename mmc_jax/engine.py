@@ -1,7 +1,7 @@
 """A trained model as a UCI engine: play it in any chess GUI, match runner or ladder.
 
     python -m mmc_jax.engine --model gardner-cpu        # or: python -m mmc_jax.uci serve ...
-    python -m mmc_jax.engine --model runs/atomic [--step N] [--simulations 256]
+    python -m mmc_jax.engine --model runs/atomic [--step N]  # search size: setoption (below)
 
 speaks UCI on stdin/stdout. `--model` is a shipped model's name (`gardner-cpu`, `joat-cpu`,
 `joat-study`), an exported model folder, a run's workdir or one of its checkpoints
@@ -14,16 +14,18 @@ Protocol (what a GUI sends, what the engine answers):
   uci                  `id name mmc_jax <model>`, the options below, `uciok`
   isready              `readyok`: at once during a search; otherwise once the commands
                        before it are done (the start-up warm-up compile, a replay), as UCI
-                       asks, so a GUI that waits for it finds the first search compiled
+                       asks, so a GUI that waits for it finds the search compiled; while the
+                       warm-up still compiles, an `info string compiling the search ...` first
   setoption name N value V     options (names are case-insensitive):
       UCI_Variant      every variant the project plays: Fairy-Stockfish's names where it has
                        them (gardner, babychess, mallett, atomic-gardner, dark-gardner,
                        extinction-gardner-qrbn), the project's names (baby, mallet, rifle, atomic,
                        dark, extinction, monochromatic, bichromatic), and any composed spelling
                        of the rule space (`capture=atomic,goal=king,fog=on`; docs/rules.md)
-      Simulations      network evaluations per move for `go` without a node limit (256); under
+      Simulations      network evaluations per move for `go` without a limit (256); under
                        fog they are split over the sampled worlds (Simulations // Worlds each)
-      MaxSimulations   the most a `go movetime` / `go infinite` search grows to (8192)
+      MaxSimulations   the most a `go movetime` / `go infinite` search grows to (8192; without
+                       fog at most the engine's `--capacity`, 1024)
       Worlds           fog only: worlds sampled from the mover's belief per search (8)
       Temperature      0 (default): play the search's move; T > 0: sample the move from the
                        visit shares raised to 1/T (seeded by Seed and the ply: reproducible)
@@ -33,29 +35,37 @@ Protocol (what a GUI sends, what the engine answers):
   position startpos|fen F [moves M ...]   a malformed FEN or an illegal move: the line is
                        ignored (the previous position stays) with an `info string` naming the
                        problem and the legal moves
-  go nodes N           one search of N simulations
-  go movetime MS | wtime/btime/winc/binc/movestogo   searches of Simulations, 2 x Simulations,
-                       ... (up to MaxSimulations) while the next one is expected to fit in the
-                       time; `bestmove` comes at the deadline at the latest. Every search size
-                       is its own compiled program (tens of seconds to compile on a small CPU,
-                       then cached on disk), counted in the expected time: a timed search grows
-                       only through sizes compiled before, so for strength under a clock raise
-                       Simulations (or let `go infinite` compile the larger sizes once)
-  go infinite          the same without a deadline (compiling each size), until `stop`
+  go nodes N           one search of exactly N simulations
+  go movetime MS | wtime/btime/winc/binc/movestogo   one search that grows until the time is
+                       used: a first chunk of one simulation per considered move (a move to
+                       answer with), then the budget the measured speed fits into 90% of the
+                       time left, in chunks of a quarter of it, an `info` line after each;
+                       `bestmove` comes at the deadline at the latest. A clock gives the side
+                       to move (of the last `position`) its remaining time / movestogo (20)
+                       + 0.8 x its increment, at most half its time, less 50 ms
+  go infinite          the same without a deadline, up to MaxSimulations, until `stop`
   go [depth D]         one search of Simulations (a depth is not a limit of this search; it is
                        named in an `info string`)
   go perft D           the legal-move counts per move (as Fairy-Stockfish prints them)
   stop                 `bestmove` at once: the best completed search so far
   quit                 ends the program, also during a search
+Compiled programs: without fog every search of up to `--capacity` simulations (1024) is one
+compiled program, the grown search (`model_engine.ModelEngine.grow`: one tree that any number
+of simulations fills, in chunks), compiled by the start-up warm-up; so no `go nodes N` up to it
+and no timed search compiles again (a timed search grows to the capacity at most). Under fog,
+and beyond the capacity, each search size (per Worlds) is its own program, compiled on first
+use after an `info string compiling a search of N nodes ...`. The times a GUI waits, measured
+on the 2-core development machine: docs/engine.md (`experiments/bench/engine_start.py`).
+
 Anything else is answered with `info string ignored ...` naming the line and the reason, and
 nothing changes. `bestmove` is always a legal move (`bestmove (none)` only when the game is over
 in the position); if `stop` or the deadline comes before the first search has finished (the
 first search after start-up compiles it: tens of seconds on a small CPU, then cached on disk by
 `mmc_jax.infra.cache`), it is the first legal move in alphabetical order, and an `info string` says
 so. A warm-up search of the start position (Simulations) is compiled at start-up and whenever the
-variant changes. Each `go` searches in a thread of its own: after `stop` the engine goes on with
-the next commands at once, while an abandoned search that was still compiling finishes in the
-background (its result is dropped).
+variant changes (the grown search serves every variant: rules are data). Each `go` searches in
+a thread of its own: after `stop` the engine goes on with the next commands at once, while an
+abandoned search that was still compiling finishes in the background (its result is dropped).
 
 Each finished search prints `info depth D nodes N nps X time T score cp C wdl W D L pv ...` and
 `info string visits <move> <share> ...` (its top moves). The score is the search's root value v
@@ -99,6 +109,7 @@ from typing import Any, TextIO
 from mmc_jax import rules as R
 from mmc_jax.evaluation.model_engine import (  # the library half, re-exported: engine.X
     DEFAULT_CANDIDATES,
+    DEFAULT_CAPACITY,
     DEFAULT_MAX_SIMULATIONS,
     DEFAULT_SIMULATIONS,
     DEFAULT_WORLDS,
@@ -118,6 +129,7 @@ from mmc_jax.infra import startup
 
 __all__ = [
     "DEFAULT_CANDIDATES",
+    "DEFAULT_CAPACITY",
     "DEFAULT_MAX_SIMULATIONS",
     "DEFAULT_SIMULATIONS",
     "DEFAULT_WORLDS",
@@ -139,6 +151,12 @@ __all__ = [
 
 # ---------------------------------------------------------------------------------------------
 # The UCI protocol
+
+GROW_SHARE = 0.9  # of a timed search's time that its budget is planned to fill
+COMPILING = (
+    "compiling the search (once per start-up: about a minute on a small CPU the first time, "
+    "seconds once the program is in the disk cache)"
+)
 
 
 @dataclasses.dataclass
@@ -186,6 +204,8 @@ class UciServer:
         self._position: GamePosition | None = None
         self._current: _Job | None = None
         self._warm_up = warm_up
+        self._compiling: str | None = None  # what the worker is compiling now, if anything
+        self._turn = 0  # the side to move of the last `position` (for wtime/btime)
         self._worker = threading.Thread(target=self._work, name="uci-search", daemon=True)
         self._worker.start()
         if warm_up:
@@ -228,6 +248,8 @@ class UciServer:
                 if self.searching:
                     self.send("readyok")  # at once, the search goes on
                 else:
+                    if self._compiling:  # a GUI waits on this answer: say why it is late
+                        self.info(f"{self._compiling}; readyok follows")
                     self._jobs.put(("ready", None))  # after the commands before it
             elif command == "setoption":
                 self._setoption(args)
@@ -317,6 +339,8 @@ class UciServer:
             raise ValueError(f"expected startpos or fen after `position`, got {args[0]!r}")
         if rest and rest[0] != "moves":
             raise ValueError(f"expected `moves` after the position, got {rest[0]!r}")
+        side = fen.split()[1] if fen and len(fen.split()) > 1 else "w"
+        self._turn = (side == "b") ^ (len(rest[1:]) % 2)
         self._jobs.put(("position", (self.options.variant, fen, tuple(rest[1:]))))
 
     def _go(self, args: list[str]) -> None:
@@ -374,7 +398,7 @@ class UciServer:
         if "movetime" in limits:
             job.movetime = limits["movetime"] / 1000
         elif {"wtime", "btime"} & set(limits):
-            job.movetime = _clock_time(limits)
+            job.movetime = _clock_time(limits, self._turn)
         for note in notes:
             self.info(note)
         self._current = job
@@ -428,14 +452,21 @@ class UciServer:
             self._position = None
             if kind == "variant" or self._warm_up:
                 try:
+                    self._compiling = COMPILING
                     position = self.engine.position(payload)
                     self._position = position
                     if self._warm_up and not position.over:
                         self.engine.search(
                             position, self.options.simulations, worlds=self.options.worlds
                         )
+                        if getattr(self.engine, "nodes_per_second", 0) is None:
+                            # The compiling search's time is no speed: one more, compiled,
+                            # gives the speed the first timed search plans with.
+                            self.engine.search(position, 64, worlds=self.options.worlds)
                 except ValueError as error:
                     self.info(f"variant {payload}: {error}")
+                finally:
+                    self._compiling = None
         elif kind == "ready":
             self.send("readyok")
         elif kind == "newgame":
@@ -527,6 +558,12 @@ class UciServer:
                         self.send(result.info_line(options.show_wdl))
             self._answer(job)
             return
+        top = max(options.max_simulations, options.simulations)
+        grows = getattr(self.engine, "grows", None)
+        timed = job.nodes is None and (job.movetime is not None or job.infinite)
+        if timed and grows is not None and grows(position, min(top, self.engine.capacity)):
+            self._grow(job, position, min(top, self.engine.capacity))
+            return
         if job.nodes is not None:
             budgets = [job.nodes]
         elif job.movetime is None and not job.infinite:
@@ -546,6 +583,11 @@ class UciServer:
                     expected += self.engine.compile_seconds or 0.0
                 if time.monotonic() - job.started + expected > job.movetime:
                     break
+            if not self.engine.is_compiled(position, budget, options.worlds):
+                self.info(
+                    f"compiling a search of {budget} nodes (once per size and start-up; about "
+                    "a minute on a small CPU the first time, seconds once in the disk cache)"
+                )
             result = run(budget)
             last_seconds = result.seconds
             with job.lock:
@@ -556,6 +598,54 @@ class UciServer:
                 self.send(result.visits_line())
                 if result.consistent == 0:
                     self.info("no sampled world was consistent with the observation")
+        if job.infinite:
+            job.stop.wait()
+        self._answer(job)
+
+    def _grow(self, job: _Job, position: GamePosition, top: int) -> None:
+        """A timed or infinite search that grows one tree in chunks (`ModelEngine.grow`): a
+        first chunk (one simulation per considered move: a move to answer with at once), then a
+        budget of what the measured speed fits into `GROW_SHARE` of the time left (infinite:
+        `top`), run in chunks of about a quarter of it, each followed by its `info` line, until
+        the budget, the deadline or `stop`."""
+        options = job.options
+        deadline = None if job.movetime is None else job.started + job.movetime
+
+        def plan(done: int, result: SearchResult):
+            if job.stop.is_set() or done >= top:
+                return None
+            if deadline is None:  # infinite: doubling chunks up to `top`
+                return top, done
+            left = deadline - time.monotonic()
+            speed = max(self.engine.nodes_per_second or 0.0, done / max(result.seconds, 1e-3))
+            if not plan.budget:  # fixed once: sequential halving's schedule depends on it
+                plan.budget = max(done, min(top, done + int(speed * left * GROW_SHARE)))
+            chunk = min(plan.budget - done, max(16, int(speed * left / 4)))
+            if plan.budget <= done or chunk < 1 or chunk / speed > left:
+                return None
+            return plan.budget, chunk
+
+        plan.budget = 0
+        # Sequential halving first visits each considered action once, whatever the budget:
+        # that first chunk is the same for every budget the plan may choose after it.
+        first = max(1, min(16, top, len(position.legal)))
+        for result in self.engine.grow(
+            position,
+            top,
+            chunks=(first,),
+            plan=plan,
+            temperature=options.temperature,
+            seed=options.seed,
+        ):
+            with job.lock:
+                if job.answered:
+                    return
+                job.best = result
+                self.send(result.info_line(options.show_wdl))
+        if job.best is not None:
+            with job.lock:
+                if not job.answered:
+                    self.send(job.best.visits_line())
         if job.infinite:
             job.stop.wait()
         self._answer(job)
@@ -578,12 +668,16 @@ def _integer(text: str, name: str) -> int:
         raise ValueError(f"{name} must be an integer, got {text!r}") from None
 
 
-def _clock_time(limits: dict[str, int]) -> float:
-    """Seconds for a move from the clock fields of `go` (wtime/btime are both given; the side
-    to move is unknown here, so the smaller remaining time is budgeted): a 1/moves-to-go share
-    plus most of the increment, at most half the remaining time, at least 10 ms."""
-    remaining = min(v for k, v in limits.items() if k in ("wtime", "btime"))
-    increment = min(limits.get("winc", 0), limits.get("binc", 0))
+def _clock_time(limits: dict[str, int], turn: int | None = None) -> float:
+    """Seconds for a move from the clock fields of `go`: the side to move's (`turn` 0 White, 1
+    Black, from the last `position`; None or a missing field: the smaller of the two) remaining
+    time over the moves to go (20 when not given) plus most of its increment, at most half the
+    remaining time, less 50 ms for the answer, at least 10 ms."""
+    times = [limits[k] for k in ("wtime", "btime") if k in limits]
+    increments = [limits.get(k, 0) for k in ("winc", "binc")]
+    mine = ("wtime", "btime")[turn] if turn is not None else None
+    remaining = limits[mine] if mine in limits else min(times)
+    increment = increments[turn] if mine in limits else min(increments)
     share = remaining / max(limits.get("movestogo", 20), 1) + 0.8 * increment
     return max(min(share, remaining / 2) - 50, 10) / 1000
 
@@ -610,6 +704,14 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--no-warm-up", action="store_true", help="do not compile a search at start-up"
     )
+    parser.add_argument(
+        "--capacity",
+        type=int,
+        default=DEFAULT_CAPACITY,
+        help="nodes of the one compiled search tree that serves every `go nodes N` up to it and "
+        f"the timed searches (default {DEFAULT_CAPACITY}; a larger tree makes each simulation "
+        "slower, a larger request compiles its own search)",
+    )
     return parser
 
 
@@ -624,7 +726,9 @@ def main(
     args = _parser().parse_args(argv)
     startup.start()
     try:
-        engine = load_engine(args.model, args.step, max_plies=args.max_plies)
+        engine = load_engine(
+            args.model, args.step, max_plies=args.max_plies, capacity=max(args.capacity, 1)
+        )
     except (FileNotFoundError, ValueError, OSError) as error:
         print(f"error: cannot load model {args.model!r}: {error}", file=sys.stderr, flush=True)
         return 1

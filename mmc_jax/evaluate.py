@@ -52,7 +52,19 @@ import numpy as np
 from mmc_jax import rules as R
 from mmc_jax.evaluation import players as players_lib
 from mmc_jax.evaluation.match import NETWORK_OPENING_PLIES, play_match
-from mmc_jax.infra import cli, startup, storage
+from mmc_jax.infra import checkpoint, cli, startup, storage
+
+ENGINE_WORDS = ("stockfish", "fairy-stockfish", "fairy_stockfish", "fsf", "engine", "uci")
+
+
+def _engine_hint(opponent: str) -> str:
+    """For an opponent that names an engine without the `uci:` form: how to write it."""
+    if opponent.lower() in ENGINE_WORDS or "stockfish" in opponent.lower():
+        return (
+            "; a UCI engine is 'uci:COMMAND', e.g. Fairy-Stockfish: "
+            '--opponent "uci:$(python -m mmc_jax.uci build)"'
+        )
+    return ""
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -68,7 +80,9 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--checkpoint",
         default="none",
-        help="run workdir (or <workdir>/checkpoints/<step>); 'none' (default): uniform-prior "
+        help="run workdir (or <workdir>/checkpoints/<step>), an exported model, or a shipped "
+        f"model's name ({', '.join(checkpoint.shipped_models())}: python -m mmc_jax.export "
+        "--list); 'none' (default): uniform-prior "
         "search, i.e. zero logits and zero value, guided only by terminal rewards; "
         "'uci:COMMAND': a UCI engine (e.g. 'uci:python -m mmc_jax.engine --model gardner-cpu')",
     )
@@ -78,7 +92,8 @@ def _parser() -> argparse.ArgumentParser:
         "--opponent",
         default="random",
         help=f"a built-in player ({', '.join(players_lib.kinds())}), another run's workdir, "
-        "or 'uci:COMMAND' (a UCI engine)",
+        "an exported or shipped model, or 'uci:COMMAND' (a UCI engine; Fairy-Stockfish: "
+        '"uci:$(python -m mmc_jax.uci build)")',
     )
     parser.add_argument("--games", type=cli.games_arg, default=400, help="positive, even")
     parser.add_argument(
@@ -261,10 +276,11 @@ def main(argv: list[str] | None = None) -> int:
             )
     opponent, opponent_network, opponent_params = args.opponent, None, None
     if args.opponent not in players_lib.kinds():
-        if not storage.is_remote(args.opponent) and not os.path.isdir(args.opponent):
+        local = not storage.is_remote(args.opponent)
+        if local and not os.path.isdir(args.opponent) and not checkpoint.is_exported(args.opponent):
             parser.error(
                 f"--opponent must be one of {', '.join(players_lib.kinds())} or a checkpoint "
-                f"workdir; {args.opponent!r} is neither"
+                f"workdir; {args.opponent!r} is neither" + _engine_hint(args.opponent)
             )
         opponent_network, opponent_params, _ = cli.load_or_fail(
             parser, args.opponent, None, "--opponent"

@@ -142,6 +142,11 @@ def main(
         stdout.write(text + "\n")
         stdout.flush()
 
+    if model.name == UNTRAINED:
+        say(
+            f"no trained model for {args.variant}: an untrained search (uniform prior, zero "
+            "value: it sees only the game's results); --checkpoint RUN plays a trained one"
+        )
     say(
         f"{args.variant}: you play {args.colour.capitalize()} against {model.name} "
         f"({args.simulations} simulations). {HELP}"
@@ -182,12 +187,17 @@ def main(
     return 0
 
 
+UNTRAINED = "an untrained search"
+
+
 def _model_player(parser: argparse.ArgumentParser, args) -> arena.Player:
     """The model you play: `--checkpoint` (default the variant's shipped model, if any; "none":
     the uniform-prior search) with `--simulations`, named after its checkpoint."""
     if args.checkpoint is None and f"{args.variant}-cpu" in checkpoint.shipped_models():
         args.checkpoint = f"{args.variant}-cpu"
-    if args.checkpoint is None or args.checkpoint.lower() == "none":
+    if args.checkpoint is None:  # no shipped model for this variant
+        network, params, name = None, None, UNTRAINED
+    elif args.checkpoint.lower() == "none":
         network, params, name = None, None, "uniform-prior search"
     else:
         network, params, _ = cli.load_or_fail(parser, args.checkpoint, args.step, "--checkpoint")

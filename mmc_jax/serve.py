@@ -35,6 +35,7 @@ from __future__ import annotations
 import argparse
 import collections
 import dataclasses
+import errno
 import http.server
 import json
 import os
@@ -222,7 +223,7 @@ class Server:
             if position.turn != game.human:
                 raise RequestError("it is not your move")
             if move not in position.legal:
-                listed = ", ".join(position.legal)
+                listed = " ".join(position.legal)
                 raise RequestError(f"illegal move {move!r}; legal moves: {listed}")
             game.moves.append(move)
             game.analysis = None
@@ -490,7 +491,10 @@ def main(argv: list[str] | None = None) -> int:
     try:
         httpd = make_server(app, args.host, args.port, quiet=args.quiet)
     except OSError as error:
-        print(f"error: cannot listen on {args.host}:{args.port}: {error}", file=sys.stderr)
+        hint = ""
+        if error.errno == errno.EADDRINUSE:
+            hint = "; pass another --port, or --port 0 for any free one"
+        print(f"error: cannot listen on {args.host}:{args.port}: {error}{hint}", file=sys.stderr)
         return 1
     host, port = httpd.server_address[:2]
     print(f"mmc_jax: play {default} at http://{host}:{port}/  (Ctrl-C to stop)", flush=True)

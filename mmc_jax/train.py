@@ -9,7 +9,8 @@
 trains `mmc_jax.algorithms.meta.ALGORITHM` (JOAT /
 Reptile over several variants); any other config `mmc_jax.algorithms.alphazero.ALGORITHM`. Both run
 in the one loop of `mmc_jax.training.runloop.run`: a progress line per iteration with an ETA,
-`metrics.jsonl`, TensorBoard events, PNG plots and orbax checkpoints in the workdir;
+`metrics.jsonl`, TensorBoard events, PNG plots and orbax checkpoints in the workdir (and for
+meta-training `tasks.txt`, every task with its sampling weight);
 evaluation every `eval.every` iterations. Re-running the same command resumes from the latest
 checkpoint (a finished workdir says so and trains nothing). SIGTERM or Ctrl-C stop after the
 iteration in progress, which is checkpointed (during start-up: before the first iteration). A
@@ -71,6 +72,21 @@ def train(
     return result.record
 
 
+TASKS_FILE = "tasks.txt"
+
+
+def write_task_list(config: ml_collections.ConfigDict, workdir: str | os.PathLike) -> str:
+    """Writes a meta-training run's tasks (its variants after `prepare_config`, with their
+    sampling weights), one a line, to `<workdir>/tasks.txt`; returns the file's path. The
+    start-up and progress lines can then name a count and a few."""
+    weights = meta.task_weights(config)
+    lines = [f"# {len(config.variants)} tasks of {storage.absolute(workdir)}: weight, variant"]
+    lines += [f"{weights[variant]:.4g}\t{variant}" for variant in config.variants]
+    path = storage.join(workdir, TASKS_FILE)
+    storage.write_atomically(path, "\n".join(lines) + "\n")
+    return path
+
+
 def main(argv) -> None:
     """absl entry point: train `FLAGS.config` in `FLAGS.workdir`."""
     from absl import flags
@@ -87,6 +103,8 @@ def main(argv) -> None:
         algorithm = algorithm_for(config)
         algorithm.prepare_config(config)
         cli.make_workdir(workdir)
+        if is_meta_config(config) and jax.process_index() == 0:
+            write_task_list(config, workdir)
         result = runloop.run(algorithm, config, workdir)
     except (ValueError, FloatingPointError, OSError) as error:
         cli.fail(str(error))

@@ -315,7 +315,7 @@ def parse_move(variant: str, text: str, turn: int, pieces, own, planes: np.ndarr
         return legal[text]
     notation.uci_to_action(text, turn)  # raises for malformed strings
     raise ValueError(
-        f"illegal move {text!r}; legal moves: {', '.join(sorted(legal)) or 'none (game over)'}"
+        f"illegal move {text!r}; legal moves: {' '.join(sorted(legal)) or 'none (game over)'}"
     )
 
 

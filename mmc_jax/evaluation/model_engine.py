@@ -27,15 +27,22 @@ from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
+import mctx
 import numpy as np
 
 from mmc_jax import rules as R
 from mmc_jax import search
 from mmc_jax.evaluation import arena, pimc, policies
 from mmc_jax.rules import notation
+from mmc_jax.search import mcts
 
 DEFAULT_SIMULATIONS = 256
 DEFAULT_MAX_SIMULATIONS = 8192
+# Nodes of the grown search's tree. Every simulation costs more in a larger tree (on the 2-core
+# CPU, 200 simulations took 0.18 s in a tree of 256 nodes and 1.5 s in one of 8192: the loop
+# seems to copy the tree once per simulation), so the default covers the common sizes and a
+# second or two of search; `--capacity` (engine) raises it.
+DEFAULT_CAPACITY = 1024
 DEFAULT_WORLDS = 8
 DEFAULT_CANDIDATES = 32
 MAX_SIMULATIONS_OPTION = 65536
@@ -208,6 +215,149 @@ def _search(params, rules, state, games, key, *, network, simulations, fog, worl
 
 
 # ---------------------------------------------------------------------------------------------
+# The grown search: one compiled tree of `capacity` nodes that any number of simulations up to
+# it fills, in chunks. A search of N simulations compiled as its own program (`_search`)
+# costs a compile per N (about a minute on a busy 2-core CPU); here the count is data, so one
+# compile serves every `go nodes N` up to the capacity, and a timed search grows chunk by chunk
+# until its time is used. It is `mcts.gumbel_muzero_policy` with gumbel_scale 0 (the engine's
+# search), with two differences: sequential halving's schedule (mctx's table of considered
+# visits for the budget) is an argument, computed on the host for the budget; and the walk
+# stops at GROWN_MAX_DEPTH (the one-shot search's bound is its number of simulations, so the
+# two are equal up to that many simulations: tests/commands/test_uci_serve.py checks it).
+
+GROWN_MAX_DEPTH = 64
+MAX_CONSIDERED_ACTIONS = 16  # run_search's default
+
+
+def _considered_visits(considered: int, budget: int) -> list[int]:
+    """mctx's `seq_halving.get_sequence_of_considered_visits(considered, budget)`."""
+    if considered <= 1:
+        return list(range(budget))
+    log2max = int(math.ceil(math.log2(considered)))
+    sequence: list[int] = []
+    visits = [0] * considered
+    num_considered = considered
+    while len(sequence) < budget:
+        extra = max(1, int(budget / (log2max * num_considered)))
+        for _ in range(extra):
+            sequence.extend(visits[:num_considered])
+            for i in range(num_considered):
+                visits[i] += 1
+        num_considered = max(2, num_considered // 2)
+    return sequence[:budget]
+
+
+@functools.lru_cache(maxsize=64)
+def considered_visits_table(budget: int, capacity: int) -> np.ndarray:
+    """int32 [17, capacity]: mctx's table of considered visits for a budget of `budget`
+    simulations (row m: m considered actions), padded to the tree's capacity."""
+    table = np.zeros((MAX_CONSIDERED_ACTIONS + 1, capacity), np.int32)
+    for m in range(MAX_CONSIDERED_ACTIONS + 1):
+        table[m, :budget] = _considered_visits(m, min(budget, capacity))
+    return table
+
+
+class _Grown(NamedTuple):
+    """A search in progress: the tree [1, capacity + 1, ...], each node's depth, the key."""
+
+    tree: Any
+    node_depth: jax.Array
+    key: jax.Array
+
+
+def _mask_invalid(logits, invalid):
+    logits = logits - jnp.max(logits, axis=-1, keepdims=True)
+    return jnp.where(invalid, jnp.finfo(logits.dtype).min, logits)
+
+
+def _root_invalid(planes):
+    _, valid = search.all_slot_actions(planes)
+    # A finished game has no legal action; one slot keeps the masking defined (as run_search).
+    return ~(valid | (jnp.arange(search.MAX_LEGAL_MOVES) == 0))
+
+
+@functools.partial(jax.jit, static_argnames=("network", "capacity"))
+def _grow_start(params, rules, state, key, *, network, capacity):
+    """The tree of an empty search of the position (batch of one): `_Grown`."""
+    planes = R.legal_planes(rules, state)
+    logits, value, _ = search.evaluate(network, params, rules, state, planes)
+    actions, valid = search.all_slot_actions(planes)
+    invalid = _root_invalid(planes)
+    prior = _mask_invalid(search.compact(logits, actions, valid), invalid)
+    root = mctx.RootFnOutput(prior_logits=prior, value=value, embedding=(state, planes))
+    extra = mctx.GumbelMuZeroExtraData(root_gumbel=jnp.zeros_like(prior))
+    tree = mcts.instantiate_tree(root, capacity, invalid, extra)
+    key, _ = jax.random.split(key)  # as gumbel_muzero_policy: its second key draws the gumbel
+    return _Grown(tree, jnp.zeros(tree.node_visits.shape, jnp.int32), key)
+
+
+def _root_selection(key, tree, node_index, *, table, qtransform):
+    """mctx's Gumbel root rule (sequential halving) with its schedule `table` given."""
+    del key
+    visits = tree.children_visits[node_index]
+    logits = tree.children_prior_logits[node_index]
+    completed = qtransform(tree, node_index)
+    considered = jnp.minimum(
+        MAX_CONSIDERED_ACTIONS, jnp.sum(1 - tree.root_invalid_actions, axis=-1).astype(jnp.int32)
+    )
+    considered_visit = table[considered, jnp.sum(visits, -1)]
+    logits = logits - jnp.max(logits, keepdims=True, axis=-1)
+    penalty = jnp.where(visits == considered_visit, 0, -jnp.inf)
+    score = jnp.maximum(-1e9, tree.extra_data.root_gumbel + logits + completed) + penalty
+    return jnp.argmax(jnp.where(tree.root_invalid_actions, -jnp.inf, score)).astype(jnp.int32)
+
+
+@functools.partial(jax.jit, static_argnames=("network",), donate_argnames=("grown",))
+def _grow(params, rules, grown, table, start, stop, *, network):
+    """Simulations `start` .. `stop` - 1 (int32 scalars, data) of the search `grown`."""
+    qtransform = mctx.qtransform_completed_by_mix_value
+    root_selection = functools.partial(_root_selection, table=table, qtransform=qtransform)
+    interior = functools.partial(mcts.gumbel_interior_action_selection, qtransform=qtransform)
+    recurrent_fn = search.make_recurrent_fn(network, rules)
+
+    def body(sim, carry):  # mcts.search's loop body
+        key, tree, node_depth = carry
+        key, simulate_key, expand_key = jax.random.split(key, 3)
+        parent, action, path, depth = mcts.simulate(
+            simulate_key, tree, root_selection, interior, GROWN_MAX_DEPTH, node_depth
+        )
+        node = mcts.get_per_game(tree.children_index, parent, action)
+        node = jnp.where(node == mctx.Tree.UNVISITED, sim + 1, node)
+        tree = mcts.expand(params, expand_key, tree, recurrent_fn, parent, action, node)
+        path = mcts.set_per_game(path, depth, value=node)
+        node_depth = mcts.set_per_game(node_depth, node, value=depth)
+        return key, mcts.backward(tree, path, depth), node_depth
+
+    key, tree, node_depth = jax.lax.fori_loop(
+        start, stop, body, (grown.key, grown.tree, grown.node_depth)
+    )
+    return _Grown(tree, node_depth, key)
+
+
+@jax.jit
+def _grow_result(grown):
+    """The search's move, visit shares, value and principal variation: `_SearchArrays`."""
+    tree = grown.tree
+    planes = jax.tree.map(lambda x: x[:, 0], tree.embeddings)[1]
+    qtransform = mctx.qtransform_completed_by_mix_value
+    visits = tree.summary().visit_counts
+    completed = jax.vmap(qtransform, in_axes=(0, None))(tree, mctx.Tree.ROOT_INDEX)
+    logits = tree.children_prior_logits[:, mctx.Tree.ROOT_INDEX]
+    most_visited = visits == jnp.max(visits, axis=-1, keepdims=True)
+    score = jnp.maximum(-1e9, logits - jnp.max(logits, axis=-1, keepdims=True) + completed)
+    score = score + jnp.where(most_visited, 0.0, -jnp.inf)
+    score = jnp.where(tree.root_invalid_actions, -jnp.inf, score)
+    slot = jnp.argmax(score, axis=-1).astype(jnp.int32)
+    actions, valid = search.all_slot_actions(planes)
+    action = jnp.where(valid[:, 0], jnp.take_along_axis(actions, slot[:, None], axis=1)[:, 0], 0)
+    shares = search.expand(visits, actions, valid)[0]
+    shares = shares / jnp.maximum(shares.sum(), 1.0)
+    output = mctx.PolicyOutput(action=action, action_weights=None, search_tree=tree)
+    pv = _principal_variation(output, planes)
+    return _SearchArrays(action[0], shares, tree.summary().value[0], *pv, jnp.int32(-1))
+
+
+# ---------------------------------------------------------------------------------------------
 # Positions and searches
 
 
@@ -313,6 +463,8 @@ class ModelEngine:
       name: shown in `id name` and on the web page.
       max_plies: the rules' ply cap (default 256, a draw by rule).
       candidates: candidate worlds sampled per kept world under fog.
+      capacity: nodes of the grown search's tree (`grow`): searches without fog of up to this
+        many simulations share one compiled program; larger ones compile their own.
     """
 
     def __init__(
@@ -323,12 +475,15 @@ class ModelEngine:
         *,
         max_plies: int | None = None,
         candidates: int = DEFAULT_CANDIDATES,
+        capacity: int = DEFAULT_CAPACITY,
     ):
         if network is None:
             network, params = policies.UniformPriorNetwork(), {}
         self.network, self.params, self.name = network, params, name
         self.max_plies = max_plies
         self.candidates = candidates
+        self.capacity = capacity
+        self.nodes_per_second: float | None = None  # of the last grown search, compile excluded
         self._lock = threading.RLock()
         self._cache: dict[tuple[str, str], list[_Ply]] = {}
         self._cache_moves: dict[tuple[str, str], list[str]] = {}
@@ -450,9 +605,19 @@ class ModelEngine:
             return max(1, nodes // worlds), worlds
         return max(1, nodes), 0
 
+    def grows(self, position: GamePosition, nodes: int) -> bool:
+        """Whether a search of `nodes` is a grown one (no fog, at most `capacity` nodes)."""
+        return not position.fog and nodes <= self.capacity
+
+    def _signature(self, position: GamePosition, nodes: int, worlds: int) -> tuple:
+        if self.grows(position, nodes):
+            return ("grown", self.capacity)
+        return (position.fog, *self.split(position, nodes, worlds))
+
     def is_compiled(self, position: GamePosition, nodes: int, worlds: int) -> bool:
-        """Whether a search of this size has run in this process (else it compiles first)."""
-        return (position.fog, *self.split(position, nodes, worlds)) in self._compiled
+        """Whether a search of this size has run in this process (else it compiles first):
+        one program serves every size up to `capacity` without fog."""
+        return self._signature(position, nodes, worlds) in self._compiled
 
     def search(
         self,
@@ -467,6 +632,9 @@ class ModelEngine:
         sampled worlds under fog). Deterministic for a seed. ValueError if the game is over."""
         if position.over:
             raise ValueError(f"the game is over ({position.result}); there is nothing to search")
+        if self.grows(position, nodes):
+            *_, last = self.grow(position, nodes, temperature=temperature, seed=seed)
+            return last
         simulations, worlds = self.split(position, nodes, worlds)
         ply = len(position.moves)
         key = jax.random.fold_in(jax.random.key(seed), ply)
@@ -492,6 +660,83 @@ class ModelEngine:
             if signature not in self._compiled:
                 self._compiled.add(signature)
                 self.compile_seconds = seconds
+        return self._search_result(position, out, simulations, worlds, seconds, temperature, seed)
+
+    def grow(
+        self,
+        position: GamePosition,
+        nodes: int,
+        *,
+        chunks: Sequence[int] = (),
+        plan=None,
+        temperature: float = 0.0,
+        seed: int = 0,
+    ):
+        """The grown search of `position` (no fog, `nodes` <= `capacity`), chunk by chunk:
+        yields a `SearchResult` after each chunk of simulations (`chunks`, then the rest in one).
+
+        `plan(done, result)`, when given, is asked after each chunk for the next one: it
+        returns (budget, chunk) -- the search's total (it sets sequential halving's schedule;
+        within the first 16 simulations every budget's schedule is the same, so a timed search
+        can choose it after a first chunk of 16) and the simulations to run now -- or None to
+        stop. A search stopped before its budget is still a search: its move is the best of
+        the actions visited most. Deterministic for a seed and a plan's choices.
+        """
+        if not self.grows(position, nodes):
+            raise ValueError(f"a grown search needs no fog and at most {self.capacity} nodes")
+        ply = len(position.moves)
+        key = jax.random.fold_in(jax.random.key(seed), ply)
+        signature = ("grown", self.capacity)
+        rules = self._rules(position.variant)
+        started = time.monotonic()
+        compiling = signature not in self._compiled
+        grown = _grow_start(
+            self.params,
+            rules,
+            position.ply.state,
+            key,
+            network=self.network,
+            capacity=self.capacity,
+        )
+        budget, done, result = nodes, 0, None
+        pending = list(chunks)
+        while done < budget:
+            if plan is not None and done:
+                step = plan(done, result)
+                if step is None:
+                    break
+                budget, chunk = min(step[0], self.capacity), step[1]
+            else:
+                chunk = pending.pop(0) if pending else budget - done
+            stop = min(done + max(chunk, 1), budget)
+            if stop <= done:
+                break
+            chunk_started = time.monotonic()
+            grown = _grow(
+                self.params,
+                rules,
+                grown,
+                considered_visits_table(budget, self.capacity),
+                jnp.int32(done),
+                jnp.int32(stop),
+                network=self.network,
+            )
+            out = jax.device_get(_grow_result(grown))
+            now = time.monotonic()
+            if compiling:
+                with self._lock:
+                    self._compiled.add(signature)
+                    self.compile_seconds = now - started
+                compiling = False
+            elif stop - done >= 64:  # small chunks are mostly per-call overhead
+                self.nodes_per_second = (stop - done) / max(now - chunk_started, 1e-6)
+            done = stop
+            result = self._search_result(position, out, done, 0, now - started, temperature, seed)
+            yield result
+
+    def _search_result(self, position, out, simulations, worlds, seconds, temperature, seed):
+        """The `SearchResult` of a search's `_SearchArrays` (on the host)."""
+        ply = len(position.moves)
         rifle = R.parse(position.variant).capture == "rifle"
         weights = np.asarray(out.weights)
         policy = {m: float(weights[a]) for m, a in position.legal.items()}

@@ -31,6 +31,7 @@ Typical use from a training loop:
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import json
 import os
 import re
@@ -720,7 +721,8 @@ def open_model(
         return _open_exported(path)
     workdir, step = split_checkpoint_path(path, step)
     if not storage.to_path(workdir).is_dir():
-        raise FileNotFoundError(f"no such checkpoint directory: {workdir}")
+        hint = shipped_hint(path)  # a bare name: perhaps a shipped model, misspelt
+        raise FileNotFoundError(f"no such checkpoint directory: {path if hint else workdir}{hint}")
     if storage.to_path(storage.join(workdir, EXPORT_FILE)).is_file():
         warn(
             f"note: {workdir} holds an exported model besides its checkpoints (an export into "
@@ -826,6 +828,21 @@ def shipped_models() -> dict[str, str]:
         for name in sorted(os.listdir(SHIPPED_DIR))
         if os.path.isfile(os.path.join(SHIPPED_DIR, name, EXPORT_FILE))
     }
+
+
+def shipped_hint(name: str | os.PathLike) -> str:
+    """What to add to "no such checkpoint directory: NAME" for a bare name (no folder in it,
+    so perhaps a misspelt shipped model: `gardnr-cpu`): "; did you mean gardner-cpu? (shipped
+    models: ...)" with the nearest names by `difflib`, else "; nor a shipped model (...)";
+    "" for a path, which names a missing run or export."""
+    name = os.fspath(name)
+    shipped = list(shipped_models())
+    if os.sep in name or "/" in name or storage.is_remote(name) or not shipped:
+        return ""
+    close = difflib.get_close_matches(name, shipped, n=2, cutoff=0.6)
+    if close:
+        return f"; did you mean {' or '.join(close)}? (shipped models: {', '.join(shipped)})"
+    return f"; nor a shipped model ({', '.join(shipped)})"
 
 
 def resolve_model_path(path: str | os.PathLike) -> str:

@@ -11,6 +11,7 @@ import importlib.util
 import io
 import os
 import sys
+import textwrap
 from typing import Any
 
 import ml_collections
@@ -224,6 +225,34 @@ def _load_config_quietly(path_and_arg: str | None) -> ml_collections.ConfigDict 
         return None
 
 
+LIBRARY_FLAG_MODULES = ("absl", "chex", "orbax", "jax", "flax", "etils", "tensorflow")
+
+
+def flag_help_lines(flag_values=None) -> list[str]:
+    """`--name (default: value)` and its help, for every flag the command defined (those of
+    absl and the libraries, such as --verbosity, left out; `--helpfull` lists them all)."""
+    from absl import flags
+
+    flag_values = flags.FLAGS if flag_values is None else flag_values
+    lines, seen = [], set()
+    for module, defined in flag_values.flags_by_module_dict().items():
+        if module.startswith(LIBRARY_FLAG_MODULES):
+            continue
+        for flag in defined:
+            if flag.name in seen:
+                continue
+            seen.add(flag.name)
+            default = flag.default
+            if isinstance(default, (list, tuple)):
+                default = ",".join(str(x) for x in default) or "none"
+            shown = "" if default is None else f" (default: {default})"
+            lines.append(f"  --{flag.name}{shown}")
+            lines.extend(
+                textwrap.wrap(str(flag.help), 96, initial_indent=" " * 6, subsequent_indent=" " * 6)
+            )
+    return lines
+
+
 def absl_flags_parser(doc: str):
     """An absl `flags_parser` with one-line errors: a misspelt `--config.` field names the
     nearest valid ones, a bad config file or value says what is wrong; `--help` prints `doc`,
@@ -237,9 +266,8 @@ def _parse_flags(doc: str, argv: list[str]) -> list[str]:
     if "--help" in argv or "-h" in argv or "--helpfull" in argv:
         config = _load_config_quietly(_config_file_flag(argv[1:]))
         print(doc)
-        print("Flags:\n  --config FILE[:PRESET]   run config")
-        print("  --workdir DIR            run directory")
-        print("  --coordinator_address, --num_processes, --process_id   multi-process runs")
+        print("Flags:")
+        print("\n".join(flag_help_lines()))
         print("\nConfig fields (override with --config.<field>=<value>):")
         print(_config_help(config))
         raise SystemExit(0)

@@ -350,15 +350,18 @@ def plot_metrics(workdir: str | os.PathLike, *, x_key: str = "frames") -> list[s
         figure = Figure(figsize=(7, 4.5), dpi=100)
         FigureCanvasAgg(figure)
         axes = figure.add_subplot()
-        # Many lines (a meta-run's losses per task): the tasks thin and unlabelled behind the
-        # lines of the whole run, so the legend stays readable.
+        # Many lines (a meta-run's losses per task): the tasks thin and grey behind the lines
+        # of the whole run, one legend entry for all of them, so the legend stays readable.
         crowded = len(lines) > MAX_LEGEND_LINES
+        per_task = sum(1 for key, _ in lines if key.count("/") > 1) if crowded else 0
         for key, label in lines:
             xs, ys = _series(records, key, x_key)
             if not xs:
                 continue
             if crowded and key.count("/") > 1:
-                axes.plot(xs, ys, color="grey", linewidth=0.5, alpha=0.3)
+                grey = f"each task ({per_task} lines)" if per_task else "_nolegend_"
+                per_task = 0  # the first grey line carries the legend entry
+                axes.plot(xs, ys, color="grey", linewidth=0.5, alpha=0.3, label=grey)
             else:
                 axes.plot(xs, ys, label=label, marker="." if len(xs) < 30 else None)
         if name.startswith("score_vs_"):
@@ -374,7 +377,7 @@ def plot_metrics(workdir: str | os.PathLike, *, x_key: str = "frames") -> list[s
     return written
 
 
-MAX_LEGEND_LINES = 8  # more lines in one plot: the per-task ones go grey and unlabelled
+MAX_LEGEND_LINES = 8  # more lines in one plot: the per-task ones go grey, one legend entry
 
 
 def save_figure(figure: Any, path: str | os.PathLike) -> str:

@@ -12,6 +12,7 @@ import json
 import re
 import shlex
 import shutil
+import socket
 import subprocess
 import sys
 import time
@@ -162,7 +163,9 @@ ROOT = Path(__file__).resolve().parents[2]
 ERRORS_DOC = ROOT / "docs" / "errors.md"
 LEGACY = ROOT / "tests" / "fixtures" / "legacy" / "gardner_smoke"
 IN_PROCESS = {"analyse", "evaluate", "export", "launch", "play"}  # argparse: main(argv)
-PLACEHOLDERS = ("RUN", "DAMAGED", "UNREADABLE", "MODEL", "BUSY", "FILE", "MISSING", "OUT")
+PLACEHOLDERS = (
+    "RUN", "DAMAGED", "UNREADABLE", "MODEL", "BUSY", "FILE", "MISSING", "OUT", "PORT"
+)  # fmt: skip
 
 
 def _code(cell: str) -> str:
@@ -209,7 +212,12 @@ def places(tmp_path_factory):
         cwd=ROOT,
     )
     assert holder.stdout.readline() == "HELD\n"
-    yield {name: str(root / name) for name in PLACEHOLDERS}
+    listening = socket.socket()
+    listening.bind(("127.0.0.1", 0))
+    listening.listen()
+    places = {name: str(root / name) for name in PLACEHOLDERS}
+    yield dict(places, PORT=str(listening.getsockname()[1]))
+    listening.close()
     holder.kill()
     holder.communicate()
 

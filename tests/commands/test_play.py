@@ -36,11 +36,11 @@ def test_scripted_game_with_bad_input(tmp_path):
         lines,
     )
     assert status == 0
-    legal = "a2a3, b1a3, b1c3, b2b3, c2c3, d2d3, e2e3"
+    legal = "a2a3 b1a3 b1c3 b2b3 c2c3 d2d3 e2e3"
     assert f"illegal move 'e2e4'; legal moves: {legal}" in out
-    assert "malformed move 'hello'" in out and "legal moves: a2a3 b1a3" in out
+    assert "malformed move 'hello'" in out and f"; legal moves: {legal}" in out
     assert "illegal move 'a2a3q'" in out
-    assert "legal moves: a2a3 b1a3 b1c3 b2b3 c2c3 d2d3 e2e3" in out  # the `moves` command
+    assert f"> legal moves: {legal}\n" in out  # the `moves` command, after the prompt
     assert "Type a move in UCI" in out and "♔" in out
     assert out.count("model plays") == 3
     assert "result: 1/2-1/2 (draw)" in out  # the ply cap of 6 ends the game
@@ -48,6 +48,24 @@ def test_scripted_game_with_bad_input(tmp_path):
     assert game.headers["White"] == "you" and game.result == "1/2-1/2"
     assert game.moves[0::2] == ["e2e3", "b1c3", "c3b5"] and len(game.moves) == 6
     assert len(pgn.replay(game, check_result=False)) == 7
+
+
+def test_illegal_and_malformed_moves_list_the_legal_moves_alike():
+    _, out = run(
+        ["--variant", "gardner", "--checkpoint", "none", "--simulations", "0"], ["e2e4", "xyz"]
+    )
+    listed = [
+        line.split("legal moves: ")[1] for line in out.splitlines() if "legal moves: " in line
+    ]
+    assert len(listed) == 2 and listed[0] == listed[1] == "a2a3 b1a3 b1c3 b2b3 c2c3 d2d3 e2e3"
+
+
+def test_a_variant_without_a_trained_model_says_so():
+    _, out = run(["--variant", "atomic", "--simulations", "0"], ["quit"])
+    assert out.startswith("no trained model for atomic: an untrained search")
+    assert "against an untrained search" in out and "uniform-prior search" not in out
+    _, out = run(["--variant", "atomic", "--checkpoint", "none", "--simulations", "0"], ["quit"])
+    assert "against uniform-prior search" in out and "no trained model" not in out
 
 
 def test_as_black_and_end_of_input():

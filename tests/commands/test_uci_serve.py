@@ -26,6 +26,7 @@ import pytest
 
 from mmc_jax import engine, evaluate, uci
 from mmc_jax import rules as R
+from mmc_jax.engine import DEFAULT_WORLDS
 from mmc_jax.evaluation import arena, pgn
 
 START = R.START_FENS["gardner"]
@@ -175,7 +176,7 @@ def test_perft_and_finished_games(server, ffish):
 def test_isready_and_stop_are_answered_during_a_search(server):
     server, out = server
     send(server, "setoption name MaxSimulations value 16", "position startpos", "go infinite")
-    out.wait_for("^info depth")  # the (compiled) search is done; an infinite one goes on
+    out.wait_for("^info string visits")  # grown to MaxSimulations; an infinite one waits
     send(server, "isready")
     ready = out.wait_for("^readyok")
     time.sleep(0.3)
@@ -279,6 +280,105 @@ def test_infinite_grows_until_stop_and_movetime_keeps_its_deadline():
     server.run(io.StringIO("quit\n"))
 
 
+class GrowingStub(StubEngine):
+    """A stub with the grown search's interface: each chunk sleeps its nodes' time."""
+
+    capacity = 4096
+    nodes_per_second = None
+
+    def grows(self, position, nodes):
+        return nodes <= self.capacity
+
+    def grow(self, position, nodes, *, chunks=(), plan=None, temperature=0.0, seed=0):
+        budget, done, result, pending, started = nodes, 0, None, list(chunks), time.monotonic()
+        while done < budget:
+            if plan is not None and done:
+                step = plan(done, result)
+                if step is None:
+                    return
+                budget, chunk = step
+            else:
+                chunk = pending.pop(0) if pending else budget - done
+            stop = min(done + chunk, budget)
+            time.sleep((stop - done) * self.seconds_per_node)
+            self.budgets.append(stop - done)
+            done = stop
+            seconds = time.monotonic() - started
+            policy = {"b2b3": 0.75, "a2a3": 0.25}
+            result = engine.SearchResult("b2b3", policy, 0.1, ("b2b3",), done, done, 0, seconds)
+            yield result
+
+
+def test_movetime_grows_one_search_until_its_time_is_used():
+    out = Lines()
+    stub = GrowingStub(0.001)  # 1000 nodes per second (at most: a sleep may overrun)
+    stub.nodes_per_second = 1000.0  # as measured by an earlier search
+    server = engine.UciServer(stub, out, warm_up=False)
+    send(server, "setoption name MaxSimulations value 4096", "position startpos")
+    started = time.monotonic()
+    send(server, "go movetime 600")
+    end = out.wait_for("^bestmove b2b3", timeout=5)
+    elapsed = time.monotonic() - started
+    nodes = [int(line.split()[4]) for line in out.lines[:end] if line.startswith("info depth")]
+    # The budget is what 1000 nodes/s fit into 90% of the time: its sleeps alone take > 0.5 s
+    # (most of the time used); the deadline answers at 0.6 s at the latest (a loaded machine
+    # may deliver the answer a little late).
+    assert 0.45 < elapsed < 1.0
+    assert nodes[0] == 2 and nodes[-1] > 150  # a first chunk (two legal moves), then growth
+    assert nodes == sorted(set(nodes)) and nodes[-1] <= sum(stub.budgets) <= 600  # one search
+
+    stub.budgets.clear()
+    send(server, "setoption name MaxSimulations value 512", "go infinite")
+    out.wait_for("^info string visits", start=end + 1, timeout=10)
+    assert sum(stub.budgets) == 512  # up to MaxSimulations, then it waits for `stop`
+    assert not any(line.startswith("bestmove") for line in out.lines[end + 1 :])
+    send(server, "stop")
+    out.wait_for("^bestmove", start=end + 1, timeout=5)
+    server.run(io.StringIO("quit\n"))
+
+
+def test_a_search_that_must_compile_says_so_first():
+    """Under fog (or beyond the capacity) a new search size compiles: an `info string` says
+    so before the wait; a compiled size does not."""
+    server, out, stub = stub_server(0.0001)  # compiled: 16, 32, 64 nodes
+    send(server, "position startpos", "go nodes 64")
+    end = out.wait_for("^bestmove", timeout=5)
+    assert not any("compiling" in line for line in out.lines[:end])
+    send(server, "go nodes 128")
+    end = out.wait_for("^bestmove", start=end + 1, timeout=5)
+    notes = [line for line in out.lines if "compiling a search of 128 nodes" in line]
+    assert len(notes) == 1 and out.lines.index(notes[0]) < end
+    server.run(io.StringIO("quit\n"))
+
+
+def test_clock_time_is_the_side_to_move_s():
+    limits = {"wtime": 60_000, "btime": 2_000, "winc": 1_000, "binc": 0}
+    assert engine._clock_time(limits, 0) == pytest.approx((3_000 + 800 - 50) / 1000)
+    assert engine._clock_time(limits, 1) == pytest.approx((100 - 50) / 1000)
+    assert engine._clock_time(limits) == engine._clock_time(limits, 1)  # unknown: the smaller
+    out = Lines()
+    stub = GrowingStub(0.0001)
+    server = engine.UciServer(stub, out, warm_up=False)
+    send(server, "position startpos moves a2a3")  # Black to move: btime counts
+    send(server, "go wtime 60000 btime 2000")
+    server.run(io.StringIO("quit\n"))
+    assert server._current.movetime == pytest.approx(0.05)
+
+
+def test_isready_during_the_warm_up_says_it_is_compiling():
+    out = Lines()
+    stub = StubEngine(0.0)
+    stub.search = lambda position, nodes, **kwargs: time.sleep(1.0)  # a slow first compile
+    server = engine.UciServer(stub, out, warm_up=True)
+    deadline = time.monotonic() + 5
+    while server._compiling is None and time.monotonic() < deadline:
+        time.sleep(0.01)  # the worker has begun the warm-up
+    send(server, "isready")
+    assert out.lines and out.lines[0].startswith("info string compiling the search")
+    out.wait_for("^readyok", timeout=10)
+    server.run(io.StringIO("quit\n"))
+
+
 def test_isready_waits_for_the_commands_before_it():
     server, out, stub = stub_server(0.001)
     slow = stub.position
@@ -287,6 +387,48 @@ def test_isready_waits_for_the_commands_before_it():
     assert out.lines == []
     out.wait_for("^readyok", timeout=5)
     server.run(io.StringIO("quit\n"))
+
+
+def test_node_counts_share_one_compiled_search(server, model):
+    """`go nodes N` for any N up to the engine's capacity runs one compiled program (the
+    grown search): no second compile, exactly N nodes, no `compiling` note."""
+    server, out = server
+    position = model.position("gardner")
+    model.search(position, 16)
+    for nodes in (200, 37, 1):
+        assert model.is_compiled(position, nodes, DEFAULT_WORLDS)
+    assert not model.is_compiled(position, model.capacity + 1, DEFAULT_WORLDS)
+    send(server, "position startpos", "go nodes 37")
+    end = out.wait_for("^bestmove")
+    assert any(re.match(r"^info depth \d+ nodes 37 ", line) for line in out.lines[:end])
+    assert not any("compiling" in line for line in out.lines)
+
+
+def test_grown_search_in_chunks_equals_one_call(model):
+    """A search grown in chunks is the search of one call with the same budget."""
+    position = model.position("gardner", moves=["a2a3", "e4e3"])
+    whole = model.search(position, 24)
+    steps = list(model.grow(position, 24, chunks=(5, 11)))
+    assert [step.nodes for step in steps] == [5, 16, 24]
+    last = steps[-1]
+    assert (last.move, last.policy, last.value, last.pv) == (
+        whole.move,
+        whole.policy,
+        whole.value,
+        whole.pv,
+    )
+
+
+@pytest.mark.slow  # compiles the one-shot search of 24 simulations (a minute on 2 cores)
+def test_grown_search_equals_the_one_shot_search(model):
+    """The grown search (one program for every size) equals `_search`, the search compiled for
+    its number of simulations (capacity 0: every search is a one-shot one)."""
+    one_shot = engine.ModelEngine(model.network, model.params, capacity=0)
+    moves = ["a2a3", "e4e3"]
+    grown = model.search(model.position("gardner", moves=moves), 24)
+    once = one_shot.search(one_shot.position("gardner", moves=moves), 24)
+    assert (grown.move, grown.policy, grown.pv) == (once.move, once.policy, once.pv)
+    assert grown.value == pytest.approx(once.value, abs=1e-6)
 
 
 def test_temperature_samples_reproducibly(model):

@@ -212,6 +212,9 @@ def test_the_page_in_headless_chromium(site, ffish, tmp_path):
         assert pieces(browser) == board_of(fen)
         assert browser.run("return document.getElementById('fen-out').value") == fen
         assert "Model played " + moves[2] in browser.text("#analysis")
+        # The value as the expected score, the W/D/L named as what it is (no draw head).
+        assert "expected score " in browser.text("#analysis")
+        assert "as W/D/L with the most draws" in browser.text("#analysis")
         assert browser.run("return document.querySelectorAll('#top-moves .top-move').length") >= 1
 
         # An illegal click (the rook through its own pawn) is refused; the board stays.
