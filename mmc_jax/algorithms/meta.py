@@ -866,8 +866,12 @@ class JOAT(SelfPlayAlgorithm):
         meta = config.meta
         num_params = network_lib.num_params(state.params)
         planes = network_lib.rule_planes_of(config.network)
+        variants = list(config.variants)
+        shown = ", ".join(variants[:3])
+        if len(variants) > 3:
+            shown += f", ... ({len(variants)} in all: <workdir>/tasks.txt)"
         return (
-            f"meta-training on {', '.join(config.variants)}"
+            f"meta-training on {len(variants)} variants ({shown})"
             + (f" (held out: {config.holdout})" if config.holdout else "")
             + f": {meta.num_tasks} tasks x {meta.games_per_task} games x "
             f"{config.selfplay.num_plies} plies x {config.selfplay.num_simulations} "
@@ -913,8 +917,10 @@ class JOAT(SelfPlayAlgorithm):
         return f"python -m mmc_jax.adapt --variant '{held_out[0]}' --init_from {workdir}"
 
     def progress_fields(self, record):
+        tasks = str(record["meta/tasks"]).split(";")
+        more = f" +{len(tasks) - 1}" if len(tasks) > 1 else ""
         return [
-            f"tasks {record['meta/tasks']}",
+            f"tasks {tasks[0]}{more}",
             f"inner {record['meta/loss_before']:.3f}->{record['meta/loss_after']:.3f}",
             f"eps {record['meta/eps']:.2f}",
         ]

@@ -593,6 +593,10 @@ def _run(algorithm, config, mesh, workdir, log, init_params, on_eval, handle_sig
             stopped = True
         elif start < num_iterations:
             log(algorithm.describe(config, mesh, state))
+            log(
+                "compiling the iteration (about a minute on a 2-core CPU; seconds when the "
+                "compile cache has it)..."
+            )
             started = time.time()
             step_fn = algorithm.compile(config, mesh, state, data, start)
             compile_seconds = time.time() - started
