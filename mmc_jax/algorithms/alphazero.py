@@ -35,6 +35,7 @@ from jax.sharding import PartitionSpec as P
 from mmc_jax import rules as R
 from mmc_jax import search
 from mmc_jax.evaluation import match, pimc
+from mmc_jax.infra import checkpoint as checkpoint_lib
 from mmc_jax.infra import sharding
 from mmc_jax.model import network as network_lib
 from mmc_jax.training import learner, memory, selfplay
@@ -426,6 +427,38 @@ def make_iteration(config: ml_collections.ConfigDict, mesh: Mesh, donate: bool =
 # The algorithm
 
 
+@functools.cache
+def _probe_fn(network, variants: tuple[str, ...]):
+    """The jitted probe loss of `network` on the start positions of `variants`."""
+    rules = R.batch(list(variants))
+
+    def loss(params):
+        state = R.init(rules)
+        planes = R.legal_planes(rules, state)
+        mask = R.planes_to_mask(planes)
+        logits, value = network.apply({"params": params}, R.observe(rules, state, planes), mask)
+        uniform = mask / jnp.maximum(mask.sum(-1, keepdims=True), 1)
+        policy = -jnp.sum(jnp.where(mask, uniform * jax.nn.log_softmax(logits), 0.0), axis=-1)
+        return jnp.mean(policy) + jnp.mean(jnp.square(value))
+
+    return jax.jit(loss)
+
+
+def probe_params(config: ml_collections.ConfigDict, params: Any) -> str | None:
+    """Why `params` are no start (a non-finite loss on a probe batch: the start positions of
+    the run's variants against a uniform policy and a drawn value), or None."""
+    network = network_lib.make_network(config.network)
+    variants = tuple(config.get("variants") or (config.variant,))[:8]
+    loss = float(_probe_fn(network, variants)(jax.device_get(params)))
+    if np.isfinite(loss):
+        return None
+    size = checkpoint_lib.largest_magnitude(params)
+    return (
+        f"its parameters give a non-finite loss on a probe batch ({loss}; largest |parameter| "
+        f"{size:.2g}): they exploded"
+    )
+
+
 def evaluate_params(
     config: ml_collections.ConfigDict,
     params: Any,
@@ -467,6 +500,9 @@ class AlphaZero(SelfPlayAlgorithm):
             _init_fn(compile_key), jax.random.key(0), _abstract_rules(compile_key)
         )
         return sharding.abstract_with_shardings(abstract, state_shardings(abstract, mesh))
+
+    def probe(self, config, state):
+        return probe_params(config, state.params)
 
     def restore_error(self, error, config):
         text = str(error)

@@ -912,6 +912,9 @@ class JOAT(SelfPlayAlgorithm):
 
         return CompiledStep(step)
 
+    def probe(self, config, state):
+        return alphazero.probe_params(config, state.params)
+
     def next_command(self, config, workdir):
         held_out = list(parse_variants(config.get("holdout", ""), "holdout")) or ["dark"]
         return f"python -m mmc_jax.adapt --variant '{held_out[0]}' --init_from {workdir}"

@@ -117,6 +117,13 @@ class Algorithm(abc.ABC):
         del metadata
         return Restored(abstract.replace(**saved))
 
+    def probe(self, config, state) -> str | None:
+        """Why `state` (restored, finite) is no start, or None: parameters can explode and stay
+        finite (a learning rate of 1e30), so an algorithm runs one probe batch through them
+        here and names a non-finite loss. Default: None (nothing to probe)."""
+        del config, state
+        return None
+
     def finite_parts(self, state) -> dict[str, Any]:
         """The parts of `state` that must be finite to be saved or resumed from."""
         return {"params": state.params, "opt_state": state.opt_state}

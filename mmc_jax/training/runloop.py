@@ -246,6 +246,10 @@ def _restore(algorithm, config, mesh, ckpt, log):
         bad = checkpoint_lib.nonfinite_leaves(algorithm.finite_parts(restored.state))
         if bad:
             raise checkpoint_lib.CheckpointDamaged(f"non-finite values in {', '.join(bad)}")
+        # Finite is not enough: exploded parameters (|p| ~ 1e30) stay finite.
+        reason = algorithm.probe(config, restored.state)
+        if reason:
+            raise checkpoint_lib.CheckpointDamaged(reason)
         return loop, restored
 
     try:

@@ -28,6 +28,7 @@ import pytest
 from fake_algorithm import FakeAlgorithm, fake_config
 
 from mmc_jax import export
+from mmc_jax import rules as R
 from mmc_jax.infra import checkpoint as checkpoint_lib
 from mmc_jax.infra import metrics as metrics_lib
 from mmc_jax.infra import storage
@@ -145,6 +146,48 @@ def test_a_resume_skips_a_checkpoint_with_non_finite_values(tmp_path):
     assert "checkpoints/3 is damaged (non-finite values in ['params']['w'])" in log.getvalue()
     assert resumed.start_iteration == 2 and np.isfinite(np.asarray(resumed.params["w"])).all()
     assert (workdir / "checkpoints_damaged" / "3").is_dir()
+
+
+def test_exploded_but_finite_parameters_fail_the_probe():
+    """A learning rate of 1e30 leaves |params| ~ 1e30: finite, so the finiteness check passes,
+    but a probe batch's loss through them is not (issue 51, item 8)."""
+    from configs import gardner
+    from mmc_jax.algorithms import alphazero
+    from mmc_jax.model import network as network_lib
+
+    config = alphazero.prepare_config(gardner.get_config("smoke"))
+    network = network_lib.make_network(config.network)
+    params = network_lib.init_params(network, jax.random.key(0), R.OBS_SHAPE)
+    assert alphazero.probe_params(config, params) is None
+    exploded = jax.tree.map(lambda x: x * 1e30, params)
+    assert not checkpoint_lib.nonfinite_leaves(exploded)
+    assert "non-finite loss on a probe batch" in alphazero.probe_params(config, exploded)
+
+
+@pytest.mark.slow
+def test_a_resume_steps_past_a_checkpoint_whose_parameters_exploded(tmp_path):
+    """`gardner.py:smoke`: an exploded (finite) step 2 is set aside as damaged, naming the
+    probe, and the run resumes from step 1 instead of into the explosion."""
+    from configs import gardner
+    from mmc_jax.algorithms import alphazero
+
+    workdir = tmp_path / "run"
+    config = gardner.get_config("smoke").copy_and_resolve_references()
+    config.unlock()
+    config.num_iterations = 1
+    first = runloop.run(alphazero.ALGORITHM, config, workdir, stream=None)
+    state = jax.tree.map(np.asarray, jax.device_get(first.state))
+    state = state.replace(params=jax.tree.map(lambda x: x * np.float32(1e30), state.params))
+    saved = runloop.checkpoint_state(alphazero.ALGORITHM, state, 2, 16, 2, True)
+    checkpoint_lib.save_checkpoint(
+        workdir, 2, saved, config=alphazero.prepare_config(config), extra={"frames": 16, "games": 2}
+    )
+    config.num_iterations = 2
+    log = io.StringIO()
+    resumed = runloop.run(alphazero.ALGORITHM, config, workdir, stream=log)
+    assert "checkpoints/2 is damaged (its parameters give a non-finite loss" in log.getvalue()
+    assert resumed.start_iteration == 1
+    assert checkpoint_lib.largest_magnitude(resumed.params) < 1e6
 
 
 # ---------------------------------------------------------------------------------------------
