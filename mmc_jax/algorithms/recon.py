@@ -65,7 +65,12 @@ from mmc_jax.rules import recon
 from mmc_jax.search import recon_belief as RB
 from mmc_jax.search import recon_learned as L
 from mmc_jax.search import recon_score as S
-from mmc_jax.training.algorithm import Algorithm, CompiledStep, replicated_abstract
+from mmc_jax.training.algorithm import (
+    Algorithm,
+    CompiledStep,
+    check_at_least_one,
+    replicated_abstract,
+)
 
 
 class TrainConfig(NamedTuple):
@@ -359,13 +364,10 @@ def prepare_config(config: ml_collections.ConfigDict) -> ml_collections.ConfigDi
         raise ValueError(f"config.variant: {error}") from None
     _check(R.is_sense(config.variant), f"config.variant={config.variant!r} has no sensing "
            "(fog=sense:2 or sense:3): train it with configs/gardner.py")  # fmt: skip
-    for field in ("selfplay.games", "selfplay.max_plies", "selfplay.belief_size",
-                  "selfplay.moves_per_board", "search.worlds", "search.candidates",
-                  "network.channels", "network.world_hidden", "learner.updates",
-                  "learner.minibatch", "num_iterations"):  # fmt: skip
-        section, _, name = field.rpartition(".")
-        value = config[section][name] if section else config[name]
-        _check(int(value) >= 1, f"config.{field} must be at least 1, got {value}")
+    check_at_least_one(config, ("selfplay.games", "selfplay.max_plies", "selfplay.belief_size",
+                                "selfplay.moves_per_board", "search.worlds", "search.candidates",
+                                "network.channels", "network.world_hidden", "learner.updates",
+                                "learner.minibatch", "num_iterations"))  # fmt: skip
     _check(int(config.network.blocks) >= 0, "config.network.blocks must be >= 0")
     finite = {
         "learner.learning_rate": (0.0, 10.0),

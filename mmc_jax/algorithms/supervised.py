@@ -49,7 +49,13 @@ from mmc_jax.algorithms import alphazero
 from mmc_jax.infra import sharding
 from mmc_jax.model import network as network_lib
 from mmc_jax.training import learner
-from mmc_jax.training.algorithm import Algorithm, CompiledStep, replicated_abstract
+from mmc_jax.training.algorithm import (
+    Algorithm,
+    CompiledStep,
+    check_at_least_one,
+    check_ranges,
+    replicated_abstract,
+)
 
 MANIFEST = "manifest.json"
 DATASET = "dataset"
@@ -301,24 +307,17 @@ def prepare_config(config: ml_collections.ConfigDict) -> ml_collections.ConfigDi
             f"config.variant={config.variant!r}: Fairy-Stockfish does not play it, so it has "
             "no engine games to learn from"
         )
-    for field in ("num_iterations", "data.games", "data.shard_games", "data.processes",
-                  "data.nodes", "data.multipv", "data.max_plies", "learner.batch_size",
-                  "learner.steps_per_iteration", "checkpoint.every"):  # fmt: skip
-        section, _, name = field.rpartition(".")
-        value = config[section][name] if section else config[name]
-        if int(value) < 1:
-            raise ValueError(f"config.{field} must be at least 1, got {value}")
+    check_at_least_one(config, ("num_iterations", "data.games", "data.shard_games",
+                                "data.processes", "data.nodes", "data.multipv", "data.max_plies",
+                                "learner.batch_size", "learner.steps_per_iteration",
+                                "checkpoint.every"))  # fmt: skip
     ranges = (
         ("data.value_mix", 0.0, 1.0),
         ("data.temperature_cp", 1e-3, 1e6),
         ("data.cp_scale", 1.0, 1e6),
         ("learner.learning_rate", 1e-9, 10.0),
     )
-    for field, low, high in ranges:
-        section, name = field.split(".")
-        value = float(config[section][name])
-        if not (math.isfinite(value) and low <= value <= high):
-            raise ValueError(f"config.{field}={value} must be a finite number in [{low}, {high}]")
+    check_ranges(config, ranges)
     if int(config.data.random_plies) < 0:
         raise ValueError("config.data.random_plies must be >= 0")
     config.lock()

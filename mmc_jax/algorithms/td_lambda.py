@@ -33,7 +33,6 @@ The policy head is left as initialised; the trained network plays as a one-ply v
 from __future__ import annotations
 
 import functools
-import math
 from typing import Any
 
 import jax
@@ -47,7 +46,13 @@ from mmc_jax import search
 from mmc_jax.algorithms import alphazero
 from mmc_jax.infra import sharding
 from mmc_jax.model import network as network_lib
-from mmc_jax.training.algorithm import Algorithm, CompiledStep, replicated_abstract
+from mmc_jax.training.algorithm import (
+    Algorithm,
+    CompiledStep,
+    check_at_least_one,
+    check_ranges,
+    replicated_abstract,
+)
 
 
 def lambda_returns(reward, ends, next_value, explored, live, lam: float):
@@ -216,18 +221,10 @@ def prepare_config(config: ml_collections.ConfigDict) -> ml_collections.ConfigDi
     """A validated, locked copy of a TD(λ) run config (ValueError naming the field)."""
     config = ml_collections.ConfigDict(config.to_dict())
     config.variant = R.check_variant(config.variant)
-    for field in ("num_iterations", "td.games", "td.max_plies", "learner.updates",
-                  "learner.batch_size", "checkpoint.every"):  # fmt: skip
-        section, _, name = field.rpartition(".")
-        value = config[section][name] if section else config[name]
-        if int(value) < 1:
-            raise ValueError(f"config.{field} must be at least 1, got {value}")
-    for field, low, high in (("td.lam", 0.0, 1.0), ("td.epsilon", 0.0, 1.0),
-                             ("learner.learning_rate", 1e-9, 10.0)):  # fmt: skip
-        section, name = field.split(".")
-        value = float(config[section][name])
-        if not (math.isfinite(value) and low <= value <= high):
-            raise ValueError(f"config.{field}={value} must be a finite number in [{low}, {high}]")
+    check_at_least_one(config, ("num_iterations", "td.games", "td.max_plies", "learner.updates",
+                                "learner.batch_size", "checkpoint.every"))  # fmt: skip
+    check_ranges(config, (("td.lam", 0.0, 1.0), ("td.epsilon", 0.0, 1.0),
+                          ("learner.learning_rate", 1e-9, 10.0)))  # fmt: skip
     if R.has_fog(config.variant):
         raise ValueError(
             f"config.variant={config.variant!r} has fog: the one-ply value player reads the "

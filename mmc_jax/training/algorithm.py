@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import abc
 import dataclasses
+import math
 from collections.abc import Callable
 from typing import Any
 
@@ -164,6 +165,25 @@ class Algorithm(abc.ABC):
     def restore_error(self, error: ValueError, config) -> ValueError:
         """A clearer error for a checkpoint that does not fit `config`."""
         return error
+
+
+def check_at_least_one(config: ml_collections.ConfigDict, fields: tuple[str, ...]) -> None:
+    """ValueError naming the first dotted config field in `fields` below 1."""
+    for field in fields:
+        section, _, name = field.rpartition(".")
+        value = config[section][name] if section else config[name]
+        if int(value) < 1:
+            raise ValueError(f"config.{field} must be at least 1, got {value}")
+
+
+def check_ranges(config: ml_collections.ConfigDict, ranges) -> None:
+    """ValueError naming the first (dotted field, low, high) of `ranges` whose value is not a
+    finite number in [low, high]."""
+    for field, low, high in ranges:
+        section, name = field.split(".")
+        value = float(config[section][name])
+        if not (math.isfinite(value) and low <= value <= high):
+            raise ValueError(f"config.{field}={value} must be a finite number in [{low}, {high}]")
 
 
 def replicated_abstract(make_state: Callable[[], Any], mesh: Mesh) -> Any:
