@@ -35,7 +35,10 @@ def network(size: str, *, rule_planes: str) -> ml_collections.ConfigDict:
     net.value_channels = value_channels
     net.value_hidden = value_hidden
     net.layer_norm = False
-    net.dtype = "float32"
+    # The accelerator size computes in bfloat16 on a GPU/TPU and float32 on a CPU ("auto":
+    # `mmc_jax.model.network.compute_dtype`; parameters and optimizer state stay float32); the
+    # CPU sizes compute in float32. Pin either with --config.network.dtype=float32|bfloat16.
+    net.dtype = "auto" if size == "full" else "float32"
     net.rule_planes = rule_planes
     return net
 

@@ -15,10 +15,15 @@ meta-training optimises exactly what adaptation does.
 Presets (the part after the colon; without one: `full` on an accelerator, `cpu` otherwise):
 
   full             python -m mmc_jax.train --config configs/joat.py:full --workdir runs/joat
-      One accelerator (H100 class): 6x128 ResNet, 7 tasks x 128 games x 64 plies x 32
-      simulations per outer iteration, k = 16 inner steps of 512, 300 outer iterations.
-      Not run yet. Checkpoints without the replay rings (`checkpoint.save_replay`): a resume
-      starts them empty (each task's refills the next time it is drawn), and says so.
+      One accelerator (H100 class): 6x128 ResNet computing in bfloat16 there, 7 tasks x G
+      games x 64 plies x 32 simulations per outer iteration, G filling the device (the
+      largest power of two whose memory estimate fits half of it, at most 16,384 games in
+      all: 7 x 2048 on an H100 or H200, 26.8 GiB by the estimate; the run prints it); k = 16
+      inner steps of 512, 300 outer iterations. Once the card is full an outer iteration is
+      bounded by the 64 plies of search in sequence, then the k inner steps (the n tasks'
+      inner loops run vmapped, the k steps of each in sequence). Checkpoints without the
+      replay rings (`checkpoint.save_replay`): a resume starts them empty (each task's
+      refills the next time it is drawn), and says so.
   cpu              python -m mmc_jax.train --config configs/joat.py:cpu --workdir runs/joat
       2x32 net, 4 tasks x 16 games x 32 plies x 16 simulations (2 sampled worlds per move in
       fog tasks), k = 8 inner steps of 128, 60 iterations. On one H100 (the study's pretraining,
@@ -160,7 +165,9 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
 
     config.meta = ml_collections.ConfigDict()
     config.meta.num_tasks = 7  # n, distinct variants per meta-batch
-    config.meta.games_per_task = 128  # G, games per task in the mixed self-play batch
+    # G, games per task in the mixed self-play batch; 0 (full): as many as fit the device's
+    # memory with n x G <= 16,384 games in all, as configs/gardner.py:full (`runloop.fill_batch`)
+    config.meta.games_per_task = 0
     config.meta.inner_steps = 16  # k; 1 = joint multi-task training
     config.meta.updates_per_iteration = 1  # meta-updates per self-play batch
     # Device groups the tasks are split over in the inner loop: a (task, data) mesh of
@@ -272,6 +279,7 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
     config.inner.steps = config.meta.inner_steps
     adapt.learner = config.inner.copy_and_resolve_references()
     adapt.learner.fresh_state = True
+    # (full: 0 here; `prepare_meta_config` sets it to the G the run fills the device with)
     adapt.selfplay.batch_size = config.meta.games_per_task
 
     config.lock()

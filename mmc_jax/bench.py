@@ -951,6 +951,20 @@ def _load_preset(name: str, preset: str):
     return module.get_config(preset)
 
 
+def _filled_preset(name: str, preset: str):
+    """(config, mesh) of `configs/<name>.py:<preset>` prepared by its algorithm, with the
+    fill-the-device batch resolved as `train` resolves it (`runloop.fill_batch`: a `full`
+    preset's batch field is 0 until then)."""
+    from mmc_jax.algorithms import alphazero, meta
+    from mmc_jax.training import runloop
+
+    algorithm = alphazero.ALGORITHM if name == "gardner" else meta.ALGORITHM
+    config = algorithm.prepare_config(_load_preset(name, preset))
+    mesh = algorithm.make_mesh(config)
+    config, _ = runloop.fill_batch(algorithm, config, mesh)
+    return config, mesh
+
+
 def _with_xla_conv_grad(config):
     """A copy of a (locked) run config whose network uses JAX's own convolution gradient."""
     import ml_collections
@@ -993,14 +1007,12 @@ def _iteration_gardner(args) -> dict:
     import ml_collections
 
     from mmc_jax.algorithms import alphazero
-    from mmc_jax.infra import sharding
     from mmc_jax.model import network as network_lib
     from mmc_jax.training import learner, selfplay
 
-    config = alphazero.prepare_config(_load_preset("gardner", args.gardner_preset))
+    config, mesh = _filled_preset("gardner", args.gardner_preset)
     before_dict = _with_xla_conv_grad(config)
     before = ml_collections.FrozenConfigDict(before_dict)
-    mesh = sharding.make_mesh()
     batch = int(config.selfplay.batch_size)
     rules_b = R.batch(list(config.variants), batch)
     state = alphazero.init_train_state(config, rules_b, jax.random.key(0), mesh)
@@ -1053,14 +1065,15 @@ def _iteration_gardner(args) -> dict:
         "checkpoint": lambda: _checkpoint_seconds(saved),
     }
     seconds, first = _interleaved(arms, args.repeats, not args.json)
-    return _split("gardner:" + args.gardner_preset, seconds, first)
+    return _split("gardner:" + args.gardner_preset, seconds, first, batch)
 
 
-def _split(name: str, seconds: dict, first: dict) -> dict:
+def _split(name: str, seconds: dict, first: dict, games: int) -> dict:
     parts = seconds["selfplay"] + seconds["targets"] + seconds["learner"]
     parts_before = seconds["selfplay"] + seconds["targets"] + seconds["learner_before"]
     return {
         "config": name,
+        "games": games,
         "seconds": seconds,
         "first_call_seconds": first,
         "split_after": {
@@ -1088,14 +1101,12 @@ def _iteration_joat(args) -> dict:
     import ml_collections
 
     from mmc_jax.algorithms import alphazero, meta
-    from mmc_jax.infra import sharding
     from mmc_jax.model import network as network_lib
     from mmc_jax.training import learner, selfplay
 
-    config = meta.prepare_meta_config(_load_preset("joat", args.joat_preset))
+    config, mesh = _filled_preset("joat", args.joat_preset)
     before_dict = _with_xla_conv_grad(config)
     before = ml_collections.FrozenConfigDict(before_dict)
-    mesh = sharding.make_mesh()
     variants = list(config.variants)
     table = R.batch(variants, len(variants))
     weights = jnp.ones((len(variants),), jnp.float32)
@@ -1157,7 +1168,7 @@ def _iteration_joat(args) -> dict:
         "checkpoint": lambda: _checkpoint_seconds(saved),
     }
     seconds, first = _interleaved(arms, args.repeats, not args.json)
-    return _split("joat:" + args.joat_preset, seconds, first)
+    return _split("joat:" + args.joat_preset, seconds, first, num_tasks * games)
 
 
 def bench_iteration(args) -> dict:
@@ -1181,7 +1192,7 @@ def bench_iteration(args) -> dict:
             for label in ("before", "after"):
                 split = run[f"split_{label}"]
                 print(
-                    f"{run['config']} {label}: "
+                    f"{run['config']} ({run['games']} games) {label}: "
                     + ", ".join(f"{k} {v:.2f} s" for k, v in split.items()),
                     flush=True,
                 )
@@ -1200,11 +1211,8 @@ def memory_of_iteration(name: str, preset: str) -> dict:
     from mmc_jax.infra import sharding
     from mmc_jax.training import runloop
 
-    config = _load_preset(name, preset)
     algorithm = alphazero.ALGORITHM if name == "gardner" else meta.ALGORITHM
-    config = algorithm.prepare_config(config)
-    mesh = algorithm.make_mesh(config)
-    config, _ = runloop.fill_batch(algorithm, config, mesh)  # a preset that fills the device
+    config, mesh = _filled_preset(name, preset)  # a preset that fills the device
     estimate = runloop.estimate_memory(algorithm, config, mesh)
     state = algorithm.abstract_state(config, mesh)
     key = sharding.put_key(jax.random.key(0), mesh)

@@ -267,6 +267,11 @@ def prepare_meta_config(config: ml_collections.ConfigDict) -> ml_collections.Con
             f"got {config.selfplay.algorithm!r}"
         )
     parse_variants(config.eval.get("variants", ""), "eval.variants")
+    adapt = config.get("adapt")
+    if adapt is not None and "selfplay" in adapt and int(adapt.selfplay.get("batch_size", 1)) == 0:
+        # configs/joat.py:full fills the device (G = 0 until `runloop.fill_batch`): adaptation
+        # then plays one draw of the size a task gets in meta-training, as in every preset.
+        adapt.selfplay.batch_size = int(config.meta.games_per_task)
     if fresh_inner(config):
         if "inner" not in config:
             raise ValueError("config.meta.fresh_inner_state needs an `inner` section")
@@ -858,6 +863,10 @@ class JOAT(SelfPlayAlgorithm):
             copies=copies,
         )
         return play, learn
+
+    def fill_max(self, config) -> int:
+        # Games per task: n tasks x G games play in one self-play batch, capped as AlphaZero's.
+        return max(memory.FILL_MAX // int(config.meta.num_tasks), 1)
 
     def check_start(self, config, state):
         _check_playable(state, tuple(config.variants))

@@ -273,6 +273,24 @@ class PolicyValueNet(nn.Module):
 
 
 _DTYPES = {"float32": jnp.float32, "bfloat16": jnp.bfloat16, "float16": jnp.float16}
+# "auto" (the accelerator presets): bfloat16 where it pays (a GPU or TPU: 1.47x the frames of
+# float32 on one H200, experiments/bench/README.md), float32 on a CPU, which has no fast
+# bfloat16 convolutions. Parameters and optimizer state are float32 either way.
+AUTO_DTYPE = "auto"
+
+
+def compute_dtype(name: str, backend: str | None = None) -> str:
+    """The computation dtype that `network.dtype` = `name` means on `backend` (default: JAX's
+    default backend): "auto" is "bfloat16" on an accelerator and "float32" on a CPU; any other
+    name is itself. ValueError for a name that is neither "auto" nor in `_DTYPES`."""
+    if name == AUTO_DTYPE:
+        backend = backend or jax.default_backend()
+        return "float32" if backend == "cpu" else "bfloat16"
+    if name not in _DTYPES:
+        raise ValueError(
+            f"network.dtype must be one of {sorted([AUTO_DTYPE, *_DTYPES])}, got {name!r}"
+        )
+    return name
 
 
 def make_network(config: ml_collections.ConfigDict) -> PolicyValueNet:
@@ -280,16 +298,14 @@ def make_network(config: ml_collections.ConfigDict) -> PolicyValueNet:
 
     Required fields: `num_blocks`, `channels`. Optional: `num_actions` (1225), `policy_head`
     ("conv" | "dense", default "conv"), `policy_channels` (32), `value_channels` (8),
-    `value_hidden` (64), `layer_norm` (False), `dtype` ("float32" | "bfloat16" | "float16"),
-    `rule_planes` ("descriptor": the observation's rules descriptor (capture, goal, fog,
-    colour one-hots) is an input; "none": the net reads only the `BOARD_CHANNELS` board
-    channels and is not told the rules; the retired `variant_planes` field is still read,
-    `rule_planes_of`), `xla_conv_grad` (False; True only to compare with JAX's own
-    convolution gradient).
+    `value_hidden` (64), `layer_norm` (False), `dtype` ("float32" | "bfloat16" | "float16" |
+    "auto": `compute_dtype`), `rule_planes` ("descriptor": the observation's rules
+    descriptor (capture, goal, fog, colour one-hots) is an input; "none": the net reads only
+    the `BOARD_CHANNELS` board channels and is not told the rules; the retired
+    `variant_planes` field is still read, `rule_planes_of`), `xla_conv_grad` (False; True
+    only to compare with JAX's own convolution gradient).
     """
-    dtype = config.get("dtype", "float32")
-    if dtype not in _DTYPES:
-        raise ValueError(f"network.dtype must be one of {sorted(_DTYPES)}, got {dtype!r}")
+    dtype = compute_dtype(config.get("dtype", "float32"))
     return PolicyValueNet(
         num_blocks=int(config.num_blocks),
         channels=int(config.channels),

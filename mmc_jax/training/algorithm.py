@@ -30,7 +30,7 @@ import numpy as np
 from jax.sharding import Mesh
 
 from mmc_jax.infra import sharding
-from mmc_jax.training import learner
+from mmc_jax.training import learner, memory
 
 
 @dataclasses.dataclass(frozen=True)
@@ -134,6 +134,13 @@ class Algorithm(abc.ABC):
         (`memory`'s formulas); (0, 0) when unknown."""
         del config, mesh
         return 0, 0
+
+    def fill_max(self, config) -> int:
+        """The most `batch_field` may be set to when it is 0 ("fill the device"): the games a
+        device plays at once are capped at `memory.FILL_MAX` (beyond it a card is busy and the
+        iteration only gets longer)."""
+        del config
+        return memory.FILL_MAX
 
     def check_start(self, config, state) -> None:
         """Raises ValueError when the fresh state cannot be played (no legal move)."""

@@ -147,14 +147,21 @@ def learner_bytes(
     return copies * (training_bytes(net, samples) + 2 * param_bytes)
 
 
-def fill_batch(estimate_at, limit: int, devices: int, fraction: float = FILL_FRACTION) -> int:
-    """The largest power of two B (a multiple of `devices`, within [FILL_MIN, FILL_MAX] games)
-    with `estimate_at(B).total <= fraction * limit`; FILL_MIN when none fits (the run's
-    memory check then says why). `estimate_at(B)` gives the per-device `Estimate` at B games in
-    all."""
+def fill_batch(
+    estimate_at,
+    limit: int,
+    devices: int,
+    fraction: float = FILL_FRACTION,
+    maximum: int = FILL_MAX,
+) -> int:
+    """The largest power of two B (a multiple of `devices`, within [FILL_MIN, `maximum`]
+    games) with `estimate_at(B).total <= fraction * limit`; FILL_MIN when none fits (the run's
+    memory check then says why). `estimate_at(B)` gives the per-device `Estimate` at B games
+    (per task, for an algorithm whose batch field counts games per task: it passes
+    `maximum` = FILL_MAX / tasks, so the device plays at most FILL_MAX games in all)."""
     best = None
     batch = FILL_MIN
-    while batch <= FILL_MAX:
+    while batch <= max(maximum, FILL_MIN):
         size = max(batch, devices) // devices * devices
         if estimate_at(size).total > fraction * limit:
             break

@@ -379,8 +379,8 @@ def estimate_memory(algorithm: Algorithm, config, mesh: Mesh) -> memory.Estimate
 
 def fill_batch(algorithm: Algorithm, config, mesh: Mesh):
     """`config` with its batch field (`algorithm.batch_field`) set where it is 0 ("fill the
-    device"): the largest power of two whose `estimate_memory` fits in
-    `memory.FILL_FRACTION` of the device's memory (`memory.fill_batch`); unchanged otherwise.
+    device"): the largest power of two up to `algorithm.fill_max` whose `estimate_memory` fits
+    in `memory.FILL_FRACTION` of the device's memory (`memory.fill_batch`); unchanged otherwise.
     Returns (config, whether it was filled)."""
     field = algorithm.batch_field
     if batch_size(config, field) != 0:
@@ -390,7 +390,7 @@ def fill_batch(algorithm: Algorithm, config, mesh: Mesh):
     def at(batch: int) -> memory.Estimate:
         return estimate_memory(algorithm, with_batch(algorithm, config, batch), mesh)
 
-    batch = memory.fill_batch(at, limit // sharing, mesh.size)
+    batch = memory.fill_batch(at, limit // sharing, mesh.size, maximum=algorithm.fill_max(config))
     return with_batch(algorithm, config, batch), True
 
 

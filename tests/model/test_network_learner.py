@@ -415,3 +415,20 @@ def test_bfloat16_compute_trains_to_the_float32_losses(net_and_params):
     for leaf in jax.tree.leaves((params, opt_state)):
         if jnp.issubdtype(leaf.dtype, jnp.floating):
             assert leaf.dtype == jnp.float32  # parameters and optimizer state stay float32
+
+
+def test_auto_dtype_is_bfloat16_on_accelerators_and_float32_on_the_cpu():
+    """The accelerator presets' `network.dtype = "auto"` (issue 50): bf16 where it pays."""
+    from configs import common
+
+    assert network.compute_dtype("auto", "gpu") == "bfloat16"
+    assert network.compute_dtype("auto", "tpu") == "bfloat16"
+    assert network.compute_dtype("auto", "cpu") == "float32"
+    assert network.compute_dtype("float32", "gpu") == "float32"  # a pinned dtype stays
+    with pytest.raises(ValueError, match="network.dtype must be one of"):
+        network.compute_dtype("bf16")
+    assert common.network("full", rule_planes="none").dtype == "auto"
+    for size in ("cpu", "smoke"):
+        assert common.network(size, rule_planes="none").dtype == "float32"
+    on_this_cpu = network.make_network(common.network("full", rule_planes="none"))
+    assert on_this_cpu.dtype == jnp.float32

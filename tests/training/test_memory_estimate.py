@@ -90,3 +90,35 @@ def test_an_iteration_that_cannot_fit_is_refused_with_its_estimate(tmp_path, mon
     assert message.startswith("selfplay.batch_size=8: one iteration needs about "), message
     assert re.search(r"self-play [\d.]+ [GT]iB, learner .* more than the [\d.]+ [GT]iB", message)
     assert "\n" not in message and not (tmp_path / "run").exists()
+
+
+def test_joat_full_fills_the_device_with_at_most_as_many_games_as_alphazero(monkeypatch):
+    """configs/joat.py:full sets G = 0: on an 80 GiB card it plays n x G games at once with
+    n x G <= FILL_MAX (AlphaZero's cap), and `adapt` gets the same G per draw (issue 50)."""
+    algorithm = meta.ALGORITHM
+    config = algorithm.prepare_config(joat.get_config("full"))
+    assert config.meta.games_per_task == 0 and config.adapt.selfplay.batch_size == 0
+    mesh = algorithm.make_mesh(config)
+    monkeypatch.setattr(runloop, "_memory_limit", lambda mesh: (80 * 2**30, 1, "an 80 GiB card"))
+    filled, changed = runloop.fill_batch(algorithm, config, mesh)
+    games = filled.meta.games_per_task
+    assert changed and games >= 8 * 128  # the card was nearly idle at 7 x 128
+    assert filled.meta.num_tasks * games <= memory.FILL_MAX < filled.meta.num_tasks * 2 * games
+    assert filled.adapt.selfplay.batch_size == games
+    assert runloop.estimate_memory(algorithm, filled, mesh).total <= 40 * 2**30
+
+
+def test_fill_batch_respects_an_algorithms_maximum():
+    def at(batch):
+        return memory.Estimate(state=MIB, selfplay=batch, learner=0)
+
+    assert memory.fill_batch(at, 2**40, devices=1, maximum=2340) == 2048
+    assert memory.fill_batch(at, 2**40, devices=1, maximum=1) == memory.FILL_MIN
+
+
+def test_bench_resolves_a_full_presets_batch_before_building_it():
+    """`bench iteration --gardner-preset full` crashed on batch 0 (issue 50): the bench now
+    resolves the fill-the-device batch as `train` does."""
+    for name, field in (("gardner", "selfplay.batch_size"), ("joat", "meta.games_per_task")):
+        config, _ = bench._filled_preset(name, "full")
+        assert runloop.batch_size(config, field) >= memory.FILL_MIN
