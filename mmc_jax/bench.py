@@ -371,12 +371,12 @@ def _env_row(args, variants: list[str], batch: int) -> dict:
 # ----------------------------------------------------------------------------- self-play
 
 
-def _selfplay_network(channels_in: int, blocks: int, channels: int):
+def _selfplay_network(channels_in: int, blocks: int, channels: int, dtype: str = "float32"):
     import ml_collections
 
     from mmc_jax.model.network import init_params, make_network
 
-    cfg = ml_collections.ConfigDict(dict(num_blocks=blocks, channels=channels))
+    cfg = ml_collections.ConfigDict(dict(num_blocks=blocks, channels=channels, dtype=dtype))
     network = make_network(cfg)
     return network, init_params(network, jax.random.key(0), (5, 5, channels_in))
 
@@ -392,14 +392,20 @@ def _mapped_scan(scan, mesh, batched_args: tuple = ()):
 
 
 def mmc_selfplay_runner(
-    batch: int, plies: int, simulations: int, blocks: int, channels: int, mesh=None
+    batch: int,
+    plies: int,
+    simulations: int,
+    blocks: int,
+    channels: int,
+    mesh=None,
+    dtype: str = "float32",
 ):
     """Self-play plies of `batch` Gardner games with the project's own search (search.py);
     with `mesh`, each device plays its share of the games under `shard_map`."""
     from mmc_jax import search
 
     rules = R.batch("gardner", batch)
-    network, params = _selfplay_network(R.OBS_CHANNELS, blocks, channels)
+    network, params = _selfplay_network(R.OBS_CHANNELS, blocks, channels, dtype)
 
     def scan(rules, state, key):
         def body(state, key):
@@ -420,6 +426,7 @@ def pgx_selfplay_runner(
     channels: int,
     loop: str = "mctx",
     mesh=None,
+    dtype: str = "float32",
 ):
     """The same search (Gumbel MuZero, same net shape) over pgx `gardner_chess`, run by
     `mctx.gumbel_muzero_policy` (`loop="mctx"`: pgx as people use it) or by the project's
@@ -433,7 +440,7 @@ def pgx_selfplay_runner(
     policy = {"mctx": mctx.gumbel_muzero_policy, "mcts": mcts.gumbel_muzero_policy}[loop]
 
     env = pgx.make("gardner_chess")
-    network, params = _selfplay_network(115, blocks, channels)
+    network, params = _selfplay_network(115, blocks, channels, dtype)
     step = jax.vmap(env.step)
 
     def evaluate(state):
@@ -633,6 +640,7 @@ def bench_selfplay(args) -> dict:
         "plies_per_scan": plies,
         "simulations": sims,
         "network": f"{args.blocks}x{args.channels}",
+        "dtype": args.dtype,
         "repeats": args.repeats,
     }
     rows = Rows(args, result)
@@ -653,15 +661,16 @@ def _selfplay_moves(args, result: dict, mesh):
     and under our search loop, arms interleaved) into `result`. Returns the network, its
     parameters, the rules and the (run, state) of the scan timed, for the breakdown."""
     batch, plies, sims = args.batch, args.plies, args.simulations
+    net = (args.blocks, args.channels)
     run, state, (network, params, rules) = mmc_selfplay_runner(
-        batch, plies, sims, args.blocks, args.channels, mesh
+        batch, plies, sims, *net, mesh, dtype=args.dtype
     )
     arms = {"mmc_jax": (run, state)}
-    if args.vs_pgx:
-        arms["pgx"] = pgx_selfplay_runner(batch, plies, sims, args.blocks, args.channels, mesh=mesh)
+    if args.vs_pgx:  # the same network dtype in every arm
+        arms["pgx"] = pgx_selfplay_runner(batch, plies, sims, *net, mesh=mesh, dtype=args.dtype)
         # pgx under our batch-first search loop: how much of the ratio is the loop.
         arms["pgx_mcts"] = pgx_selfplay_runner(
-            batch, plies, sims, args.blocks, args.channels, "mcts", mesh
+            batch, plies, sims, *net, "mcts", mesh, dtype=args.dtype
         )
     timed = time_scans_interleaved(arms, args.repeats, verbose=not args.json)
     moves = {name: plies * batch / float(np.median(t["seconds"])) for name, t in timed.items()}
@@ -730,7 +739,7 @@ def _selfplay_memory(args, result: dict, mesh) -> None:
     batch, and of mctx alone over 160 slots and over 1225 actions, into `result["memory"]`."""
     sims = args.simulations
     run, state, _ = mmc_selfplay_runner(
-        args.memory_batch, 1, sims, args.blocks, args.channels, mesh
+        args.memory_batch, 1, sims, args.blocks, args.channels, mesh, dtype=args.dtype
     )
     analysis = run.lower(state, jax.random.key(0)).compile().memory_analysis()
     if analysis is not None:
@@ -1634,6 +1643,13 @@ def _add_selfplay_parser(sub) -> None:
     )
     sp.add_argument("--blocks", type=POSITIVE, default=2, help="residual blocks (default 2)")
     sp.add_argument("--channels", type=POSITIVE, default=32, help="network width (default 32)")
+    sp.add_argument(
+        "--dtype",
+        choices=("float32", "bfloat16"),
+        default="float32",
+        help="the network's computation dtype in every arm (default float32; the accelerator "
+        "presets compute in bfloat16)",
+    )
     sp.add_argument(
         "--repeats",
         type=POSITIVE,

@@ -202,7 +202,7 @@ def test_selfplay_time_limit_keeps_the_moves_and_skips_breakdown_and_memory(
     monkeypatch, capsys, tmp_path
 ):
     # The B=64 numbers lost in 2026-11-22's run: moves/s is written before the slow parts start.
-    def runner(batch, plies, simulations, blocks, channels, mesh=None):
+    def runner(batch, plies, simulations, blocks, channels, mesh=None, dtype="float32"):
         assert batch == 2, "only the moves/s row may build a runner"
         return *counting_arm(1), (None, None, None)
 
