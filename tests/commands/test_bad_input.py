@@ -177,9 +177,12 @@ def _code(cell: str) -> str:
 
 
 def error_table() -> list[tuple[str, str, str, int]]:
-    """(input, command, message, exit status) of every row of docs/errors.md."""
+    """(input, command, message, exit status) of every row of docs/errors.md's commands table
+    (the server's answers, in the next section, are kept true by tests/commands/test_web.py)."""
     rows = []
     for line in ERRORS_DOC.read_text(encoding="utf-8").splitlines():
+        if line.startswith("## "):
+            break
         if not line.startswith("| ") or line.startswith("| Input "):
             continue
         what, command, message, status = (cell.strip() for cell in line.strip("|").split(" | "))
