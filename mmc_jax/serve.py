@@ -18,7 +18,12 @@ dependency for. It keeps one game per browser tab (the tab holds the game's rand
 `sessionStorage`), checks every move against the rules, and answers every bad request (unknown
 game, illegal move, malformed FEN or JSON, unknown model or variant) with a JSON `{"error": ...}`
 and a 4xx status, never a traceback page; the model is only ever loaded from the listed paths,
-never from a path a request names.
+never from a path a request names. A malformed request body is answered at once (a
+`Content-Length` that is not a number of bytes 400, one over `MAX_BODY` 413, a chunked body 411),
+a client gets `REQUEST_TIMEOUT` seconds to send its request (then 408, or the connection is
+dropped), and a client that goes away before its answer is one line in the log: one request,
+whatever it does, holds only its own thread and never touches another tab's game
+(docs/errors.md, 'The web server's answers').
 
 Fog (`dark`, every `fog=on` variant): while the game runs, what the server sends holds nothing
 the player cannot see: the board is the player's view (`*` on hidden squares, the format of
@@ -39,6 +44,7 @@ import errno
 import http.server
 import json
 import os
+import re
 import secrets
 import sys
 import threading
@@ -55,6 +61,7 @@ DEFAULT_SIMULATIONS = 256
 SIMULATION_CHOICES = (16, 32, 64, 128, 256, 512, 1024)
 MAX_GAMES = 256  # games kept (one per tab); the oldest is dropped beyond
 MAX_BODY = 65536
+REQUEST_TIMEOUT = 30.0  # seconds a client may take to send a request (line, headers, body)
 UNIFORM = "uniform-prior"
 RESULT_TEXT = {"1-0": "White wins", "0-1": "Black wins", "1/2-1/2": "draw"}
 
@@ -356,6 +363,18 @@ class Handler(http.server.BaseHTTPRequestHandler):
     server_version = "mmc_jax"
     app: Server  # set on the subclass made by `make_server`
     quiet = False
+    # The socket's timeout (`StreamRequestHandler`): a client that stalls holds its own thread,
+    # and only this long.
+    timeout = REQUEST_TIMEOUT
+
+    def handle(self) -> None:
+        """The base class's loop; a client that goes away (or stops reading) is one log line,
+        never a 500 or a traceback."""
+        try:
+            super().handle()
+        except (ConnectionError, TimeoutError) as error:
+            self.close_connection = True
+            self.log_message("client went away: %s: %s", type(error).__name__, error)
 
     def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 -- the base's name
         if not self.quiet:
@@ -375,13 +394,34 @@ class Handler(http.server.BaseHTTPRequestHandler):
         self.wfile.write(body)
 
     def _body(self) -> dict[str, Any]:
-        try:
-            length = int(self.headers.get("Content-Length") or 0)
-        except ValueError:
-            raise RequestError("bad Content-Length") from None
+        """The JSON object of the request's body (none: `{}`); RequestError for a body that is
+        malformed, too large, chunked, shorter than announced or not sent in time."""
+        self.close_connection = True  # what is left of a refused body is never read as a request
+        if self.headers.get("Transfer-Encoding"):
+            raise RequestError(
+                "a chunked request body is not supported; send the body with a Content-Length", 411
+            )
+        lengths = [value.strip() for value in self.headers.get_all("Content-Length") or []]
+        if len(set(lengths)) > 1:
+            raise RequestError(f"conflicting Content-Length headers: {', '.join(lengths)}")
+        text = lengths[0] if lengths else "0"
+        if not re.fullmatch(r"[0-9]+", text):
+            raise RequestError(
+                f"bad Content-Length {text!r}: the body's length in bytes is expected"
+            )
+        length = int(text)
         if length > MAX_BODY:
-            raise RequestError("request too large", 413)
-        raw = self.rfile.read(length) if length else b"{}"
+            raise RequestError(f"request too large: {length} bytes, at most {MAX_BODY}", 413)
+        try:
+            raw = self.rfile.read(length) if length else b"{}"
+        except TimeoutError:
+            raise RequestError(
+                f"the request body did not arrive in time: {length} bytes announced, not sent "
+                f"within {self.timeout:g} s",
+                408,
+            ) from None
+        if len(raw) < length:
+            raise RequestError(f"the request body ended after {len(raw)} of {length} bytes")
         try:
             body = json.loads(raw or b"{}")
         except (ValueError, UnicodeDecodeError):
@@ -426,6 +466,8 @@ class Handler(http.server.BaseHTTPRequestHandler):
             raise RequestError(f"no such page: {method} {url.path}", 404)
         except RequestError as error:
             self._json({"error": str(error)}, error.status)
+        except (ConnectionError, TimeoutError):
+            raise  # the client went away: `handle` logs it (answering would fail again)
         except Exception as error:  # noqa: BLE001 -- a bug is a JSON 500, never a traceback page
             self._json({"error": f"internal error: {type(error).__name__}: {error}"}, 500)
 
@@ -436,12 +478,30 @@ class Handler(http.server.BaseHTTPRequestHandler):
         self._handle("POST")
 
 
-def make_server(app: Server, host: str = "127.0.0.1", port: int = DEFAULT_PORT, quiet=False):
-    """A `ThreadingHTTPServer` serving `app` (port 0: any free port; `server_address` says)."""
-    handler = type("BoundHandler", (Handler,), {"app": app, "quiet": quiet})
+def make_server(
+    app: Server,
+    host: str = "127.0.0.1",
+    port: int = DEFAULT_PORT,
+    quiet=False,
+    timeout: float = REQUEST_TIMEOUT,
+):
+    """A `ThreadingHTTPServer` serving `app` (port 0: any free port; `server_address` says);
+    `timeout`: the seconds a client may take to send its request."""
+    handler = type("BoundHandler", (Handler,), {"app": app, "quiet": quiet, "timeout": timeout})
     httpd = http.server.ThreadingHTTPServer((host, port), handler)
     httpd.daemon_threads = True
     return httpd
+
+
+def port_arg(text: str) -> int:
+    """argparse type: a TCP port, 0 to 65535 (0: any free one)."""
+    try:
+        port = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"--port must be an integer, got {text!r}") from None
+    if not 0 <= port <= 65535:
+        raise argparse.ArgumentTypeError(f"--port must be 0 to 65535 (0: any free one), got {port}")
+    return port
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -460,7 +520,7 @@ def _parser() -> argparse.ArgumentParser:
         "--runs", nargs="*", default=[], help="folders whose runs and exported models to list"
     )
     parser.add_argument("--host", default="127.0.0.1", help="address to listen on")
-    parser.add_argument("--port", type=int, default=DEFAULT_PORT, help="0: any free port")
+    parser.add_argument("--port", type=port_arg, default=DEFAULT_PORT, help="0: any free port")
     parser.add_argument(
         "--simulations",
         type=int,

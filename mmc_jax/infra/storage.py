@@ -13,7 +13,10 @@ which talks to GCS by itself.
 One writer per workdir: `workdir_lock(workdir)` holds `<workdir>/lock.json` (naming its holder:
 host, pid, start time, command) for as long as a run writes there; a second run is refused with
 `WorkdirBusy`. On a local disk the lock is an `flock` on that file, which the kernel drops when
-its process dies, so a lock left by a killed run is stale by construction and taken over. A
+its process dies, so a lock left by a killed run is stale by construction and taken over. The
+lock file is opened without following links: a `lock.json` that is a symbolic link, a folder,
+any other non-regular file or a hard link to another file is refused (`LockFileRefused`), so a
+planted link cannot turn a run (often as root) against the file it points to. A
 bucket has no locks: there the holder refreshes the object every `LOCK_REFRESH_SECONDS` and a
 lock not refreshed for `LOCK_STALE_SECONDS` is stale (best effort: two runs started in the same
 instant could both take it).
@@ -22,11 +25,13 @@ instant could both take it).
 from __future__ import annotations
 
 import contextlib
+import errno
 import importlib.util
 import json
 import os
 import shlex
 import socket
+import stat
 import sys
 import threading
 import time
@@ -111,7 +116,13 @@ def write_atomically(path: str | os.PathLike, text: str) -> None:
         return
     path = os.fspath(path)
     tmp_path = path + ".tmp"
-    with open(tmp_path, "w", encoding="utf-8") as f:
+    # Never through a link: a leftover temporary name is removed (a link, not its target),
+    # and a link planted in its place after that makes the open fail instead of writing.
+    with contextlib.suppress(FileNotFoundError, IsADirectoryError, PermissionError):
+        if not stat.S_ISREG(os.lstat(tmp_path).st_mode):
+            os.unlink(tmp_path)
+    fd = os.open(tmp_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o666)
+    with open(fd, "w", encoding="utf-8") as f:
         f.write(text)
         f.flush()
         os.fsync(f.fileno())
@@ -146,6 +157,37 @@ LOCK_STALE_SECONDS = 600.0  # a bucket lock not refreshed for this long belongs 
 
 class WorkdirBusy(OSError):
     """Another run holds the workdir's lock; the message names it."""
+
+
+class LockFileRefused(WorkdirBusy):
+    """The workdir's `lock.json` is not a regular file of its own (a symbolic link, a folder, a
+    device, a hard link to another file): no run writes through it; the message says what it is
+    and the way out."""
+
+
+def _refused(workdir, path: str, what: str) -> LockFileRefused:
+    return LockFileRefused(
+        f"workdir {os.fspath(workdir)}: its lock file {path} is {what}, which a run will not "
+        "write through; remove it (no run made it) or pass another --workdir"
+    )
+
+
+def _not_a_lock_file(info: os.stat_result, path: str) -> str | None:
+    """What the file of `lstat`/`fstat` result `info` at `path` is when it cannot be a lock
+    file, else None."""
+    mode = info.st_mode
+    if stat.S_ISLNK(mode):
+        try:
+            return f"a symbolic link to {os.readlink(path)}, not a regular file"
+        except OSError:
+            return "a symbolic link, not a regular file"
+    if stat.S_ISDIR(mode):
+        return "a folder, not a regular file"
+    if not stat.S_ISREG(mode):
+        return "a special file (a pipe, socket or device), not a regular file"
+    if info.st_nlink > 1:
+        return f"a hard link (one of {info.st_nlink} names of the same file)"
+    return None
 
 
 def describe_holder(record: dict[str, Any] | None) -> str:
@@ -231,8 +273,24 @@ class _FileLock:
     def acquire(self, workdir) -> dict[str, Any] | None:
         import fcntl
 
+        # No link is followed (O_NOFOLLOW), a pipe does not block the open (O_NONBLOCK) and a
+        # terminal does not become ours (O_NOCTTY); what opened is checked before any write.
+        flags = os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY
         while True:
-            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+            try:
+                fd = os.open(self.path, flags, 0o644)
+            except OSError as error:
+                what = None
+                if error.errno in (errno.ELOOP, errno.EISDIR, errno.ENXIO, errno.EMLINK):
+                    with contextlib.suppress(OSError):
+                        what = _not_a_lock_file(os.lstat(self.path), self.path)
+                if what:
+                    raise _refused(workdir, self.path, what) from None
+                raise
+            what = _not_a_lock_file(os.fstat(fd), self.path)
+            if what:
+                os.close(fd)
+                raise _refused(workdir, self.path, what)
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:
@@ -243,7 +301,7 @@ class _FileLock:
                 os.close(fd)
                 raise
             try:  # the holder before us may have removed the file as it released it
-                same = os.stat(self.path).st_ino == os.fstat(fd).st_ino
+                same = os.lstat(self.path).st_ino == os.fstat(fd).st_ino
             except FileNotFoundError:
                 same = False
             if same:
@@ -279,6 +337,13 @@ class _HeartbeatLock:
         return _parse(read_text(self.path))
 
     def acquire(self, workdir) -> dict[str, Any] | None:
+        if not is_remote(self.path):  # a local folder: the same refusals as `_FileLock`'s
+            try:
+                what = _not_a_lock_file(os.lstat(self.path), self.path)
+            except FileNotFoundError:
+                what = None
+            if what:
+                raise _refused(workdir, self.path, what)
         previous = self._read()
         if previous is not None:
             age = time.time() - float(previous.get("refreshed", 0))

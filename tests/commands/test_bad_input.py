@@ -164,7 +164,7 @@ ERRORS_DOC = ROOT / "docs" / "errors.md"
 LEGACY = ROOT / "tests" / "fixtures" / "legacy" / "gardner_smoke"
 IN_PROCESS = {"analyse", "evaluate", "export", "launch", "play"}  # argparse: main(argv)
 PLACEHOLDERS = (
-    "RUN", "DAMAGED", "UNREADABLE", "MODEL", "BUSY", "FILE", "MISSING", "OUT", "PORT"
+    "RUN", "DAMAGED", "UNREADABLE", "MODEL", "BUSY", "LINKED", "FILE", "MISSING", "OUT", "PORT"
 )  # fmt: skip
 
 
@@ -177,9 +177,12 @@ def _code(cell: str) -> str:
 
 
 def error_table() -> list[tuple[str, str, str, int]]:
-    """(input, command, message, exit status) of every row of docs/errors.md."""
+    """(input, command, message, exit status) of every row of docs/errors.md's commands table
+    (the server's answers, in the next section, are kept true by tests/commands/test_web.py)."""
     rows = []
     for line in ERRORS_DOC.read_text(encoding="utf-8").splitlines():
+        if line.startswith("## "):
+            break
         if not line.startswith("| ") or line.startswith("| Input "):
             continue
         what, command, message, status = (cell.strip() for cell in line.strip("|").split(" | "))
@@ -189,7 +192,8 @@ def error_table() -> list[tuple[str, str, str, int]]:
 
 @pytest.fixture(scope="module")
 def places(tmp_path_factory):
-    """The folders the table's placeholders stand for; BUSY is held by another process."""
+    """The folders the table's placeholders stand for; BUSY is held by another process, LINKED's
+    lock is a link to FILE."""
     root = tmp_path_factory.mktemp("errors")
     run = root / "RUN"
     shutil.copytree(LEGACY, run)
@@ -205,6 +209,8 @@ def places(tmp_path_factory):
     _, params, config = checkpoint.load_model(run)
     checkpoint.export_model(root / "MODEL", config, params, {"step": 2})
     (root / "FILE").write_text("")
+    (root / "LINKED").mkdir()
+    (root / "LINKED" / "lock.json").symlink_to(root / "FILE")
     holder = subprocess.Popen(
         [sys.executable, "-c", LOCK_AND_SLEEP, str(root / "BUSY")],
         stdout=subprocess.PIPE,

@@ -12,11 +12,17 @@ simulations (2 worlds under fog), as tests/commands/test_uci_serve.py searches.
 
 from __future__ import annotations
 
+import codecs
 import io
 import json
+import re
+import socket
+import struct
 import threading
+import time
 import urllib.error
 import urllib.request
+from pathlib import Path
 
 import numpy as np
 import pyffish as sf
@@ -299,3 +305,130 @@ def test_start_up_failures_are_one_line(site, capsys):
     assert serve.main(["--model", "/nonexistent/model", "--port", "0", "--no-warm-up"]) == 1
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "cannot be loaded" in err[0]
+
+
+# ---------------------------------------------------------------------------------------------
+# Malformed requests, stalled and vanishing clients: a clear 4xx at once, one log line, and the
+# other tabs served meanwhile. A server with only the uniform-prior model: nothing compiles.
+
+ERRORS_DOC = Path(__file__).resolve().parents[2] / "docs" / "errors.md"
+
+
+@pytest.fixture(scope="module")
+def bare_site():
+    """(port, `serve.Server`, the HTTP server) of a server on a free port that logs requests."""
+    app = serve.Server({serve.UNIFORM: "none"}, serve.UNIFORM)
+    httpd = serve.make_server(app, "127.0.0.1", 0)
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    yield httpd.server_address[1], app, httpd
+    httpd.shutdown()
+    httpd.server_close()
+
+
+def raw_request(port: int, head: list[str], body: bytes = b"", then: str = "wait"):
+    """(status, JSON answer) of a request sent as bytes: the request line and headers `head`,
+    then `body`, then either waits for the answer or first closes the sending side."""
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
+        lines = [f"{head[0]} HTTP/1.1", "Host: 127.0.0.1", *head[1:]]
+        sock.sendall(("\r\n".join(lines) + "\r\n\r\n").encode() + body)
+        if then == "close":
+            sock.shutdown(socket.SHUT_WR)
+        answer = b""
+        while chunk := sock.recv(65536):  # the server closes after its answer
+            answer += chunk
+    status_line, _, rest = answer.partition(b"\r\n")
+    return int(status_line.split()[1]), json.loads(rest.partition(b"\r\n\r\n")[2])
+
+
+def server_answer_table() -> list[tuple[str, list[str], bytes, str, int, str]]:
+    """(input, head lines, body, then, status, error) of every row of docs/errors.md's table of
+    the web server's answers."""
+    section = ERRORS_DOC.read_text(encoding="utf-8").split("## The web server's answers", 1)[1]
+    rows = []
+    for line in section.splitlines():
+        if not line.startswith("| ") or line.startswith("| Input "):
+            continue
+        what, request, body, then, status, error = (c.strip() for c in line.strip("|").split(" | "))
+        head = re.findall(r"`([^`]*)`", request)
+        body = b"" if body == "none" else codecs.decode(body.strip("`"), "unicode_escape").encode()
+        rows.append((what, head, body, then, int(status), error.strip("`")))
+    return rows
+
+
+@pytest.mark.parametrize(
+    "what, head, body, then, status, error",
+    server_answer_table(),
+    ids=[row[0] for row in server_answer_table()],
+)
+def test_the_server_answer_table_is_true(
+    bare_site, monkeypatch, what, head, body, then, status, error
+):
+    """Each malformed request of docs/errors.md gets its 4xx and its error at once (a negative
+    Content-Length hung, a chunked body started a default game); a body that stops short gets
+    408 when the request timeout ends (here 0.5 s)."""
+    port, _, httpd = bare_site
+    monkeypatch.setattr(httpd.RequestHandlerClass, "timeout", 0.5 if status == 408 else 30.0)
+    started = time.monotonic()
+    got, answer = raw_request(port, head, body, then)
+    assert (got, set(answer)) == (status, {"error"}), answer
+    assert re.fullmatch(re.escape(error).replace("…", ".*"), answer["error"]), answer["error"]
+    assert time.monotonic() - started < 5
+
+
+def test_a_stalled_client_does_not_hold_up_other_tabs(bare_site, monkeypatch):
+    """A client that announces a body and stops sending holds only its own thread: other
+    requests are answered meanwhile, and it gets 408 when the request timeout ends."""
+    port, _, httpd = bare_site
+    monkeypatch.setattr(httpd.RequestHandlerClass, "timeout", 2.0)
+    stalled: dict[str, object] = {}
+
+    def stall():
+        head = ["POST /api/move", "Content-Length: 100"]
+        stalled["answer"] = raw_request(port, head, b'{"game"')
+
+    thread = threading.Thread(target=stall)
+    thread.start()
+    time.sleep(0.2)
+    started = time.monotonic()
+    base = f"http://127.0.0.1:{port}"
+    assert call(base, "/api/options")[0] == 200
+    assert call(base, "/api/state?game=nope")[0] == 404
+    assert time.monotonic() - started < 1.0 and thread.is_alive()  # answered while it stalls
+    thread.join(timeout=10)
+    status, answer = stalled["answer"]
+    assert status == 408 and "did not arrive in time" in answer["error"], answer
+    assert call(base, "/api/options")[0] == 200
+
+
+def test_a_client_that_goes_away_is_one_log_line(bare_site, monkeypatch, capsys):
+    """A tab closed before its answer was logged as a 500 with two BrokenPipeError tracebacks:
+    it is one line, and the server goes on."""
+    port, app, _ = bare_site
+    gone = threading.Event()
+    options = app.options
+
+    def options_after_the_client_left():
+        gone.wait(10)
+        return options()
+
+    monkeypatch.setattr(app, "options", options_after_the_client_left)
+    capsys.readouterr()
+    sock = socket.create_connection(("127.0.0.1", port), timeout=10)
+    sock.sendall(b"GET /api/options HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+    time.sleep(0.2)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+    sock.close()  # a reset, as a closed tab's
+    time.sleep(0.2)
+    gone.set()
+    err = ""
+    deadline = time.monotonic() + 10
+    while "went away" not in err and time.monotonic() < deadline:
+        time.sleep(0.05)
+        err += capsys.readouterr().err
+    monkeypatch.setattr(app, "options", options)
+    assert "Traceback" not in err and " 500 " not in err, err
+    (line,) = [line for line in err.splitlines() if "went away" in line]
+    assert re.fullmatch(
+        r"127\.0\.0\.1 client went away: (BrokenPipe|ConnectionReset)Error: .*", line
+    )
+    assert call(f"http://127.0.0.1:{port}", "/api/options")[0] == 200

@@ -323,6 +323,75 @@ def test_adapt_refuses_a_workdir_in_use_before_writing(tmp_path):
     assert sorted(p.name for p in workdir.iterdir()) == []
 
 
+def plant(kind: str, lock: Path, victim: Path) -> None:
+    """Puts `kind` of non-lock file at `lock`; `victim` is the file a write through it hits."""
+    if kind == "symlink":
+        lock.symlink_to(victim)
+    elif kind == "dangling symlink":
+        lock.symlink_to(victim.with_name("created-through-the-link"))
+    elif kind == "hard link":
+        os.link(victim, lock)
+    elif kind == "folder":
+        lock.mkdir()
+    elif kind == "pipe":
+        os.mkfifo(lock)
+
+
+@pytest.mark.parametrize("heartbeat", [False, True], ids=["flock", "heartbeat"])
+@pytest.mark.parametrize("kind", ["symlink", "dangling symlink", "hard link", "folder", "pipe"])
+def test_a_lock_file_that_is_not_a_regular_file_is_refused_untouched(tmp_path, kind, heartbeat):
+    """`lock.json` a link to another file: a run (often as root) overwrote that file with the
+    lock's JSON and exited 0. The lock is opened without following links and anything but a
+    regular file of its own is refused in one line naming it and the way out; nothing is
+    written through it, and nothing is created where a dangling link points."""
+    workdir = tmp_path / "run"
+    workdir.mkdir()
+    victim = tmp_path / "precious.txt"
+    victim.write_text("precious\n")
+    lock = workdir / storage.LOCK_FILE
+    plant(kind, lock, victim)
+    with pytest.raises(storage.LockFileRefused) as refused:
+        with storage.workdir_lock(workdir, heartbeat=heartbeat):
+            raise AssertionError("the lock was taken")
+    message = str(refused.value)
+    assert message.startswith(f"workdir {workdir}: its lock file {lock} is "), message
+    assert message.endswith("; remove it (no run made it) or pass another --workdir"), message
+    assert "\n" not in message
+    if kind == "symlink":
+        assert f"a symbolic link to {victim}, not a regular file" in message
+    assert victim.read_text() == "precious\n"
+    assert not (tmp_path / "created-through-the-link").exists()
+    assert os.path.lexists(lock)  # left for the user to look at
+    assert sorted(p.name for p in workdir.iterdir()) == [storage.LOCK_FILE]
+
+
+def test_a_run_refuses_a_linked_lock_before_writing(tmp_path):
+    """Through the run loop (what train and adapt call): refused before anything is written,
+    the linked file unchanged."""
+    workdir = tmp_path / "run"
+    workdir.mkdir()
+    victim = tmp_path / "precious.txt"
+    victim.write_text("precious\n")
+    (workdir / storage.LOCK_FILE).symlink_to(victim)
+    with pytest.raises(storage.LockFileRefused, match="is a symbolic link to "):
+        runloop.run(FakeAlgorithm(), fake_config(1), workdir, stream=None)
+    assert victim.read_text() == "precious\n"
+    assert sorted(p.name for p in workdir.iterdir()) == [storage.LOCK_FILE]
+
+
+def test_an_atomic_write_does_not_write_through_a_planted_temporary_link(tmp_path):
+    """`write_atomically` writes `<path>.tmp` first: a link planted there is removed (not its
+    target) and the file lands at `path`."""
+    victim = tmp_path / "precious.txt"
+    victim.write_text("precious\n")
+    path = tmp_path / "out.json"
+    Path(f"{path}.tmp").symlink_to(victim)
+    storage.write_atomically(path, "{}")
+    assert path.read_text() == "{}" and not path.is_symlink()
+    assert victim.read_text() == "precious\n"
+    assert not os.path.lexists(f"{path}.tmp")
+
+
 # ---------------------------------------------------------------------------------------------
 # Items 3-5: one loading path for every command; exports never shadow a run
 
