@@ -166,7 +166,7 @@ class Context:
 
     @property
     def game(self) -> str:
-        """"recon" for a sensing variant, else "board"."""
+        """ "recon" for a sensing variant, else "board"."""
         return "recon" if R.is_sense(self.variant) else "board"
 
 
@@ -194,9 +194,9 @@ class Entry:
     def __post_init__(self):
         bad = [g for g in self.games if g not in GAMES]
         if not self.name or set(self.name) & set(" :/,=") or not self.games or bad:
-            raise ValueError(f"player entry {self.name!r}: a name without ' :/,=', games of {GAMES}")
+            raise ValueError(f"entry {self.name!r}: a name without ' :/,=', games of {GAMES}")
         if not self.description or "\n" in self.description or self.needs not in NEEDS:
-            raise ValueError(f"player entry {self.name!r}: a one-line description, needs in {NEEDS}")
+            raise ValueError(f"entry {self.name!r}: a one-line description, needs in {NEEDS}")
 
     @property
     def kind(self) -> str:  # the name the arenas use
@@ -321,8 +321,13 @@ REGISTRY: tuple[Entry, ...] = (
         _fog_build,
         needs="model",
     ),
-    Entry("raw", "a network's raw policy on its observation (fair)", ("board",), _fog_build,
-          needs="model"),  # fmt: skip
+    Entry(
+        "raw",
+        "a network's raw policy on its observation (fair)",
+        ("board",),
+        _fog_build,
+        needs="model",
+    ),  # fmt: skip
     Entry(
         "omniscient",
         "a network's search on the true state: an UPPER BOUND under fog, never fair",
@@ -332,21 +337,21 @@ REGISTRY: tuple[Entry, ...] = (
     ),
     Entry(
         "random-pimc",
-        "recon: random sensing, PIMC requests over the exact belief",
+        "random sensing, PIMC requests over the exact belief",
         ("recon",),
         _recon_build,
         recon_kinds=(A.SENSE_RANDOM, A.MOVE_PIMC),
     ),
     Entry(
         "entropy-pimc",
-        "recon: information-gain sensing, PIMC requests over the exact belief",
+        "information-gain sensing, PIMC requests over the exact belief",
         ("recon",),
         _recon_build,
         recon_kinds=(A.SENSE_ENTROPY, A.MOVE_PIMC),
     ),
     Entry(
         "learned",
-        "recon: the learned agent's searches (its network from configs/recon.py)",
+        "the learned agent's searches (its network from configs/recon.py)",
         ("recon",),
         _recon_build,
         needs="model",
