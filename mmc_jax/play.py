@@ -12,6 +12,10 @@ Without `--checkpoint` the opponent is the model shipped for the variant (gardne
 more; `--checkpoint none` asks for it). The model
 plays its evaluation search (`--simulations`, deterministic); `--pgn FILE` saves the game.
 
+`--opponent NAME` plays any player of the one player table (`mmc_jax.evaluation.players`) whose
+moves this command computes: a built-in player (random, greedy, ...) or a model; in a sensing
+variant a recon agent (default `--recon-agent`).
+
 For tests and scripts, `main(argv, stdin, stdout)` reads moves from any text stream.
 """
 

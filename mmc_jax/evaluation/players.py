@@ -211,7 +211,7 @@ class Entry:
 
     def label(self) -> str:
         """How a command line names it: `uci:COMMAND`, a model's path, or its name."""
-        return {"uci": "uci:COMMAND", "model": "a model (RUN, exported or shipped, 'none')"}.get(
+        return {"uci": "uci:COMMAND", "model": "a model (a run, exported or shipped; 'none')"}.get(
             self.name, self.name
         )
 
