@@ -42,7 +42,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 from typing import Any
 
@@ -52,7 +51,7 @@ import numpy as np
 from mmc_jax import rules as R
 from mmc_jax.evaluation import players as players_lib
 from mmc_jax.evaluation.match import NETWORK_OPENING_PLIES, play_match
-from mmc_jax.infra import checkpoint, cli, startup, storage
+from mmc_jax.infra import checkpoint, cli, startup
 
 ENGINE_WORDS = ("stockfish", "fairy-stockfish", "fairy_stockfish", "fsf", "engine", "uci")
 
@@ -93,7 +92,8 @@ def _parser() -> argparse.ArgumentParser:
         default="random",
         help=f"a built-in player ({', '.join(players_lib.kinds())}), another run's workdir, "
         "an exported or shipped model, or 'uci:COMMAND' (a UCI engine; Fairy-Stockfish: "
-        '"uci:$(python -m mmc_jax.uci build)")',
+        '"uci:$(python -m mmc_jax.uci build)"); the players: '
+        + players_lib.describe("board").replace("%", "%%"),
     )
     parser.add_argument("--games", type=cli.games_arg, default=400, help="positive, even")
     parser.add_argument(
@@ -275,16 +275,10 @@ def main(argv: list[str] | None = None) -> int:
                 file=sys.stderr,
             )
     opponent, opponent_network, opponent_params = args.opponent, None, None
-    if args.opponent not in players_lib.kinds():
-        local = not storage.is_remote(args.opponent)
-        if local and not os.path.isdir(args.opponent) and not checkpoint.is_exported(args.opponent):
-            parser.error(
-                f"--opponent must be one of {', '.join(players_lib.kinds())} or a checkpoint "
-                f"workdir; {args.opponent!r} is neither" + _engine_hint(args.opponent)
-            )
-        opponent_network, opponent_params, _ = cli.load_or_fail(
-            parser, args.opponent, None, "--opponent"
-        )
+    entry = _opponent_entry(parser, args.opponent)
+    if entry.policy is None:  # a model (`--opponent none` stays the uniform prior's search)
+        player = entry.build(args.opponent, _context(parser, args, None, "--opponent"))
+        opponent_network, opponent_params = player.network, player.params
         opponent = "checkpoint"
 
     if args.opening_plies is None:
@@ -315,6 +309,33 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
+def _context(parser, args, step, flag) -> players_lib.Context:
+    """The player table's context of this command (a model that fails to load is a usage
+    error naming `flag`)."""
+    simulations = args.simulations if flag == "--checkpoint" else args.opponent_simulations
+    return players_lib.Context(
+        variant=args.variant,
+        simulations=args.simulations if simulations is None else simulations,
+        step=step,
+        load_model=lambda spec, step: cli.load_or_fail(parser, spec, step, flag),
+    )
+
+
+def _opponent_entry(parser, spec: str) -> players_lib.Entry:
+    """The table's entry of `--opponent` among those this match plays (built-in policies and
+    models; UCI engines go to `_uci_main`); a usage error listing them otherwise."""
+    try:
+        entry = players_lib.entry_for(spec, "board", "--opponent")
+    except ValueError as error:
+        parser.error(str(error) + _engine_hint(spec))
+    if entry.policy is None and entry.name != "model":
+        parser.error(
+            f"--opponent {spec}: evaluate plays {', '.join(players_lib.kinds())}, a model or "
+            "uci:COMMAND (the fog searches: experiments/dark/run.py)"
+        )
+    return entry
+
+
 def uci_engine_command(spec: str) -> list[str] | None:
     """`uci.engine_command` (imported only when a side is a UCI engine)."""
     if not spec.startswith("uci:"):
@@ -338,7 +359,7 @@ def _uci_main(parser, args, model_engine, opponent_engine) -> int:
     def side(spec, engine, simulations, flag, step):
         if engine:
             return " ".join(engine), "engine", (engine, simulations)
-        if spec in players_lib.kinds() and flag == "--opponent":
+        if flag == "--opponent" and _opponent_entry(parser, spec).policy is not None:
             return spec, spec, None
         if fog:
             parser.error(

@@ -12,6 +12,10 @@ Without `--checkpoint` the opponent is the model shipped for the variant (gardne
 more; `--checkpoint none` asks for it). The model
 plays its evaluation search (`--simulations`, deterministic); `--pgn FILE` saves the game.
 
+`--opponent NAME` plays any player of the one player table (`mmc_jax.evaluation.players`) whose
+moves this command computes: a built-in player (random, greedy, ...) or a model; in a sensing
+variant a recon agent (default `--recon-agent`).
+
 For tests and scripts, `main(argv, stdin, stdout)` reads moves from any text stream.
 """
 
@@ -26,6 +30,7 @@ import jax
 
 from mmc_jax import rules as R
 from mmc_jax.evaluation import arena, model_engine, recon_player
+from mmc_jax.evaluation import players as players_lib
 from mmc_jax.infra import checkpoint, cli, startup
 from mmc_jax.rules import notation
 
@@ -73,9 +78,16 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--pgn", default=None, help="save the game to this PGN file")
     parser.add_argument(
+        "--opponent",
+        default=None,
+        help="who you play, any player of the table that plays the variant's game: "
+        f"{players_lib.listing('board')} (default: the model of --checkpoint); in a sensing "
+        f"variant {', '.join(players_lib.names('recon'))} (default: --recon-agent)",
+    )
+    parser.add_argument(
         "--recon-agent",
         default="entropy-pimc",
-        choices=("random", "random-pimc", "entropy-pimc"),
+        choices=players_lib.names("recon"),
         help="the opponent in a sensing variant (default entropy-pimc: information-gain "
         "sensing, PIMC moves over its exact belief)",
     )
@@ -129,11 +141,13 @@ def main(
     startup.start()
     if R.is_sense(args.variant):
         return _play_recon(parser, args, stdin, stdout)
-    model = _model_player(parser, args)
+    model = _opponent(parser, args)
+    who = "model" if model.kind == players_lib.NETWORK_KIND else model.name
     human = 0 if args.colour == "white" else 1
     dark = R.has_fog(args.variant)
     engine = None
-    if dark:  # the model plays from its view (a fair search), never from the true board
+    if dark and model.kind == players_lib.NETWORK_KIND:
+        # the model plays from its view (a fair search), never from the true board
         engine = model_engine.ModelEngine(
             model.network, model.params, model.name, max_plies=args.max_plies
         )
@@ -147,10 +161,8 @@ def main(
             f"no trained model for {args.variant}: an untrained search (uniform prior, zero "
             "value: it sees only the game's results); --checkpoint RUN plays a trained one"
         )
-    say(
-        f"{args.variant}: you play {args.colour.capitalize()} against {model.name} "
-        f"({args.simulations} simulations). {HELP}"
-    )
+    budget = f" ({args.simulations} simulations)" if model.kind == players_lib.NETWORK_KIND else ""
+    say(f"{args.variant}: you play {args.colour.capitalize()} against {model.name}{budget}. {HELP}")
     say("Preparing the game (the first model move compiles the search: up to a minute)...")
     single = arena.SingleGame(args.variant, max_plies=args.max_plies)
     key = jax.random.key(args.seed)
@@ -171,11 +183,11 @@ def main(
                 draw()
                 _human_move(single, stdin, stdout, say, draw)
             else:
-                say("model is thinking...")
+                say(f"{who} is thinking...")
                 move = single.play_action(
                     _model_move(single, model, jax.random.fold_in(key, len(single.moves)), engine)
                 )
-                say("model moved (hidden in dark)" if dark else f"model plays {move}")
+                say(f"{who} moved (hidden in dark)" if dark else f"{who} plays {move}")
     except _Quit as reason:
         quit_reason = str(reason)
     except KeyboardInterrupt:
@@ -188,6 +200,32 @@ def main(
 
 
 UNTRAINED = "an untrained search"
+
+
+def _opponent(parser: argparse.ArgumentParser, args) -> players_lib.Player:
+    """The player you face: `--opponent` (an entry of the player table that plays on the
+    board and whose moves this command computes: a built-in player or a model), by default
+    the model of `--checkpoint`."""
+    spec = args.opponent
+    if spec is None or spec == "model":
+        return _model_player(parser, args)
+    try:
+        entry = players_lib.entry_for(spec, "board", "--opponent")
+        if entry.name == "model":
+            args.checkpoint = spec
+            return _model_player(parser, args)
+        context = players_lib.Context(variant=args.variant, simulations=args.simulations)
+        player = entry.build(spec, context)
+        if entry.policy is not None:
+            players_lib.check_fair(entry.name, args.variant)  # it is handed the true board
+    except ValueError as error:
+        parser.error(str(error))
+    if not isinstance(player, players_lib.Player) or not player.is_jax:
+        parser.error(
+            f"--opponent {spec}: play computes the moves of {', '.join(players_lib.kinds())} "
+            "and models (an engine: python -m mmc_jax.evaluate)"
+        )
+    return player
 
 
 def _model_player(parser: argparse.ArgumentParser, args) -> arena.Player:
@@ -374,7 +412,12 @@ def _play_recon(parser, args, stdin: TextIO, stdout: TextIO) -> int:
 
     rifle = R.parse(args.variant).capture == "rifle"
     human = _HumanRecon(stdin, stdout, say, rifle)
-    agent = recon_player.BeliefPlayer(args.recon_agent, args.variant, seed=args.seed)
+    spec = args.recon_agent if args.opponent is None else args.opponent
+    try:
+        agent = players_lib.build(spec, players_lib.Context(variant=args.variant), "--opponent")
+        agent = recon_player.BeliefPlayer(agent, args.variant, seed=args.seed)
+    except ValueError as error:
+        parser.error(str(error))
     say(f"{args.variant} (reconnaissance-blind). {RECON_HELP}")
     say("Preparing the game (the agent compiles its belief updates: up to a minute)...")
     white, black = (human, agent) if args.colour == "white" else (agent, human)

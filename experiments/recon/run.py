@@ -35,7 +35,7 @@ import numpy as np
 
 from mmc_jax import rules as R
 from mmc_jax.algorithms import recon as TL
-from mmc_jax.evaluation import elo
+from mmc_jax.evaluation import elo, players
 from mmc_jax.evaluation import recon_agents as A
 from mmc_jax.search import recon_belief as RB
 
@@ -69,7 +69,7 @@ def parse_args(argv):
     names = args.agents.split(",")
     for name in names:
         try:
-            A.agent_kinds(name)
+            players.recon_kinds(name)
         except ValueError as error:
             parser.error(str(error))
     if len(set(names)) != len(names) or len(names) < 2:
@@ -189,7 +189,10 @@ def main(argv=None):
         return
     pairs, white, black = schedule(names, args.games, args.first_only)
     agents = np.array(
-        [[A.agent_kinds(w), A.agent_kinds(b)] for w, b in zip(white, black, strict=True)],
+        [
+            [players.recon_kinds(w), players.recon_kinds(b)]
+            for w, b in zip(white, black, strict=True)
+        ],
         np.int32,
     )
     rules = R.stack([R.get(args.variant, max_plies=args.max_plies)] * len(white))

@@ -57,6 +57,7 @@ import optax
 from flax import serialization, struct
 
 from mmc_jax import rules as R
+from mmc_jax.evaluation import players
 from mmc_jax.evaluation import recon_agents as A
 from mmc_jax.infra import checkpoint as checkpoint_lib
 from mmc_jax.infra import sharding
@@ -477,7 +478,7 @@ class ReconAlgorithm(Algorithm):
         rules = R.stack([R.get(config.variant, max_plies=static.max_plies)] * games)
         out = {}
         for opponent in config.eval.opponents:
-            learned, other = A.agent_kinds("learned"), A.agent_kinds(opponent)
+            learned, other = players.recon_kinds("learned"), players.recon_kinds(opponent)
             agents = np.asarray([[learned, other] if g % 2 == 0 else [other, learned]
                                  for g in range(games)], np.int32)  # fmt: skip
             rewards, _, _ = A.play_games(

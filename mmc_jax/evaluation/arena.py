@@ -50,12 +50,19 @@ from mmc_jax.evaluation import players as players_lib
 from mmc_jax.rules import game, notation
 from mmc_jax.rules import tables as T
 
-NETWORK_KIND = "model"
-ENGINE_KIND = "engine"
+NETWORK_KIND = players_lib.NETWORK_KIND
+ENGINE_KIND = players_lib.ENGINE_KIND
 
 
 # ---------------------------------------------------------------------------------------------
-# Players
+# Players: the one table's (`mmc_jax.evaluation.players`), named here too for the arena's callers
+
+Player = players_lib.Player
+builtin_player = players_lib.builtin_player
+random_player = players_lib.random_player
+greedy_player = players_lib.greedy_player
+model_player = players_lib.model_player
+engine_player = players_lib.engine_player
 
 
 @dataclasses.dataclass(frozen=True)
@@ -68,67 +75,11 @@ class PolicySpec:
     gumbel_scale: float = 0.0
 
 
-@dataclasses.dataclass(frozen=True, eq=False)
-class Player:
-    """A named player: `kind` a built-in player's kind (`players.kinds()`: random, greedy, ...),
-    "model" (a network with `params` and a search budget) or "engine" (a UCI engine with
-    `limits`, served by the arena's engine pool, or by the pool of its name when `play_games`
-    is given one pool per engine player)."""
-
-    name: str
-    kind: str
-    network: Any = None
-    params: Any = None
-    num_simulations: int = 0
-    gumbel_scale: float = 0.0
-    limits: uci.Limits | None = None
-
-    def __post_init__(self):
-        known = (*players_lib.kinds(), NETWORK_KIND, ENGINE_KIND)
-        if self.kind not in known:
-            raise ValueError(f"unknown player kind {self.kind!r}; known: {', '.join(known)}")
-        if self.kind == ENGINE_KIND and self.limits is None:
-            raise ValueError(f"engine player {self.name!r} needs limits")
-
-    @property
-    def is_jax(self) -> bool:
-        """Whether the arena computes its moves (a built-in player or a model)."""
-        return self.kind != ENGINE_KIND
-
-    @property
-    def spec(self) -> PolicySpec:
-        if self.kind == NETWORK_KIND:
-            return PolicySpec(self.kind, self.network, self.num_simulations, self.gumbel_scale)
-        return PolicySpec(self.kind)
-
-
-def builtin_player(kind: str, name: str | None = None) -> Player:
-    """A built-in player of `players.REGISTRY`, named after its kind unless `name` is given."""
-    return Player(name or kind, players_lib.builtin(kind).kind)
-
-
-def random_player(name: str = "random") -> Player:
-    return builtin_player("random", name)
-
-
-def greedy_player(name: str = "greedy") -> Player:
-    return builtin_player("greedy", name)
-
-
-def model_player(
-    name: str, network, params, num_simulations: int, gumbel_scale: float = 0.0
-) -> Player:
-    """A network's search (`gumbel_scale` 0: deterministic evaluation search; 1: the sampled
-    self-play search). `network=None` is the uniform-prior search."""
-    if network is None:
-        network, params = policies.UniformPriorNetwork(), {}
-    return Player(name, NETWORK_KIND, network, params, num_simulations, gumbel_scale)
-
-
-def engine_player(limits: uci.Limits, name: str | None = None) -> Player:
-    """A UCI engine searching with `limits` (any UCI engine: Fairy-Stockfish, a model served
-    by `python -m mmc_jax.engine`, ...; its process comes from the arena's engine pools)."""
-    return Player(name or f"engine:{limits.label()}", ENGINE_KIND, limits=limits)
+def policy_spec(player: Player) -> PolicySpec:
+    """The compile key of a JAX player."""
+    if player.kind == NETWORK_KIND:
+        return PolicySpec(player.kind, player.network, player.num_simulations, player.gumbel_scale)
+    return PolicySpec(player.kind)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -226,7 +177,7 @@ def act(player: Player, rules, state, planes, indices, key) -> np.ndarray:
     """int32 [S]: `player`'s actions in the games `indices` [S] of a batch (numpy)."""
     gathered = _gather(rules, state, planes, jnp.asarray(indices, jnp.int32))
     params = player.params if player.kind == NETWORK_KIND else None
-    return np.asarray(_policy(params, *gathered, key, spec=player.spec))
+    return np.asarray(_policy(params, *gathered, key, spec=policy_spec(player)))
 
 
 @jax.jit

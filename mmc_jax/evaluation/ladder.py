@@ -98,7 +98,7 @@ def rung_players(settings: LadderSettings) -> list[arena.Player]:
     for kind in settings.baselines:
         players_lib.builtin(kind, "baseline")
         players_lib.check_fair(kind, settings.variant)
-        rungs.append(arena.builtin_player(kind))
+        rungs.append(players_lib.build(kind, players_lib.Context(variant=settings.variant)))
     return rungs + [arena.engine_player(limits) for limits in settings.engine_limits()]
 
 

@@ -27,7 +27,6 @@ beliefs of both sides and counts sampling failures.
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 from typing import Any, NamedTuple
 
@@ -46,7 +45,6 @@ from mmc_jax.search import belief as B
 from mmc_jax.search import mcts
 
 NUM_ACTIONS = T.NUM_ACTIONS
-NETWORK_KINDS = ("pimc", "raw", "omniscient")
 
 
 def uses_fog(variants) -> bool:
@@ -328,78 +326,44 @@ def fog_selfplay(
 # ----------------------------------------------------------------------------- fair arena
 
 
-@dataclasses.dataclass(frozen=True)
-class FogPlayer:
-    """A player of `fog_match` (static, hashable).
+FogPlayer = players.FogPlayer  # a player of this arena: an entry of the one player table
 
-    kind: "pimc" (fair_search, K = num_worlds, deterministic: gumbel_scale 0), "raw"
-      (observation_policy), "omniscient" (UPPER BOUND: search on the true state), or a built-in
-      player's kind (`players.kinds()`: random, greedy, ...), which plays from
-      `players.observed_board` of its observation.
-    """
 
-    kind: str
-    num_simulations: int = 0
-    num_worlds: int = 1
-    num_candidates: int = 32
-
-    def __post_init__(self):
-        known = (*NETWORK_KINDS, *players.kinds())
-        if self.kind not in known:
-            raise ValueError(f"unknown player kind {self.kind!r}; known: {', '.join(known)}")
-
-    @property
-    def name(self) -> str:
-        if self.kind == "pimc":
-            return f"pimc K={self.num_worlds} sims={self.num_simulations}"
-        if self.kind == "omniscient":
-            return f"omniscient (upper bound) sims={self.num_simulations}"
-        return self.kind
-
-    @property
-    def network_evaluations(self) -> int:
-        """Network evaluations per move."""
-        if self.kind == "pimc":
-            return self.num_worlds * (self.num_simulations + 1) - (self.num_worlds - 1)
-        if self.kind == "omniscient":
-            return self.num_simulations + 1
-        return int(self.kind == "raw")
-
-    def act(self, network, params, rules, state, observation, belief, key):
-        """(actions int32 [n], consistent-world counts int32 [n] (-1: no sampling))."""
-        n = observation.own.shape[0]
-        none = jnp.full((n,), -1, jnp.int32)
-        if self.kind == "pimc":
-            out = decision_search(
-                network,
-                params,
-                rules,
-                observation,
-                belief,
-                key,
-                num_worlds=self.num_worlds,
-                num_simulations=self.num_simulations,
-                num_candidates=self.num_candidates,
-            )
-            return out.action, out.num_consistent
-        if self.kind == "raw":
-            return observation_policy(network, params, observation), none
-        if self.kind == "omniscient":
-            out = omniscient_search(
-                network,
-                params,
-                rules,
-                state,
-                key,
-                num_simulations=self.num_simulations,
-                gumbel_scale=0.0,
-                planes=observation.planes,
-            )
-            return out.action.astype(jnp.int32), none
-        # A built-in player sees only its observation, whether or not it is fair_under_fog.
-        legal = R.planes_to_mask(observation.planes)
-        policy = players.builtin(self.kind).policy
-        return policy(key, rules, players.observed_board(observation), legal), none
+def fog_act(player: FogPlayer, network, params, rules, state, observation, belief, key):
+    """(actions int32 [n], consistent-world counts int32 [n] (-1: no sampling)) of `player`."""
+    n = observation.own.shape[0]
+    none = jnp.full((n,), -1, jnp.int32)
+    if player.kind == "pimc":
+        out = decision_search(
+            network,
+            params,
+            rules,
+            observation,
+            belief,
+            key,
+            num_worlds=player.num_worlds,
+            num_simulations=player.num_simulations,
+            num_candidates=player.num_candidates,
+        )
+        return out.action, out.num_consistent
+    if player.kind == "raw":
+        return observation_policy(network, params, observation), none
+    if player.kind == "omniscient":
+        out = omniscient_search(
+            network,
+            params,
+            rules,
+            state,
+            key,
+            num_simulations=player.num_simulations,
+            gumbel_scale=0.0,
+            planes=observation.planes,
+        )
+        return out.action.astype(jnp.int32), none
+    # A built-in player sees only its observation, whether or not it is fair_under_fog.
+    legal = R.planes_to_mask(observation.planes)
+    policy = players.builtin(player.kind).policy
+    return policy(key, rules, players.observed_board(observation), legal), none
 
 
 class FogMatchOutput(NamedTuple):
@@ -431,8 +395,10 @@ def _fog_arena(params, rules, key, opening_plies, *, network, player_a, player_b
         # All games move in step: at ply t colour t % 2 moves, so A moves in one half.
         a_half = ply % 2
         args = (rules, games.state, observation, belief)
-        a_act, a_seen = player_a.act(network, params, *(halves(x, a_half) for x in args), a_key)
-        b_act, _ = player_b.act(network, params, *(halves(x, 1 - a_half) for x in args), b_key)
+        a_args = (halves(x, a_half) for x in args)
+        a_act, a_seen = fog_act(player_a, network, params, *a_args, a_key)
+        b_args = (halves(x, 1 - a_half) for x in args)
+        b_act, _ = fog_act(player_b, network, params, *b_args, b_key)
         actions = jnp.where(
             a_half == 0, jnp.concatenate([a_act, b_act]), jnp.concatenate([b_act, a_act])
         )

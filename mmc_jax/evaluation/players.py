@@ -1,12 +1,32 @@
-"""The built-in players: one table from kind to pure policy, with a fair-under-fog flag.
+"""THE player table: every kind of player, one entry each, read by every command.
 
-Everything that names a built-in opponent reads `REGISTRY`: the jitted arena
-(`match.play_match(..., opponent=KIND)`: a `lax.switch` over the kinds, so every pairing of
-built-in players shares one compiled arena), the stepwise arena (`arena.Player(name, KIND)`),
-the ladder's rungs, `python -m mmc_jax.evaluate --opponent KIND`, the fog matches
-(`pimc.FogPlayer(KIND)`) and in-training evaluation (`config.eval.opponents`). Adding an
-opponent is one `Builtin` entry below (its policy written here or in `policies`); the
-parametrised tests in tests/evaluation/test_players.py run every entry in every variant.
+`REGISTRY` holds one `Entry` per player: its `name` (the word every command line and config
+uses), a one-line `description` (help texts and error messages), the `games` it plays
+("board": the board variants, fog ones included; "recon": the sensing variants), what it
+`needs` (nothing, a model or an engine) and `build(spec, context)`, which turns a spec string
+into the player (see `Context` for what a command hands it). `python -m mmc_jax.evaluate`
+(`--checkpoint`, `--opponent`), the ladder's rungs, `python -m mmc_jax.play` (`--opponent`,
+`--recon-agent`), `serve` and `engine` (`--model`) resolve specs here (`entry_for`, `build`),
+and name the entries in their help and errors (`names`, `unknown`).
+
+Kinds of players, and what `build` returns:
+
+  built-in policies   random, greedy, ...: a pure board policy (`policy`, below) and, for the
+                      recon game, a pair of recon agent kinds (`recon_kinds`); `build` gives a
+                      `Player` of the stepwise arena (board) or a `ReconAgent` (recon). The
+                      jitted arena (`match.play_match(..., opponent=NAME)`) switches over them
+                      with `lax.switch`, the fog arena (`pimc.FogPlayer(NAME)`) plays them from
+                      their observations.
+  model               a network's search (`--checkpoint RUN`, an exported or shipped model,
+                      'none' for the uniform prior): a `Player` of kind "model".
+  uci                 any UCI engine, `uci:COMMAND`: a `Player` of kind "engine".
+  fair fog search     pimc, raw (and the omniscient upper bound): a `FogPlayer` of the fog arena.
+  recon agents        random-pimc, entropy-pimc, learned: a `ReconAgent` (sense kind, move kind
+                      of `recon_agents`, data in its compiled arena), which `recon_player`
+                      puts behind the reconchess callbacks.
+
+Adding a player is one `register(Entry(...))` (here, in `REGISTRY`, or from any module, as
+tests/evaluation/test_player_table.py does); a board policy is one `Builtin(...)` entry.
 
 A policy is pure: `(key, rules [B], board State [B], legal bool [B, 1225]) -> int32 [B]`, one
 legal action per game (anything where no move is legal), with `board` the position in the
@@ -24,28 +44,176 @@ entry.
 from __future__ import annotations
 
 import dataclasses
+import os
 from collections.abc import Callable
+from typing import Any
 
 import jax
 import jax.numpy as jnp
 
 from mmc_jax import rules as R
+from mmc_jax import uci
 from mmc_jax.evaluation import policies
+from mmc_jax.evaluation import recon_agents as A
+from mmc_jax.infra import checkpoint, storage
 from mmc_jax.search import belief as B
 
 BoardPolicy = Callable[[jax.Array, R.Rules, R.State, jax.Array], jax.Array]
+GAMES = ("board", "recon")
+NEEDS = ("", "model", "engine")
+NETWORK_KIND = "model"  # a `Player`'s kind for a network's search
+ENGINE_KIND = "engine"  # a `Player`'s kind for a UCI engine
+
+
+# ---------------------------------------------------------------------------------------------
+# What `build` returns
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class Player:
+    """A player of the stepwise arena (`arena.play_games`) and of `play`: `kind` a built-in
+    policy's name (`kinds()`: random, greedy, ...), "model" (a network with `params` and a
+    search budget) or "engine" (a UCI engine with `limits`, run by `command` or served by the
+    arena's engine pool of its name)."""
+
+    name: str
+    kind: str
+    network: Any = None
+    params: Any = None
+    num_simulations: int = 0
+    gumbel_scale: float = 0.0
+    limits: uci.Limits | None = None
+    command: tuple[str, ...] | None = None
+
+    def __post_init__(self):
+        if self.kind not in (NETWORK_KIND, ENGINE_KIND):
+            builtin(self.kind, "player kind")
+        if self.kind == ENGINE_KIND and self.limits is None:
+            raise ValueError(f"engine player {self.name!r} needs limits")
+
+    @property
+    def is_jax(self) -> bool:
+        """Whether the arena computes its moves (a built-in player or a model)."""
+        return self.kind != ENGINE_KIND
 
 
 @dataclasses.dataclass(frozen=True)
-class Builtin:
-    """One built-in player: its `kind` (the name every command and config uses), its pure
-    `policy` (see the module docstring), whether it is `fair_under_fog` (its move never depends
-    on a square its side cannot see) and a one-line `summary` for help texts."""
+class FogPlayer:
+    """A player of the fog arena `pimc.fog_match` (static, hashable; `pimc.fog_act` plays it).
+
+    kind: "pimc" (fair_search, K = num_worlds, deterministic: gumbel_scale 0), "raw"
+      (observation_policy), "omniscient" (UPPER BOUND: search on the true state), or a built-in
+      player's kind (`kinds()`: random, greedy, ...), which plays from `observed_board` of its
+      observation.
+    """
 
     kind: str
-    policy: BoardPolicy
-    fair_under_fog: bool
-    summary: str
+    num_simulations: int = 0
+    num_worlds: int = 1
+    num_candidates: int = 32
+
+    def __post_init__(self):
+        known = (*fog_kinds(), *kinds())
+        if self.kind not in known:
+            raise ValueError(f"unknown player kind {self.kind!r}; known: {', '.join(known)}")
+
+    @property
+    def name(self) -> str:
+        if self.kind == "pimc":
+            return f"pimc K={self.num_worlds} sims={self.num_simulations}"
+        if self.kind == "omniscient":
+            return f"omniscient (upper bound) sims={self.num_simulations}"
+        return self.kind
+
+    @property
+    def network_evaluations(self) -> int:
+        """Network evaluations per move."""
+        if self.kind == "pimc":
+            return self.num_worlds * (self.num_simulations + 1) - (self.num_worlds - 1)
+        if self.kind == "omniscient":
+            return self.num_simulations + 1
+        return int(self.kind == "raw")
+
+
+@dataclasses.dataclass(frozen=True)
+class ReconAgent:
+    """A recon agent: its name and its (sense kind, move kind) of `recon_agents` (data in the
+    compiled recon arena; `recon_player.BeliefPlayer` plays it behind the callbacks)."""
+
+    name: str
+    sense_kind: int
+    move_kind: int
+
+    @property
+    def kinds(self) -> tuple[int, int]:
+        return self.sense_kind, self.move_kind
+
+
+@dataclasses.dataclass(frozen=True)
+class Context:
+    """What `build` may read besides the spec: the `variant` played, the search budget
+    (`simulations`: a model's simulations, an engine's `go nodes`; `worlds`: PIMC's sampled
+    worlds), the checkpoint `step`, a `name` for the player (default: from the spec), and
+    `load_model(spec, step) -> (network, params, config)` (commands pass one that turns a
+    failure into their usage error)."""
+
+    variant: str = "gardner"
+    simulations: int = 32
+    worlds: int = 8
+    step: int | None = None
+    name: str | None = None
+    load_model: Callable[[str, int | None], tuple] = checkpoint.load_model
+
+    @property
+    def game(self) -> str:
+        """ "recon" for a sensing variant, else "board"."""
+        return "recon" if R.is_sense(self.variant) else "board"
+
+
+# ---------------------------------------------------------------------------------------------
+# The table
+
+
+@dataclasses.dataclass(frozen=True)
+class Entry:
+    """One player of the table (see the module docstring). `accepts(spec)` says whether a spec
+    other than the bare `name` names this player (`uci:COMMAND`, a checkpoint path); `policy`
+    and `fair_under_fog` make it a built-in board policy of the jitted arenas; `recon_kinds` a
+    recon agent of the compiled recon arena."""
+
+    name: str
+    description: str
+    games: tuple[str, ...]
+    build: Callable[[str, Context], Any]
+    needs: str = ""
+    accepts: Callable[[str], bool] | None = None
+    policy: BoardPolicy | None = None
+    fair_under_fog: bool = False
+    recon_kinds: tuple[int, int] | None = None
+
+    def __post_init__(self):
+        bad = [g for g in self.games if g not in GAMES]
+        if not self.name or set(self.name) & set(" :/,=") or not self.games or bad:
+            raise ValueError(f"entry {self.name!r}: a name without ' :/,=', games of {GAMES}")
+        if not self.description or "\n" in self.description or self.needs not in NEEDS:
+            raise ValueError(f"entry {self.name!r}: a one-line description, needs in {NEEDS}")
+
+    @property
+    def kind(self) -> str:  # the name the arenas use
+        return self.name
+
+    @property
+    def summary(self) -> str:
+        return self.description
+
+    def plays(self, game: str) -> bool:
+        return game in self.games
+
+    def label(self) -> str:
+        """How a command line names it: `uci:COMMAND`, a model's path, or its name."""
+        return {"uci": "uci:COMMAND", "model": "a model (a run, exported or shipped; 'none')"}.get(
+            self.name, self.name
+        )
 
 
 def random_move(key, rules, board, legal):
@@ -54,10 +222,74 @@ def random_move(key, rules, board, legal):
     return R.random_legal_action(key, legal)
 
 
-# The order is part of the results: the jitted arena gives entry i the key
+def _board_player(spec: str, context: Context) -> Player:
+    return Player(context.name or spec, spec)
+
+
+def _builtin_build(spec: str, context: Context):
+    """A built-in player: a `Player` on the board, its `ReconAgent` in a sensing variant."""
+    if context.game == "recon":
+        return _recon_build(spec, context)
+    return _board_player(spec, context)
+
+
+def Builtin(  # noqa: N802 -- the entry kind's name, as before the one table
+    kind: str, policy: BoardPolicy, fair_under_fog: bool, summary: str, **fields
+) -> Entry:
+    """The entry of a built-in board policy (`policy` pure, see the module docstring)."""
+    games = ("board", "recon") if fields.get("recon_kinds") else ("board",)
+    return Entry(
+        kind, summary, games, _builtin_build, policy=policy, fair_under_fog=fair_under_fog, **fields
+    )
+
+
+def is_model_spec(spec: str) -> bool:
+    """Whether `spec` names a model: 'none' (the uniform prior), a shipped model, an exported
+    model, a run's workdir or checkpoint folder, or a remote path."""
+    return (
+        spec.lower() == "none"
+        or spec in checkpoint.shipped_models()
+        or storage.is_remote(spec)
+        or os.path.isdir(spec)
+        or checkpoint.is_exported(spec)
+    )
+
+
+def _model_build(spec: str, context: Context) -> Player:
+    """A network's search: the model at `spec` ('none': the uniform prior)."""
+    if spec.lower() in ("none", "model"):
+        return model_player(context.name or "uniform-prior search", None, None, context.simulations)
+    network, params, _ = context.load_model(spec, context.step)
+    return model_player(context.name or spec, network, params, context.simulations)
+
+
+def _engine_build(spec: str, context: Context) -> Player:
+    """A UCI engine `uci:COMMAND` searching `go nodes <simulations>`."""
+    command = tuple(uci.engine_command(spec) or ())
+    limits = uci.Limits(nodes=max(context.simulations, 1))
+    return Player(context.name or " ".join(command), ENGINE_KIND, limits=limits, command=command)
+
+
+def _fog_build(spec: str, context: Context) -> FogPlayer:
+    if spec == "pimc":
+        return FogPlayer("pimc", context.simulations, context.worlds)
+    return FogPlayer(spec, context.simulations)
+
+
+def _recon_build(spec: str, context: Context) -> ReconAgent:
+    return ReconAgent(spec, *entry(spec).recon_kinds)
+
+
+# The order is part of the results: the jitted arena gives built-in policy i the key
 # `jax.random.split(key, n)[i]`, which does not depend on n, so new entries go at the end.
-REGISTRY: tuple[Builtin, ...] = (
-    Builtin("random", random_move, True, "a uniformly random legal move"),
+REGISTRY: tuple[Entry, ...] = (
+    Builtin(
+        "random",
+        random_move,
+        True,
+        "a uniformly random legal move (recon: a random window and a random request)",
+        recon_kinds=(A.SENSE_RANDOM, A.MOVE_RANDOM),
+    ),
     Builtin(
         "greedy",
         policies.greedy_from_mask,
@@ -65,19 +297,169 @@ REGISTRY: tuple[Builtin, ...] = (
         True,
         "the legal move that wins the most material, ties at random",
     ),
+    Entry(
+        "model",
+        "a network's search: --checkpoint RUN, an exported or shipped model; 'none' the "
+        "uniform prior",
+        ("board",),
+        _model_build,
+        needs="model",
+        accepts=is_model_spec,
+    ),
+    Entry(
+        "uci",
+        "any UCI engine, 'uci:COMMAND' (Fairy-Stockfish, python -m mmc_jax.engine), go nodes N",
+        ("board",),
+        _engine_build,
+        needs="engine",
+        accepts=lambda spec: spec.startswith("uci:"),
+    ),
+    Entry(
+        "pimc",
+        "the fair fog search: a network's search over worlds sampled from its belief",
+        ("board",),
+        _fog_build,
+        needs="model",
+    ),
+    Entry(
+        "raw",
+        "a network's raw policy on its observation (fair)",
+        ("board",),
+        _fog_build,
+        needs="model",
+    ),  # fmt: skip
+    Entry(
+        "omniscient",
+        "a network's search on the true state: an UPPER BOUND under fog, never fair",
+        ("board",),
+        _fog_build,
+        needs="model",
+    ),
+    Entry(
+        "random-pimc",
+        "random sensing, PIMC requests over the exact belief",
+        ("recon",),
+        _recon_build,
+        recon_kinds=(A.SENSE_RANDOM, A.MOVE_PIMC),
+    ),
+    Entry(
+        "entropy-pimc",
+        "information-gain sensing, PIMC requests over the exact belief",
+        ("recon",),
+        _recon_build,
+        recon_kinds=(A.SENSE_ENTROPY, A.MOVE_PIMC),
+    ),
+    Entry(
+        "learned",
+        "the learned agent's searches (its network from configs/recon.py)",
+        ("recon",),
+        _recon_build,
+        needs="model",
+        recon_kinds=(A.SENSE_LEARNED, A.MOVE_LEARNED),
+    ),
 )
 
 
+def register(new: Entry) -> Entry:
+    """Adds `new` at the end of `REGISTRY` (ValueError if its name is taken); returns it."""
+    global REGISTRY
+    if any(e.name == new.name for e in REGISTRY):
+        raise ValueError(f"player {new.name!r} is already in the table")
+    REGISTRY = (*REGISTRY, new)
+    return new
+
+
+def unregister(name: str) -> None:
+    """Removes the entry `name` (tests that registered one)."""
+    global REGISTRY
+    REGISTRY = tuple(e for e in REGISTRY if e.name != name)
+
+
+def names(game: str | None = None) -> tuple[str, ...]:
+    """Every entry's name (or those playing `game`), in table order."""
+    return tuple(e.name for e in REGISTRY if game is None or e.plays(game))
+
+
+def listing(game: str | None = None) -> str:
+    """The entries (or those playing `game`) as a command line names them, on one line."""
+    return ", ".join(e.label() for e in REGISTRY if game is None or e.plays(game))
+
+
+def unknown(spec: str, role: str = "player", game: str | None = None) -> ValueError:
+    """The one-line error for a spec that names no entry (playing `game`)."""
+    where = f" of {game}" if game else ""
+    return ValueError(f"unknown {role} {spec!r}; players{where}: {listing(game)}")
+
+
+def entry(name: str, role: str = "player") -> Entry:
+    """The entry named `name`; `unknown` otherwise."""
+    for e in REGISTRY:
+        if e.name == name:
+            return e
+    raise unknown(name, role)
+
+
+def entry_for(spec: str, game: str | None = None, role: str = "player") -> Entry:
+    """The entry a spec names: by name first, else the entry whose `accepts` takes it
+    (`uci:COMMAND`, a model); a one-line ValueError listing the table otherwise, or when the
+    player does not play `game`."""
+    found = next((e for e in REGISTRY if e.name == spec), None)
+    if found is None:
+        found = next((e for e in REGISTRY if e.accepts is not None and e.accepts(spec)), None)
+    if found is None or (game is not None and not found.plays(game)):
+        raise unknown(spec, role, game)
+    return found
+
+
+def build(spec: str, context: Context | None = None, role: str = "player"):
+    """The player `spec` names, built for `context` (see the module docstring for what each
+    kind of entry returns)."""
+    context = Context() if context is None else context
+    return entry_for(spec, context.game, role).build(spec, context)
+
+
+def describe(game: str | None = None) -> str:
+    """One line per entry (name, games, needs, description): for --help epilogs."""
+    rows = []
+    for e in REGISTRY:
+        if game is None or e.plays(game):
+            needs = f", needs {e.needs}" if e.needs else ""
+            rows.append(f"{e.label()} ({'/'.join(e.games)}{needs}): {e.description}")
+    return "; ".join(rows)
+
+
+# ---------------------------------------------------------------------------------------------
+# Built-in board policies (the entries with a `policy`) and recon agents
+
+
 def kinds() -> tuple[str, ...]:
-    """The built-in kinds, in registry order (read at call time, never cached)."""
-    return tuple(entry.kind for entry in REGISTRY)
+    """The built-in board policies' names, in table order (read at call time, never cached)."""
+    return tuple(e.name for e in REGISTRY if e.policy is not None)
 
 
-def builtin(kind: str, role: str = "player kind") -> Builtin:
-    """The registry entry of `kind`; a one-line ValueError naming the known kinds otherwise."""
-    for entry in REGISTRY:
-        if entry.kind == kind:
-            return entry
+def fog_kinds() -> tuple[str, ...]:
+    """The fog arena's network players (pimc, raw, omniscient)."""
+    return tuple(e.name for e in REGISTRY if e.build is _fog_build)
+
+
+def recon_agents() -> tuple[str, ...]:
+    """The recon agents' names, in table order."""
+    return tuple(e.name for e in REGISTRY if e.recon_kinds is not None)
+
+
+def recon_kinds(name: str) -> tuple[int, int]:
+    """(sense kind, move kind) of a recon agent; a one-line ValueError naming them otherwise."""
+    found = next((e for e in REGISTRY if e.name == name and e.recon_kinds is not None), None)
+    if found is None:
+        raise ValueError(f"unknown recon agent {name!r}; recon agents: {', '.join(recon_agents())}")
+    return found.recon_kinds
+
+
+def builtin(kind: str, role: str = "player kind") -> Entry:
+    """The built-in board policy `kind`; a one-line ValueError naming the known ones otherwise."""
+    for e in REGISTRY:
+        if e.name == kind and e.policy is not None:
+            return e
     raise ValueError(f"unknown {role} {kind!r}; known: {', '.join(kinds())}")
 
 
@@ -90,7 +472,7 @@ def fair_kinds(variant: str) -> tuple[str, ...]:
     """The kinds an arena stepping the true state may play in `variant`: every kind, or under
     fog the ones flagged `fair_under_fog`."""
     fog = R.has_fog(variant)
-    return tuple(entry.kind for entry in REGISTRY if entry.fair_under_fog or not fog)
+    return tuple(e.name for e in REGISTRY if e.policy is not None and (e.fair_under_fog or not fog))
 
 
 def check_fair(kind: str, variant: str) -> None:
@@ -112,10 +494,10 @@ def act(
 ) -> jax.Array:
     """int32 [B]: the moves of built-in kind `kinds_present[which]` (`which` int32, data, so
     one compiled program serves every kind in `kinds_present`): a `lax.switch` in which the
-    entry at registry position i draws from `jax.random.split(key, len(REGISTRY))[i]`."""
+    built-in policy at position i of `kinds()` draws from `jax.random.split(key, n)[i]`."""
     positions = jnp.asarray([index(kind) for kind in kinds_present])
     branches = [builtin(kind).policy for kind in kinds_present]
-    keys = jax.random.split(key, len(REGISTRY))
+    keys = jax.random.split(key, len(kinds()))
     return jax.lax.switch(which, branches, keys[positions[which]], rules, board, legal)
 
 
@@ -134,3 +516,36 @@ def observed_board(observation: B.Observation) -> R.State:
         rewards=jnp.zeros(observation.ply.shape + (2,), jnp.float32),
         hash_history=jnp.zeros(observation.ply.shape + (1,), jnp.uint32),
     )
+
+
+# ---------------------------------------------------------------------------------------------
+# Players by hand (library callers that hold a network or limits already)
+
+
+def builtin_player(kind: str, name: str | None = None) -> Player:
+    """A built-in player, named after its kind unless `name` is given."""
+    return Player(name or kind, builtin(kind).kind)
+
+
+def random_player(name: str = "random") -> Player:
+    return builtin_player("random", name)
+
+
+def greedy_player(name: str = "greedy") -> Player:
+    return builtin_player("greedy", name)
+
+
+def model_player(
+    name: str, network, params, num_simulations: int, gumbel_scale: float = 0.0
+) -> Player:
+    """A network's search (`gumbel_scale` 0: deterministic evaluation search; 1: the sampled
+    self-play search). `network=None` is the uniform-prior search."""
+    if network is None:
+        network, params = policies.UniformPriorNetwork(), {}
+    return Player(name, NETWORK_KIND, network, params, num_simulations, gumbel_scale)
+
+
+def engine_player(limits: uci.Limits, name: str | None = None) -> Player:
+    """A UCI engine searching with `limits` (any UCI engine: Fairy-Stockfish, a model served
+    by `python -m mmc_jax.engine`, ...; its process comes from the arena's engine pools)."""
+    return Player(name or f"engine:{limits.label()}", ENGINE_KIND, limits=limits)

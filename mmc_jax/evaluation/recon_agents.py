@@ -18,7 +18,8 @@ key, never the true state:
                     little for attacking opponent pieces and advancing pawns); the move with
                     the best mean score is requested
 
-An agent is a (sense kind, move kind) pair, `AGENTS` names the three of the study. `turn`
+An agent is a (sense kind, move kind) pair; the player table names them
+(`mmc_jax.evaluation.players`: random, random-pimc, entropy-pimc, learned). `turn`
 plays one whole turn (belief update, sense, belief update, move, belief update) of a game for
 the side to move, whichever agents the two sides are (agent kinds are data, so one compiled
 function serves every pairing and variant); `play_games` runs a batch to the end and returns
@@ -44,20 +45,7 @@ from mmc_jax.search import recon_score as S
 
 SENSE_RANDOM, SENSE_ENTROPY, SENSE_LEARNED = 0, 1, 2
 MOVE_RANDOM, MOVE_PIMC, MOVE_LEARNED = 0, 1, 2
-AGENTS = {
-    "random": (SENSE_RANDOM, MOVE_RANDOM),
-    "random-pimc": (SENSE_RANDOM, MOVE_PIMC),
-    "entropy-pimc": (SENSE_ENTROPY, MOVE_PIMC),
-    "learned": (SENSE_LEARNED, MOVE_LEARNED),
-}
 DEFAULT_WORLDS = 8
-
-
-def agent_kinds(name: str) -> tuple[int, int]:
-    """(sense kind, move kind) of an agent name; a ValueError naming the valid ones."""
-    if name not in AGENTS:
-        raise ValueError(f"unknown recon agent {name!r}: valid agents are {', '.join(AGENTS)}")
-    return AGENTS[name]
 
 
 def _window_squares() -> np.ndarray:

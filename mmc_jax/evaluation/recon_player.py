@@ -32,6 +32,7 @@ import jax
 import numpy as np
 
 from mmc_jax import rules as R
+from mmc_jax.evaluation import players as players_lib
 from mmc_jax.evaluation import recon_agents as A
 from mmc_jax.rules import notation, recon
 from mmc_jax.rules import tables as T
@@ -156,15 +157,16 @@ def mirror_bits(bits: int) -> int:
 class BeliefPlayer(Player):
     """A fair recon agent (`recon_agents`) behind the reconchess callbacks.
 
-    `agent` names one of `recon_agents.AGENTS` but `learned` (random, random-pimc,
-    entropy-pimc; the learned agent reads the observation that only the arena tracks);
+    `agent` names a recon agent of the player table (`players.recon_agents()`) but `learned`
+    (random, random-pimc, entropy-pimc; the learned agent reads the observation that only the
+    arena tracks), or is its `players.ReconAgent`;
     `variant` must be the game's sensing variant. Everything it decides comes from its
     callbacks.
     """
 
     def __init__(
         self,
-        agent: str = "entropy-pimc",
+        agent: str | players_lib.ReconAgent = "entropy-pimc",
         variant: str = "recon",
         *,
         seed: int = 0,
@@ -172,9 +174,12 @@ class BeliefPlayer(Player):
         moves_per_board: int = RB.DEFAULT_MOVES_PER_BOARD,
         worlds: int = A.DEFAULT_WORLDS,
     ):
+        if isinstance(agent, players_lib.ReconAgent):
+            agent, (self.sense_kind, self.move_kind) = agent.name, agent.kinds
+        else:
+            self.sense_kind, self.move_kind = players_lib.recon_kinds(agent)
         self.name = agent
-        self.sense_kind, self.move_kind = A.agent_kinds(agent)
-        if agent == "learned":
+        if self.sense_kind == A.SENSE_LEARNED or self.move_kind == A.MOVE_LEARNED:
             raise ValueError(
                 "the learned recon agent plays in the batched arena only "
                 "(experiments/recon/run.py --checkpoint)"

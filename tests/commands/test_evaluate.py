@@ -329,7 +329,10 @@ def test_cli_errors_are_clear(tmp_path):
         (["--variant", "chess"], "unknown variant 'chess'; valid variants: gardner, baby"),
         (["--variant", "gardner", "--games", "3"], "--games must be even"),
         (["--variant", "gardner", "--checkpoint", str(tmp_path)], "no checkpoint under"),
-        (["--variant", "gardner", "--opponent", "stockfish"], "random, greedy or a checkpoint"),
+        (
+            ["--variant", "gardner", "--opponent", "stockfish"],
+            "'stockfish'; players of board: random, greedy",
+        ),
     ]
     env = dict(os.environ, JAX_PLATFORMS="cpu")
     processes = [

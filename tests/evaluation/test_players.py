@@ -108,7 +108,7 @@ def test_flagged_player_moves_the_same_from_the_board_it_sees(kind, positions):
 
 def test_registry_kinds_are_distinct_from_every_other_player_name():
     assert len(set(KINDS)) == len(KINDS) >= 2
-    others = {*pimc.NETWORK_KINDS, arena.NETWORK_KIND, arena.ENGINE_KIND, "checkpoint", "none"}
+    others = {*players.fog_kinds(), arena.NETWORK_KIND, arena.ENGINE_KIND, "checkpoint", "none"}
     assert not set(KINDS) & others
     for entry in players.REGISTRY:
         # A kind is a command-line word and part of metric names (eval/score_vs_<kind>).

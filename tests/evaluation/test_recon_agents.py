@@ -131,7 +131,10 @@ def test_information_gain_prefers_windows_that_split_the_belief():
 @pytest.mark.parametrize(
     "make, message",
     [
-        (lambda: P.BeliefPlayer("clever"), "unknown recon agent 'clever': valid agents are"),
+        (
+            lambda: P.BeliefPlayer("clever"),
+            "unknown recon agent 'clever'; recon agents: random, random-pimc",
+        ),
         (lambda: P.BeliefPlayer("random", "gardner"), "gardner is not a sensing variant"),
         (lambda: P.play_game(P.Player(), P.Player(), "dark"), "dark is not a sensing variant"),
         (lambda: P.view_square("f9", 0), "bad square 'f9'"),

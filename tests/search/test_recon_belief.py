@@ -17,6 +17,7 @@ import recon_brute_force as BF
 import recon_reference as RR
 
 from mmc_jax import rules as R
+from mmc_jax.evaluation import players
 from mmc_jax.evaluation import recon_agents as A
 from mmc_jax.rules import notation, recon
 from mmc_jax.rules import tables as T
@@ -141,7 +142,11 @@ def mixed_rules(n: int, max_plies: int) -> R.Rules:
 
 
 def random_agents(n: int) -> np.ndarray:
-    kinds = [A.AGENTS["random"], A.AGENTS["random-pimc"], A.AGENTS["entropy-pimc"]]
+    kinds = [
+        players.recon_kinds("random"),
+        players.recon_kinds("random-pimc"),
+        players.recon_kinds("entropy-pimc"),
+    ]
     return np.array([[kinds[i % 3], kinds[(i // 3) % 3]] for i in range(n)], np.int32)
 
 

@@ -23,6 +23,7 @@ import pytest
 from configs import recon as recon_config
 from mmc_jax import rules as R
 from mmc_jax.algorithms import recon as TL
+from mmc_jax.evaluation import players
 from mmc_jax.evaluation import recon_agents as A
 from mmc_jax.model import recon_net
 from mmc_jax.model.network import MASKED_LOGIT
@@ -285,8 +286,8 @@ def test_load_model_names_a_damaged_or_foreign_file(tmp_path):
 
 def test_learned_agent_plays_both_colours_in_the_arena(trained):
     train_state, _ = trained
-    agents = np.array([[A.AGENTS["learned"], A.AGENTS["random"]],
-                       [A.AGENTS["random"], A.AGENTS["learned"]]], np.int32)  # fmt: skip
+    learned, random = players.recon_kinds("learned"), players.recon_kinds("random")
+    agents = np.array([[learned, random], [random, learned]], np.int32)
     rules = R.stack([R.get("recon", max_plies=4)] * 2)
     rewards, plies, stats = A.play_games(
         rules, agents, jax.random.key(8), size=8, moves_per_board=8, worlds=3,
