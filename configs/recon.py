@@ -81,7 +81,7 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
     config.eval = ml_collections.ConfigDict()
     config.eval.every = 25  # iterations; 0 disables
     config.eval.num_games = 32  # colour-balanced games per opponent
-    config.eval.opponents = ("entropy-pimc",)  # recon agents (evaluation.recon_agents.AGENTS)
+    config.eval.opponents = ("entropy-pimc",)  # recon agents (evaluation.players.recon_agents())
 
     config.checkpoint = common.checkpointing(every=1, max_to_keep=3, save_replay=False)
 
