@@ -808,12 +808,8 @@ def main(argv) -> None:
     if FLAGS.reference_raw and not FLAGS.reference:
         cli.fail("--reference_raw needs --reference (the checkpoint whose raw policy plays)")
     for flag, path in (("--init_from", init_from), ("--reference", FLAGS.reference)):
-        if not path or str(path).lower() in SCRATCH:
-            continue
-        folder = cli.checked_path(flag, path)
-        if not checkpoint_lib.is_exported(path) and not folder.is_dir():
-            hint = checkpoint_lib.shipped_hint(path)
-            cli.fail(f"{flag} {path}: no such checkpoint directory{hint}")
+        if path and str(path).lower() not in SCRATCH:
+            cli.check_model_path(flag, path)
     cli.check_workdir(workdir)
     if R.has_fog(variant) and (FLAGS.head_to_head or FLAGS.reference):
         print(FOG_NOTE.format(variant=variant), flush=True)

@@ -16,7 +16,11 @@ checkpoint (a finished workdir says so and trains nothing). SIGTERM or Ctrl-C st
 iteration in progress, which is checkpointed (during start-up: before the first iteration). A
 non-finite loss stops the run before anything of that iteration is saved, and a re-run resumes
 from a step a finite iteration ran from. One run at a time per workdir: a second is refused,
-naming the first (`runloop.workdir_lock`). The workdir may be a bucket
+naming the first (`runloop.workdir_lock`). `--init_from MODEL` starts a fresh workdir from a
+model's parameters (a run's workdir, a checkpoint step, an exported model or a shipped name: a
+supervised run's result into AlphaZero or JOAT, say) with a fresh optimizer state; the config's
+network must have the same shape (a difference is named with the flag that fixes it), and a
+resumed run ignores it. The workdir may be a bucket
 (`--workdir gs://BUCKET/runs/joat`, with the `gcs` extra installed; docs/cloud.md).
 
 Presets: the part after the colon (`configs/gardner.py:cpu`); the presets, their sizes and
@@ -37,7 +41,9 @@ import ml_collections
 
 from mmc_jax import algorithms
 from mmc_jax.algorithms import meta
+from mmc_jax.infra import checkpoint as checkpoint_lib
 from mmc_jax.infra import cli, storage
+from mmc_jax.model import network as network_lib
 from mmc_jax.training import runloop
 
 
@@ -72,6 +78,29 @@ def train(
     return result.record
 
 
+def start_from(init_from: str, config: ml_collections.ConfigDict) -> tuple[Any, str]:
+    """(params, label) of the model at `init_from` (`checkpoint.load_model`: a workdir, a
+    checkpoint step, an exported model or a shipped name) for a run of `config`.
+
+    Raises:
+      FileNotFoundError: no such model.
+      ValueError: its network's shape differs from `config.network` (one line naming the
+        fields, with the overrides that make them agree).
+    """
+    _, params, saved = checkpoint_lib.load_model(init_from)
+    theirs, ours = network_lib.shape_of(saved.network), network_lib.shape_of(config.network)
+    differ = [name for name in theirs if theirs[name] != ours[name]]
+    if differ:
+        raise ValueError(
+            f"--init_from {init_from}: its network differs from config.network in "
+            + ", ".join(f"{n} ({theirs[n]}, the config's {ours[n]})" for n in differ)
+            + "; start from a model of the same shape or pass "
+            + " ".join(f"--config.network.{n}={theirs[n]}" for n in differ)
+        )
+    shipped = str(init_from) in checkpoint_lib.shipped_models()
+    return params, f"--init_from {init_from if shipped else storage.absolute(init_from)}"
+
+
 TASKS_FILE = "tasks.txt"
 
 
@@ -99,13 +128,17 @@ def main(argv) -> None:
     if not workdir:
         cli.fail("--workdir is required, e.g. --workdir runs/joat")
     cli.check_workdir(workdir)
+    init_from = flags.FLAGS.init_from
+    if init_from:
+        cli.check_model_path("--init_from", init_from)
     try:
         algorithm = algorithm_for(config)
         algorithm.prepare_config(config)
+        params, label = start_from(init_from, config) if init_from else (None, "")
         cli.make_workdir(workdir)
         if is_meta_config(config) and jax.process_index() == 0:
             write_task_list(config, workdir)
-        result = runloop.run(algorithm, config, workdir)
+        result = runloop.run(algorithm, config, workdir, init_params=params, init_label=label)
     except (ValueError, FloatingPointError, OSError) as error:
         cli.fail(str(error))
     except KeyboardInterrupt:
@@ -138,6 +171,14 @@ def define_flags(flag_values=None) -> None:
         "workdir",
         None,
         "Run directory (checkpoints, metrics, plots); re-running resumes.",
+        flag_values=flag_values,
+    )
+    flags.DEFINE_string(
+        "init_from",
+        None,
+        "Start a fresh workdir from this model's parameters: a run's workdir, a checkpoint "
+        "step, an exported model or a shipped name (e.g. a supervised run into "
+        "configs/gardner.py); its network must have the config's shape. A resume ignores it.",
         flag_values=flag_values,
     )
 

@@ -148,6 +148,14 @@ def checked_path(flag: str, path: str) -> epath.Path:
         fail(f"{flag} {path}: {error}")
 
 
+def check_model_path(flag: str, path: str) -> None:
+    """Fails (one line, with a "did you mean" for a misspelt shipped name) when `path` is
+    neither an exported model (or a shipped model's name) nor a directory."""
+    folder = checked_path(flag, path)
+    if not checkpoint.is_exported(path) and not folder.is_dir():
+        fail(f"{flag} {path}: no such checkpoint directory{checkpoint.shipped_hint(path)}")
+
+
 def check_workdir(workdir: str) -> None:
     """Fails (one line) for a `--workdir` that cannot hold a run: a `gs://` one without the
     `gcs` extra installed, a file in its place, or an exported model's folder."""

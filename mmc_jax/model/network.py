@@ -321,6 +321,29 @@ def make_network(config: ml_collections.ConfigDict) -> PolicyValueNet:
     )
 
 
+# The fields of a network config that decide its parameters' shapes, with `make_network`'s
+# defaults (`dtype` and `xla_conv_grad` change only how it computes).
+SHAPE_DEFAULTS = {
+    "num_blocks": None,
+    "channels": None,
+    "num_actions": NUM_ACTIONS,
+    "policy_head": "conv",
+    "policy_channels": 32,
+    "value_channels": 8,
+    "value_hidden": 64,
+    "layer_norm": False,
+}
+
+
+def shape_of(config: ml_collections.ConfigDict) -> dict[str, Any]:
+    """The fields of network config `config` that decide its parameters (`SHAPE_DEFAULTS`,
+    defaults filled in) and its `rule_planes` (`rule_planes_of`): two configs with the same
+    `shape_of` take each other's parameters."""
+    shape = {name: config.get(name, default) for name, default in SHAPE_DEFAULTS.items()}
+    shape["rule_planes"] = rule_planes_of(config)
+    return shape
+
+
 def rule_planes_of(config: ml_collections.ConfigDict) -> str:
     """`network.rule_planes` of a network config: "none" or "descriptor".
 

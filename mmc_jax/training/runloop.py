@@ -444,6 +444,7 @@ def run(
     workdir: str | os.PathLike,
     *,
     init_params: Any = None,
+    init_label: str = "",
     on_eval: Callable[[int, Any, dict[str, Any]], dict[str, Any] | None] | None = None,
     devices=None,
     stream=sys.stdout,
@@ -459,6 +460,8 @@ def run(
         `plots/`.
       init_params: parameters to start from when the workdir has no checkpoint (adaptation);
         the optimizer state and the games start fresh. A resumed run ignores them.
+      init_label: where `init_params` come from (`train --init_from`): the start-up says it
+        starts from them, or that a resume ignores them; "" says nothing (adaptation).
       on_eval: called after every iteration as `on_eval(iteration, state, record)`; a dict it
         returns is merged into that iteration's metrics.
       devices: devices of the data mesh (default: all).
@@ -491,7 +494,8 @@ def run(
     chosen = f"{field}={batch_size(config, field)} fills it" if filled else None
     with workdir_lock(workdir, log) if lock else contextlib.nullcontext():
         log(memory_line(estimate, mesh, chosen))
-        return _run(algorithm, config, mesh, workdir, log, init_params, on_eval, handle_signals)
+        init = (init_params, init_label)
+        return _run(algorithm, config, mesh, workdir, log, init, on_eval, handle_signals)
 
 
 @contextlib.contextmanager
@@ -557,8 +561,9 @@ class _Start:
     resume_record: dict[str, Any] | None
 
 
-def _run(algorithm, config, mesh, workdir, log, init_params, on_eval, handle_signals):
-    """`run` once the config, the mesh and the workdir's lock are settled."""
+def _run(algorithm, config, mesh, workdir, log, init, on_eval, handle_signals):
+    """`run` once the config, the mesh and the workdir's lock are settled; `init` is
+    (init_params, init_label)."""
     data = algorithm.load_data(config, mesh, workdir, log)
     init_key, run_key, eval_key = jax.random.split(jax.random.key(int(config.seed)), 3)
     num_iterations = int(config.num_iterations)
@@ -585,7 +590,7 @@ def _run(algorithm, config, mesh, workdir, log, init_params, on_eval, handle_sig
         is_chief=jax.process_index() == 0,
     )
     try:
-        begin = _start_state(session, data, init_key, init_params)
+        begin = _start_state(session, data, init_key, *init)
         start, state = begin.iteration, begin.state
         writer = metrics_lib.MetricsWriter(
             workdir, resume_step=start, enabled=session.is_chief, stream=None
@@ -635,7 +640,9 @@ def _stopped_during_start_up(session: _Session, start: int) -> bool:
     return True
 
 
-def _start_state(session: _Session, data, init_key: jax.Array, init_params: Any) -> _Start:
+def _start_state(
+    session: _Session, data, init_key: jax.Array, init_params: Any, init_label: str = ""
+) -> _Start:
     """The state the run starts from, in big_vision's order: the latest intact checkpoint in
     the workdir, else `init_params` (fresh optimizer state and games), else from scratch."""
     algorithm, config, mesh, log = session.algorithm, session.config, session.mesh, session.log
@@ -648,6 +655,8 @@ def _start_state(session: _Session, data, init_key: jax.Array, init_params: Any)
         algorithm.check_start(config, state)
         if init_params is not None:
             state = state.replace(params=_start_params(state.params, init_params, mesh))
+            if init_label:
+                log(f"starting from {init_label}: its parameters, fresh optimizer state and games")
     else:
         loop, resumed = restored
         start = int(loop["iteration"])
@@ -663,6 +672,8 @@ def _start_state(session: _Session, data, init_key: jax.Array, init_params: Any)
             log(f"resumed from {ckpt.directory}/{start}: {start} iterations, {frames} frames")
             for note in resumed.notes:
                 log(note)
+        if init_label:
+            log(f"note: {init_label} not used: a run goes on from its own checkpoint")
     return _Start(
         state=state, iteration=start, frames=frames, games=games, resume_record=resume_record
     )

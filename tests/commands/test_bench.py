@@ -341,23 +341,27 @@ print("done", flush=True)
 
 
 def test_gpu_sh_part_budgets_fit_one_eight_minute_call():
+    """Issue 50's device check: every default part but the study (which gets what is left)
+    fits the deadline, and the deadline one call of the device tool."""
     text = GPU_SH.read_text()
-    budgets = dict(re.findall(r"\[(\w+)\]=(\d+)", text))
-    assert set(budgets) == {
-        "env",
-        "selfplay64",
-        "selfplay1024",
-        "learner",
-        "train_cpu",
-        "train_full",
-    }
+    budgets = {name: int(seconds) for name, seconds in re.findall(r"\[(\w+)\]=(\d+)", text)}
+    parts = re.search(r'PARTS=\$\{PARTS:-"([^"]+)"\}', text).group(1).split()
+    assert parts == [
+        "selfplay_pgx",
+        "selfplay16k",
+        "gardner_bf16",
+        "joat_full",
+        "gardner_f32",
+        "study",
+    ]
+    assert set(parts) <= set(budgets)
     deadline = int(re.search(r"BUDGET=\$\{BUDGET:-(\d+)\}", text).group(1))
-    assert sum(map(int, budgets.values())) <= deadline <= 450  # + ~10 s start-up < 480 s
+    assert sum(budgets[p] for p in parts if p != "study") <= deadline <= 470  # + start-up
 
 
 def test_gpu_sh_keeps_every_finished_part(tmp_path):
     # A fake python: the learner finishes, env prints a row and hangs until the deadline cuts
-    # it, and train_full finds no time left. Each part's output, the benchmarks' --json-out and
+    # it, and joat_full finds no time left. Each part's output, the benchmarks' --json-out and
     # --time-limit, and a line per part in parts.tsv are there; no timing is asserted beyond
     # the 3-s deadline that makes env time out.
     fake = tmp_path / "python"
@@ -371,7 +375,7 @@ def test_gpu_sh_keeps_every_finished_part(tmp_path):
         "WORK": str(tmp_path / "work"),
         "BUDGET": "3",
         "MIN_PART": "1",
-        "PARTS": "learner env train_full",
+        "PARTS": "learner env joat_full",
     }
     done = subprocess.run(
         ["bash", str(GPU_SH), str(out)], env=environ, capture_output=True, text=True, timeout=60
@@ -381,7 +385,7 @@ def test_gpu_sh_keeps_every_finished_part(tmp_path):
     assert [(name, status) for name, _, _, status in parts] == [
         ("learner", "ok"),
         ("env", "timed out"),
-        ("train_full", "skipped"),
+        ("joat_full", "skipped"),
     ]
     assert "done" in (out / "learner.log").read_text()
     assert "batch 64: a row" in (out / "env.log").read_text()  # printed before the kill
