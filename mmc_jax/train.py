@@ -39,7 +39,7 @@ from typing import Any
 import jax
 import ml_collections
 
-from mmc_jax import algorithms
+from mmc_jax import algorithms, uci
 from mmc_jax.algorithms import meta
 from mmc_jax.infra import checkpoint as checkpoint_lib
 from mmc_jax.infra import cli, storage
@@ -139,7 +139,7 @@ def main(argv) -> None:
         if is_meta_config(config) and jax.process_index() == 0:
             write_task_list(config, workdir)
         result = runloop.run(algorithm, config, workdir, init_params=params, init_label=label)
-    except (ValueError, FloatingPointError, OSError) as error:
+    except (ValueError, FloatingPointError, OSError, uci.EngineError) as error:
         cli.fail(str(error))
     except KeyboardInterrupt:
         print("interrupted before training started; nothing was lost", file=sys.stderr)

@@ -107,7 +107,8 @@ def play_shard(settings: dict[str, Any], index: int, engine: str | None = None) 
     limits = uci.Limits(nodes=settings["nodes"])
     k = settings["multipv"]
     fens, actions, probs, values = [], [], [], []
-    with uci.UciEngine(variant, engine, probe=False) as player:
+    # A worker among others on a busy machine: the first `uciok` may take seconds there.
+    with uci.UciEngine(variant, engine, probe=False, uci_timeout=60.0) as player:
         for _ in range(settings["shard_games"]):
             start = R.start_fen(variant)
             fen, moves, positions = start, [], []  # positions: (fen, ids, probs, score, turn)

@@ -1,0 +1,279 @@
+"""The learners at an equal CPU budget (issue 48): AlphaZero, supervised from Fairy-Stockfish,
+supervised then AlphaZero, and TD(λ), each trained on Gardner for the same CPU time (data
+generation included), then rated on the engine ladder. The protocol is registered in
+experiments/learners/README.md before any result.
+
+    python experiments/learners/compare.py train supervised          # one arm, resumable
+    python experiments/learners/compare.py evaluate supervised       # its ladder (FSF 100/1000)
+    python experiments/learners/compare.py report                    # the table, every arm
+    python experiments/learners/compare.py status
+
+`train` runs the arm's stages (`ARMS`) as `python -m mmc_jax.train` children and stops each when
+the CPU time of its whole process tree (the trainer, its dataset workers, their engines) reaches
+the stage's share of `--cpu-minutes`: SIGTERM, so the run loop checkpoints the iteration in
+progress and stops. CPU time, not wall time, so that the arms are equal on a machine shared with
+other work. What each stage spent is kept in `<root>/<arm>/budget.json`; a killed `train`
+resumes the stage where its checkpoint is, counting on from what was recorded (the CPU time
+since the last record, at most one poll interval, is lost to the count: it is charged as 0).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+TICKS = os.sysconf("SC_CLK_TCK")
+POLL_SECONDS = 2.0
+
+# The registered arms: stages of (name, config, share of the budget, overrides). A stage whose
+# share is None takes what the earlier stages left. `{previous}` in an override is the
+# workdir of the stage before (its final checkpoint). `num_iterations` is only a cap: the
+# budget stops every stage.
+# No periodic evaluation in any arm: the budget goes to learning, the ladder rates the end.
+RUN = ["--config.num_iterations=100000", "--config.eval.every=0"]
+# 600 engine games at 100 nodes, MultiPV 8: about 22 CPU-minutes on the 2-core machine
+# (2.2 CPU-s a game, 57 positions a game, measured 2026-11-27; 400 nodes: about 4.3 s a game).
+DATA = ["--config.data.games=600", "--config.data.nodes=100", "--config.data.multipv=8"]
+ARMS = {
+    "alphazero": [("az", "configs/gardner.py:cpu", None, RUN)],
+    "supervised": [("sup", "configs/supervised.py:cpu", None, [*DATA, *RUN])],
+    "supervised_az": [
+        ("sup", "configs/supervised.py:cpu", 0.5, [*DATA, *RUN]),
+        ("az", "configs/gardner.py:cpu", None, [*RUN, "--init_from={previous}"]),
+    ],
+    "td_lambda": [("td", "configs/td_lambda.py:cpu", None, RUN)],
+}
+EVALUATION = {"games": 400, "nodes": (100, 1000), "simulations": 32, "variant": "gardner"}
+
+
+def process_tree_cpu_seconds(root_pid: int) -> float:
+    """User + system CPU seconds of `root_pid` and every live descendant, each with the
+    children it has waited for (so finished workers count through their parent)."""
+    parents: dict[int, int] = {}
+    times: dict[int, float] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", encoding="ascii", errors="replace") as handle:
+                text = handle.read()
+        except OSError:
+            continue
+        fields = text[text.rindex(")") + 2 :].split()  # after "pid (comm) "
+        parents[int(entry)] = int(fields[1])
+        utime, stime, cutime, cstime = (int(x) for x in fields[11:15])
+        times[int(entry)] = (utime + stime + cutime + cstime) / TICKS
+    tree, frontier = {root_pid}, [root_pid]
+    while frontier:
+        parent = frontier.pop()
+        for pid, ppid in parents.items():
+            if ppid == parent and pid not in tree:
+                tree.add(pid)
+                frontier.append(pid)
+    return sum(times.get(pid, 0.0) for pid in tree)
+
+
+def budget_path(root: Path, arm: str) -> Path:
+    return root / arm / "budget.json"
+
+
+def read_budget(root: Path, arm: str) -> dict:
+    path = budget_path(root, arm)
+    if not path.exists():
+        return {"arm": arm, "stages": {}}
+    try:
+        return json.loads(path.read_text())
+    except json.JSONDecodeError as error:
+        raise SystemExit(
+            f"error: {path} is damaged ({error}); the arm's spent time is unknown"
+        ) from None
+
+
+def write_budget(root: Path, arm: str, budget: dict) -> None:
+    path = budget_path(root, arm)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    temporary = path.with_name(path.name + ".tmp")
+    temporary.write_text(json.dumps(budget, indent=1) + "\n")
+    os.replace(temporary, path)
+
+
+def stage_limits(arm: str, total_seconds: float) -> list[float]:
+    """CPU seconds of each stage of `arm`: its share, the rest to the stage without one."""
+    shares = [share for _, _, share, _ in ARMS[arm]]
+    fixed = sum(share for share in shares if share is not None)
+    if fixed > 1 or sum(share is None for share in shares) > 1:
+        raise ValueError(f"arm {arm}: the shares add up to {fixed}, or two stages take the rest")
+    return [total_seconds * (1 - fixed if share is None else share) for share in shares]
+
+
+def train_arm(arm: str, root: Path, cpu_minutes: float, python: str, log) -> dict:
+    """Runs (or resumes) every stage of `arm` to its CPU budget; returns the budget record."""
+    budget = read_budget(root, arm)
+    if budget.get("cpu_minutes", cpu_minutes) != cpu_minutes:
+        raise SystemExit(
+            f"error: {arm} was started with --cpu-minutes {budget['cpu_minutes']}; "
+            f"resume with the same budget or use another --root"
+        )
+    budget["cpu_minutes"] = cpu_minutes
+    limits = stage_limits(arm, 60 * cpu_minutes)
+    previous = None
+    for (name, config, _, overrides), limit in zip(ARMS[arm], limits, strict=True):
+        workdir = root / arm / name
+        record = budget["stages"].setdefault(name, {"cpu_seconds": 0.0, "done": False})
+        if record["done"]:
+            log(f"{arm}/{name}: done ({record['cpu_seconds'] / 60:.1f} CPU-min)")
+            previous = workdir
+            continue
+        args = [o.replace("{previous}", str(previous)) for o in overrides]
+        command = [python, "-m", "mmc_jax.train", f"--config={config}", f"--workdir={workdir}"]
+        command += args
+        left = limit - record["cpu_seconds"]
+        log(f"{arm}/{name}: {left / 60:.1f} of {limit / 60:.1f} CPU-min left: {' '.join(command)}")
+        workdir.mkdir(parents=True, exist_ok=True)
+        with open(workdir.parent / f"{name}.log", "a", encoding="utf-8") as out:
+            child = subprocess.Popen(command, cwd=ROOT, stdout=out, stderr=subprocess.STDOUT)
+            spent_before, stopped, started = record["cpu_seconds"], False, time.time()
+            used = 0.0
+            last_note = started
+            while child.poll() is None:
+                time.sleep(POLL_SECONDS)
+                # Never down: a child that exits before its parent waits for it takes its
+                # CPU time out of the tree's count; what was counted stays spent.
+                used = max(used, process_tree_cpu_seconds(child.pid))
+                record["cpu_seconds"] = spent_before + used
+                write_budget(root, arm, budget)
+                if not stopped and record["cpu_seconds"] >= limit:
+                    log(f"{arm}/{name}: budget reached ({limit / 60:.1f} CPU-min); stopping")
+                    child.send_signal(signal.SIGTERM)
+                    stopped = True
+                if time.time() - last_note > 120:
+                    last_note = time.time()
+                    rate = used / max(time.time() - started, 1e-9)
+                    eta = (limit - record["cpu_seconds"]) / max(rate, 1e-9)
+                    log(
+                        f"{arm}/{name}: {record['cpu_seconds'] / 60:.1f} of {limit / 60:.1f} "
+                        f"CPU-min ({rate:.2f} cores), about {eta / 60:.0f} min to go"
+                    )
+        if child.returncode not in (0, -signal.SIGTERM) and not stopped:
+            raise SystemExit(
+                f"error: {arm}/{name} failed (exit {child.returncode}); see "
+                f"{workdir.parent / (name + '.log')}; re-run to resume"
+            )
+        record["done"] = True
+        record["wall_seconds"] = record.get("wall_seconds", 0.0) + time.time() - started
+        write_budget(root, arm, budget)
+        previous = workdir
+    budget["final"] = str(previous)
+    write_budget(root, arm, budget)
+    return budget
+
+
+def evaluate_arm(arm: str, root: Path, python: str, log) -> dict:
+    """The arm's final checkpoint on the ladder (random, greedy, FSF at EVALUATION's nodes)."""
+    budget = read_budget(root, arm)
+    if "final" not in budget:
+        raise SystemExit(f"error: {arm} is not trained yet: run `train {arm}` first")
+    out = root / arm / "ladder"
+    command = [
+        python, "-m", "mmc_jax.evaluate", "ladder", f"--checkpoint={budget['final']}",
+        f"--variant={EVALUATION['variant']}", f"--games={EVALUATION['games']}",
+        f"--simulations={EVALUATION['simulations']}", "--chain-games=0",
+        "--nodes", *map(str, EVALUATION["nodes"]), f"--out={out}",
+    ]  # fmt: skip
+    log(f"{arm}: {' '.join(command)}")
+    subprocess.run(command, cwd=ROOT, check=True)
+    return json.loads((out / "ladder.json").read_text())
+
+
+def report(root: Path) -> str:
+    """The markdown table of every trained and evaluated arm."""
+    rows = [
+        "| arm | CPU-min (stages) | vs random | vs greedy | vs FSF 100 | vs FSF 1000 | Elo |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for arm in ARMS:
+        budget = read_budget(root, arm)
+        ladder_file = root / arm / "ladder" / "ladder.json"
+        if not budget["stages"]:
+            continue
+        stages = ", ".join(
+            f"{name} {record['cpu_seconds'] / 60:.1f}" for name, record in budget["stages"].items()
+        )
+        cells = ["-"] * 5
+        if ladder_file.exists():
+            ladder = json.loads(ladder_file.read_text())
+            opponents = ("random", "greedy", "engine:nodes=100", "engine:nodes=1000")
+            cells = [_score_cell(ladder, opponent) for opponent in opponents]
+            cells.append(_elo_cell(ladder))
+        rows.append(f"| {arm} | {stages} | " + " | ".join(cells) + " |")
+    return "\n".join(rows)
+
+
+def _model(ladder: dict) -> dict:
+    return ladder["models"][0]
+
+
+def _score_cell(ladder: dict, opponent: str) -> str:
+    rungs = {rung["opponent"]: rung for rung in _model(ladder)["rungs"]}
+    if opponent not in rungs:
+        return "-"
+    rung = rungs[opponent]
+    low, high = rung["score_ci95"]
+    return f"{rung['score']:.3f} [{low:.3f}, {high:.3f}]"
+
+
+def _elo_cell(ladder: dict) -> str:
+    model = _model(ladder)
+    low, high = model["ci95"]
+    return f"{model['elo']:.0f} [{low:.0f}, {high:.0f}]"
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("command", choices=("train", "evaluate", "report", "status"))
+    parser.add_argument("arm", nargs="?", choices=tuple(ARMS), help="the arm (train, evaluate)")
+    parser.add_argument("--root", default="runs/learners", help="where the arms' workdirs go")
+    parser.add_argument(
+        "--cpu-minutes", type=float, default=60.0,
+        help="CPU budget per arm, data generation included (default 60: 30 minutes of 2 cores)",
+    )  # fmt: skip
+    parser.add_argument("--python", default=sys.executable, help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.command in ("train", "evaluate") and args.arm is None:
+        parser.error(f"{args.command} needs an arm: one of {', '.join(ARMS)}")
+    if not args.cpu_minutes > 0 or not math.isfinite(args.cpu_minutes):
+        parser.error(f"--cpu-minutes must be a positive number, got {args.cpu_minutes}")
+    root = Path(args.root)
+
+    def log(line: str) -> None:
+        print(f"[{time.strftime('%H:%M:%S')}] {line}", flush=True)
+
+    if args.command == "train":
+        budget = train_arm(args.arm, root, args.cpu_minutes, args.python, log)
+        log(f"{args.arm}: trained, final checkpoint {budget['final']}")
+        log(f"next: python experiments/learners/compare.py evaluate {args.arm} --root {root}")
+    elif args.command == "evaluate":
+        evaluate_arm(args.arm, root, args.python, log)
+        print(report(root))
+    elif args.command == "report":
+        print(report(root))
+    else:
+        for arm in ARMS:
+            budget = read_budget(root, arm)
+            spent = sum(r["cpu_seconds"] for r in budget["stages"].values()) / 60
+            done = "final" in budget
+            evaluated = (root / arm / "ladder" / "ladder.json").exists()
+            print(f"{arm}: {spent:.1f} CPU-min spent, trained {done}, evaluated {evaluated}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,100 @@
+"""The equal-budget comparison of the learners (experiments/learners/compare.py, issue 48):
+the CPU time of a process tree is counted, every stage stops at its share of the budget and
+the next starts from it, a resume counts on from what was spent, and the report reads the
+ladder's JSON. A fake trainer stands in for `python -m mmc_jax.train` (no JAX here)."""
+
+import importlib.util
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+PATH = Path(__file__).resolve().parents[2] / "experiments" / "learners" / "compare.py"
+_spec = importlib.util.spec_from_file_location("learners_compare", PATH)
+compare = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(compare)
+
+# Burns CPU in a child of its own (as the dataset workers do) until SIGTERM, recording its
+# arguments.
+FAKE_TRAINER = """#!{python}
+import os, signal, subprocess, sys
+with open(os.environ["FAKE_CALLS"], "a") as calls:
+    calls.write(" ".join(sys.argv[1:]) + "\\n")
+worker = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+signal.signal(signal.SIGTERM, lambda *_: (worker.kill(), sys.exit(0)))
+while True:
+    pass
+"""
+
+
+def test_the_cpu_time_of_a_process_tree_counts_its_children():
+    child = subprocess.Popen(
+        [sys.executable, "-c", "import subprocess, sys; subprocess.run([sys.executable, '-c', "
+         "'import time\\nend = time.process_time() + 1.0\\nwhile time.process_time() < end: "
+         "pass\\ntime.sleep(30)'])"]
+    )  # fmt: skip
+    try:
+        deadline = time.time() + 60
+        used = 0.0
+        while time.time() < deadline and used < 0.9:
+            time.sleep(0.2)
+            used = compare.process_tree_cpu_seconds(child.pid)
+        assert used >= 0.9  # the grandchild's second of CPU, seen through the tree
+    finally:
+        subprocess.run(["pkill", "-P", str(child.pid)], check=False)
+        child.kill()
+
+
+def test_stages_split_the_budget_and_the_open_one_takes_the_rest():
+    assert compare.stage_limits("supervised_az", 3600.0) == [1800.0, 1800.0]
+    assert compare.stage_limits("alphazero", 3600.0) == [3600.0]
+
+
+def test_every_stage_stops_at_its_share_and_the_next_starts_from_it(tmp_path, monkeypatch):
+    fake = tmp_path / "python"
+    fake.write_text(FAKE_TRAINER.format(python=sys.executable))
+    fake.chmod(0o755)
+    calls = tmp_path / "calls"
+    monkeypatch.setenv("FAKE_CALLS", str(calls))
+    monkeypatch.setattr(compare, "POLL_SECONDS", 0.2)
+    root = tmp_path / "root"
+    lines = []
+    budget = compare.train_arm("supervised_az", root, 0.05, str(fake), lines.append)  # 3 s
+    stages = budget["stages"]
+    assert list(stages) == ["sup", "az"] and all(s["done"] for s in stages.values())
+    for record in stages.values():  # stopped at the share, give or take one poll
+        assert 1.5 <= record["cpu_seconds"] <= 1.5 + 3 * 0.2 * 2, record
+    first, second = calls.read_text().splitlines()
+    assert "--config=configs/supervised.py:cpu" in first and "--config.data.nodes=100" in first
+    assert f"--init_from={root / 'supervised_az' / 'sup'}" in second.split()
+    assert budget["final"] == str(root / "supervised_az" / "az")
+    assert json.loads((root / "supervised_az" / "budget.json").read_text()) == budget
+    # Done stages are not run again; another budget for the same arm is refused.
+    again = compare.train_arm("supervised_az", root, 0.05, str(fake), lines.append)
+    assert again["stages"] == stages and len(calls.read_text().splitlines()) == 2
+    with pytest.raises(SystemExit, match="started with --cpu-minutes 0.05"):
+        compare.train_arm("supervised_az", root, 60, str(fake), lines.append)
+
+
+def test_the_report_reads_the_ladder(tmp_path):
+    root = tmp_path
+    compare.write_budget(
+        root, "alphazero", {"arm": "alphazero", "stages": {"az": {"cpu_seconds": 3612.0}}}
+    )
+    rung = {"score": 0.25, "score_ci95": [0.21, 0.29], "games": 400}
+    ladder = {
+        "models": [
+            {
+                "elo": 480.0,
+                "ci95": [450.0, 510.0],
+                "rungs": [{**rung, "opponent": "engine:nodes=100"}],
+            }
+        ]
+    }
+    (root / "alphazero" / "ladder").mkdir(parents=True)
+    (root / "alphazero" / "ladder" / "ladder.json").write_text(json.dumps(ladder))
+    table = compare.report(root)
+    assert "| alphazero | az 60.2 | - | - | 0.250 [0.210, 0.290] | - | 480 [450, 510] |" in table
