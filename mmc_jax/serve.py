@@ -33,6 +33,9 @@ moves and the PGN are withheld; they are revealed when the game is over.
 API (JSON in and out): `GET /api/options`; `POST /api/new {variant, model, colour, fen?,
 simulations?}`; `POST /api/move {game, move}` (the model answers in the same request);
 `POST /api/takeback {game}`; `GET /api/state?game=ID`; `GET /api/pgn?game=ID` (a file).
+A state's `analysis` is the model's last search: the move it played (`played` true), or, in a
+new game the human opens, the move it would play (`played` false), so the page shows an
+evaluation before the first move; with its value for the side to move, W/D/L, top moves, line.
 """
 
 from __future__ import annotations
@@ -202,6 +205,10 @@ class Server:
                 self._games[game.id] = game
                 while len(self._games) > MAX_GAMES:
                     self._games.popitem(last=False)
+            if position.turn == game.human and not position.over and not position.fog:
+                # Before the human's first move: the model's view of the position, so the page
+                # shows an evaluation from the start (its move stays unplayed).
+                game.analysis = self._analysis(game, position, played=False)
             position = self._model_moves(game, position)
             return self._state(game, position)
 
@@ -285,11 +292,21 @@ class Server:
     ) -> model_engine.GamePosition:
         if position.over or position.turn == game.human:
             return position
+        game.analysis = self._analysis(game, position, played=True)
+        game.moves.append(game.analysis["move"])
+        return self._position(game)
+
+    def _analysis(
+        self, game: Game, position: model_engine.GamePosition, played: bool
+    ) -> dict[str, Any]:
+        """The model's search of `position`: the move it plays (`played`) or would play, its
+        value for the side to move, the W/D/L, its top moves, line, nodes and seconds."""
         model = self.engine(game.model)
         with self._engine_locks[game.model]:
             result = model.search(position, game.simulations, worlds=self.worlds)
-        game.analysis = {
+        return {
             "move": result.move,
+            "played": played,
             "value": round(result.value, 4),
             "score_cp": result.score_cp,
             "wdl": list(result.wdl),
@@ -298,8 +315,6 @@ class Server:
             "nodes": result.nodes,
             "seconds": round(result.seconds, 3),
         }
-        game.moves.append(result.move)
-        return self._position(game)
 
     def _state(self, game: Game, position: model_engine.GamePosition) -> dict[str, Any]:
         """What the page gets. Under fog, while the game runs: the human's view only."""

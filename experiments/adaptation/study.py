@@ -1622,6 +1622,21 @@ def seed_level(
     return out
 
 
+def seed_level_table(results: dict) -> str:
+    """`seed_level_endpoints` as markdown: per comparison the seeds, the mean difference of
+    the per-seed means and its Student t 95% interval over the seeds."""
+    rows = [
+        "| comparison (per-seed mean over the primary variants) | seeds | difference [95% CI] |",
+        "|---|---:|---|",
+    ]
+    for name, diffs in seed_level_endpoints(results):
+        if diffs:
+            mean, half = t_interval(diffs)
+            cell = f"{mean:+.3f} [{mean - half:+.3f}, {mean + half:+.3f}]"
+            rows.append(f"| {name} | {len(diffs)} | {cell} |")
+    return "\n".join(rows)
+
+
 SEED_LEVEL_COMPARISONS = (
     ("P2", "joat", "joint"),
     ("P1", "joint", "scratch"),
@@ -2045,6 +2060,11 @@ def main(argv=None) -> int:
     parser.add_argument("--pack", default=None, help="archive every finished pretraining run here")
     parser.add_argument("--unpack", default=None, help="add a pack's runs to the artefacts, exit")
     parser.add_argument("--status", action="store_true", help="say what is done, exit")
+    parser.add_argument(
+        "--seed-level",
+        action="store_true",
+        help="print the endpoints at the pretraining-seed level from the committed cells, exit",
+    )
     parser.add_argument("--prepare", action="store_true", help="validate every config, exit")
     args = parser.parse_args(argv)
     preset = PRESETS[args.preset]
@@ -2083,6 +2103,9 @@ def main(argv=None) -> int:
     study = Study(args.preset, preset, workdir, artefacts)
     if args.status:
         print(status(study))
+        return 0
+    if args.seed_level:
+        print(seed_level_table(collect(study)))
         return 0
     from mmc_jax.infra import startup
 

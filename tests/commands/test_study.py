@@ -433,6 +433,12 @@ def test_seed_level_endpoints_average_variants_within_a_seed_then_t_over_seeds(t
         f"P2 joat - joint, AUC: {mean:+.3f} [{mean - half:+.3f}, {mean + half:+.3f}] (n=3" in text
     )
     assert "pretraining-seed level" in text and "`extinction` 0.10 (out)" in text
+    # `--seed-level`: the same numbers as a table, for any preset's committed cells.
+    table = study.seed_level_table(results)
+    assert (
+        f"| P2 joat - joint, AUC | 3 | {mean:+.3f} [{mean - half:+.3f}, {mean + half:+.3f}] |"
+        in table
+    )
 
 
 @pytest.mark.slow

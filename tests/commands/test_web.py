@@ -76,6 +76,17 @@ def true_fen(app: serve.Server, state) -> str:
     return app.engine(game.model).position(game.variant, game.start_fen, game.moves).fen
 
 
+def test_a_new_game_as_white_shows_the_models_evaluation_before_the_first_move(site, ffish):
+    base, _ = site
+    status, state = call(base, "/api/new", {"variant": "gardner", "colour": "white"})
+    assert status == 200 and state["moves"] == [] and state["turn"] == "white"
+    analysis = state["analysis"]
+    assert analysis["played"] is False and analysis["top"] and -1 <= analysis["value"] <= 1
+    assert analysis["move"] in ffish.legal_moves("gardner", START, [])  # proposed, not played
+    status, state = call(base, "/api/move", {"game": state["game"], "move": "e2e3"})
+    assert state["analysis"]["played"] is True and state["analysis"]["move"] == state["moves"][1]
+
+
 def test_a_game_through_the_api(site, ffish):
     base, app = site
     status, options = call(base, "/api/options")
@@ -203,6 +214,8 @@ def test_the_page_in_headless_chromium(site, ffish, tmp_path):
         browser.get(base + "/")
         wait_for_moves(browser, 0)  # the page starts a game: White, the shipped model
         assert pieces(browser) == board_of(START)
+        # An evaluation before the first move (issue 51): the model's view, its move unplayed.
+        assert "Before your move, the model's view of the position" in browser.text("#analysis")
 
         # A legal move by clicking: the pawn, then its target; the model replies.
         browser.click("#sq-e2")
