@@ -13,7 +13,9 @@ Faults it can inject: `explode_after=k` multiplies the parameters by 1e30 at the
 iteration k (its losses stay finite; the next iteration's are not: what a learning rate that
 blows up in the last learner step does), `bad_opt_state_after=k` leaves an infinite optimizer
 moment after iteration k, `on_compile` runs inside `compile` (e.g. a signal), and
-`seconds_per_iteration` slows the loop down for tests that need it running.
+`seconds_per_iteration` slows the loop down for tests that need it running. Its config's
+`learning_rate` scales each step; one of 1e20 or more gives NaN losses at once (what 1e30 does
+to a real learner: its first step explodes and the iteration's mean loss is NaN).
 """
 
 from __future__ import annotations
@@ -49,6 +51,7 @@ def fake_config(num_iterations: int = 3, **checkpoint) -> ml_collections.ConfigD
     config.seed = 0
     config.num_iterations = num_iterations
     config.batch_size = 2
+    config.learning_rate = 0.01
     config.eval = ml_collections.ConfigDict({"every": 0})
     config.checkpoint = ml_collections.ConfigDict(
         {"every": 1, "max_to_keep": 3, "keep_period": 0, "save_replay": True, **checkpoint}
@@ -65,12 +68,13 @@ def _host_state(batch_size: int) -> FakeState:
     )
 
 
-def _update(state: FakeState, key, explode, bad_opt_state):
+def _update(state: FakeState, key, explode, bad_opt_state, learning_rate):
     params = state.params
-    # Losses of the parameters the iteration starts from: infinite once they have exploded.
+    # Losses of the parameters the iteration starts from: infinite once they have exploded,
+    # or when the learning rate explodes them in the iteration's first step.
     scale = jnp.max(jnp.abs(params["w"]))
-    loss = jnp.where(scale < 1e20, 1.0 + 0.01 * scale, jnp.nan)
-    step = 0.01 * jax.random.normal(key, params["w"].shape)
+    loss = jnp.where((scale < 1e20) & (learning_rate < 1e20), 1.0 + 0.01 * scale, jnp.nan)
+    step = learning_rate * jax.random.normal(key, params["w"].shape)
     w = (params["w"] + step) * jnp.where(explode, 1e30, 1.0)
     moment = jnp.where(bad_opt_state, jnp.inf, state.opt_state["moment"] + step)
     new = state.replace(
@@ -129,7 +133,11 @@ class FakeAlgorithm(algorithm_lib.SelfPlayAlgorithm):
             time.sleep(self.seconds_per_iteration)
             done = iteration + 1
             state, loss = update(
-                state, key, done == self.explode_after, done == self.bad_opt_state_after
+                state,
+                key,
+                done == self.explode_after,
+                done == self.bad_opt_state_after,
+                np.float32(config.get("learning_rate", 0.01)),
             )
             loss = float(loss)
             record = {

@@ -280,21 +280,74 @@ def yardstick_tag(preset: Preset) -> str:
     return tag + ("-sampled" if preset.sampled else "")
 
 
+DAMAGED_SUFFIX = ".damaged"
+
+
+def _warn(line: str) -> None:
+    print(line, file=sys.stderr, flush=True)
+
+
+def load_artefact(path: Path) -> tuple[dict | None, str | None]:
+    """(the JSON object at `path`, None) when it reads; (None, None) when it is missing;
+    (None, why) when it is damaged: not UTF-8 JSON (a copy cut short, a disk that filled
+    up), or JSON that is not an object (every artefact is one)."""
+    try:
+        text = path.read_bytes().decode("utf-8")
+    except FileNotFoundError:
+        return None, None
+    except UnicodeDecodeError as error:
+        return None, f"not UTF-8 text: {error.reason} at byte {error.start}"
+    try:
+        info = json.loads(text)
+    except json.JSONDecodeError as error:
+        size = len(text.encode("utf-8"))
+        where = f"line {error.lineno} column {error.colno} of {size} bytes"
+        why = error.msg.removesuffix(" at")  # ("Unterminated string starting at")
+        return None, f"not valid JSON: {why[0].lower()}{why[1:]} at {where}"
+    if not isinstance(info, dict):
+        return None, f"not a JSON object but {type(info).__name__}"
+    return info, None
+
+
 @dataclasses.dataclass(frozen=True)
 class Study:
-    """Where a study's files live: `artefacts` (small, committed) and `workdir` (heavy)."""
+    """Where a study's files live: `artefacts` (small, committed) and `workdir` (heavy).
+    `read_only`: another preset's committed artefacts, read and never changed; `warn` gets
+    the one-line note of each damaged artefact (the study's log during a run)."""
 
     preset_name: str
     preset: Preset
     workdir: Path
     artefacts: Path
+    read_only: bool = False
+    warn: object = dataclasses.field(default=_warn, compare=False, repr=False)
 
     def path(self, *parts: str) -> Path:
         return self.artefacts.joinpath(*parts)
 
     def read(self, *parts: str):
+        """The JSON artefact at `parts`, or None when it is missing. A damaged one counts as
+        missing, so that the plan computes its unit again: it is named in one line and moved
+        aside to `<name>.damaged` (kept for inspection; left where it is in read-only
+        artefacts)."""
         path = self.path(*parts)
-        return json.loads(path.read_text()) if path.exists() else None
+        info, damage = load_artefact(path)
+        if damage is None:
+            return info
+        if self.read_only:
+            self.warn(f"warning: damaged artefact {path} ({damage}) is not used")
+            return None
+        moved = set_aside(path)
+        self.warn(
+            f"warning: damaged artefact {path} ({damage}) moved to {moved}; its unit is "
+            "computed again"
+        )
+        return None
+
+    def damaged(self, *parts: str) -> str | None:
+        """Why the artefact at `parts` is damaged, or None (missing or readable); moves
+        nothing (`--status`)."""
+        return load_artefact(self.path(*parts))[1]
 
     def write(self, info: dict, *parts: str) -> dict:
         path = self.path(*parts)
@@ -309,6 +362,18 @@ class Study:
 
     def pretrained_model(self, arm: str, seed: int) -> Path:
         return self.path("models", "pretrain", f"{arm}_s{seed}")
+
+
+def set_aside(path: Path) -> Path:
+    """Moves the damaged file `path` to `<path>.damaged` (`.damaged.1`, ... when taken);
+    returns where."""
+    moved = path.with_name(path.name + DAMAGED_SUFFIX)
+    number = 0
+    while moved.exists():
+        number += 1
+        moved = path.with_name(f"{path.name}{DAMAGED_SUFFIX}.{number}")
+    os.replace(path, moved)
+    return moved
 
 
 def export(workdir: Path, step: int | None, out: Path, info: dict) -> None:
@@ -519,12 +584,14 @@ def shared_references(study: Study, variant: str) -> bool:
         study.preset.reference_preset,
         study.preset.reference_iterations,
     )
-    info = source / "reference" / f"{slug(variant)}.json"
-    if not same or study.artefacts.resolve() == source.resolve() or not info.exists():
+    if not same or study.artefacts.resolve() == source.resolve():
+        return False
+    info = committed("cpu", study.warn).read("reference", f"{slug(variant)}.json")
+    if info is None:
         return False
     models = source / "models" / "reference" / slug(variant)
     shutil.copytree(models, study.path("models", "reference", slug(variant)), dirs_exist_ok=True)
-    study.write(json.loads(info.read_text()), "reference", f"{slug(variant)}.json")
+    study.write(info, "reference", f"{slug(variant)}.json")
     return True
 
 
@@ -580,10 +647,10 @@ def pretrain(study: Study, arm: str, seed: int, choice: dict | None, log, pack=N
     return info
 
 
-def committed(preset_name: str) -> Study:
+def committed(preset_name: str, warn=_warn) -> Study:
     """The committed artefacts of another preset (read only; its workdir is not used)."""
     artefacts = ROOT / "experiments" / "adaptation" / f"decisive_{preset_name}"
-    return Study(preset_name, PRESETS[preset_name], Path("/nonexistent"), artefacts)
+    return Study(preset_name, PRESETS[preset_name], Path("/nonexistent"), artefacts, True, warn)
 
 
 def reusable(study: Study, arm: str, seed: int, choice: dict | None) -> Study | None:
@@ -592,7 +659,7 @@ def reusable(study: Study, arm: str, seed: int, choice: dict | None) -> Study | 
     `choice` against the one that preset chose); None otherwise."""
     if not study.preset.reuse:
         return None
-    source = committed(study.preset.reuse)
+    source = committed(study.preset.reuse, study.warn)
     if source.artefacts.resolve() == study.artefacts.resolve():
         return None
     if source.read("pretrain", f"{arm}_s{seed}.json") is None:
@@ -683,11 +750,12 @@ def sensitivity(study: Study, log) -> dict:
     preset = study.preset
     if preset.procedure_rule == "training_tasks":
         return procedure_on_training_tasks(study, log)
-    decided = ROOT / "experiments" / "adaptation" / "decisive_cpu" / "sensitivity.json"
-    if study.preset_name != "cpu" and decided.exists():
+    cpu = committed("cpu", study.warn)
+    decided = cpu.read("sensitivity.json") if study.preset_name != "cpu" else None
+    if decided is not None:
         # One procedure for the whole study: a larger preset adapts as the cpu preset decided.
-        log(f"sensitivity: the cpu preset's choice ({decided})")
-        return study.write({**json.loads(decided.read_text()), "from": "cpu"}, "sensitivity.json")
+        log(f"sensitivity: the cpu preset's choice ({cpu.path('sensitivity.json')})")
+        return study.write({**decided, "from": "cpu"}, "sensitivity.json")
     seed = preset.seeds[0]
     starts = [a for a in ("joint", "joint+desc") if a in preset.arms]
     joat = joat_config(preset, 0)
@@ -905,7 +973,7 @@ def curve(study: Study, variant: str, log) -> dict:
     if shared is not None:
         log(f"curve {variant}: the {study.preset.reuse} preset's (the same references and mid)")
         return shared
-    frames = study.read("reference", f"{slug(variant)}.json")["frames"]
+    frames = references(study, variant, log)["frames"]  # (computed again if it was damaged)
     models = {
         it: checkpoint.load_model(study.reference_model(variant, it))[:2]
         for it in preset.reference_iterations
@@ -965,7 +1033,7 @@ def shared_curve(study: Study, variant: str) -> dict | None:
     preset = study.preset
     if not preset.reuse:
         return None
-    source = committed(preset.reuse)
+    source = committed(preset.reuse, study.warn)
     if source.artefacts.resolve() == study.artefacts.resolve():
         return None
     theirs = source.read("curve", f"{slug(variant)}.json")
@@ -1449,7 +1517,9 @@ def collect(study: Study) -> dict:
     preset = study.preset
     cells = {}
     for path in sorted(study.path("cells").glob("*.json")) if study.path("cells").is_dir() else []:
-        c = json.loads(path.read_text())
+        c = study.read("cells", path.name)
+        if c is None:  # damaged: moved aside, played again by the next run
+            continue
         if c.get("yardstick") == yardstick(preset) and c.get("yardstick2") == yardstick2(preset):
             cells[(c["arm"], c["seed"], c["variant"])] = c  # (other yardsticks': history)
     curves = {v: study.read("curve", f"{slug(v)}.json") for v in preset.variants}
@@ -1995,37 +2065,62 @@ def run(
 
 
 def status(study: Study) -> str:
+    """What is done, one line per unit; a damaged artefact is not done and is named in a line
+    of its own (it is moved aside only by a run, which computes its unit again)."""
     preset = study.preset
+    notes: list[str] = []
+    # Reads nothing into place and moves nothing: another preset's damaged files are noted.
+    view = dataclasses.replace(study, read_only=True, warn=notes.append)
+    damaged: list[str] = []
+
+    def read(*parts: str):
+        path = study.path(*parts)
+        damage = study.damaged(*parts)
+        if damage:
+            damaged.append(
+                f"damaged: {path} ({damage}); the next run moves it to "
+                f"{path.name}{DAMAGED_SUFFIX} and computes its unit again"
+            )
+            return None
+        return view.read(*parts)
+
+    def done(*parts: str) -> str:
+        before = len(damaged)
+        if read(*parts):
+            return "done"
+        return "- (damaged)" if len(damaged) > before else "-"
+
     lines = []
     for v in preset.variants:
-        lines.append(
-            f"reference {v}: {'done' if study.read('reference', f'{slug(v)}.json') else '-'}"
-        )
-        lines.append(f"curve {v}: {'done' if study.read('curve', f'{slug(v)}.json') else '-'}")
-    choice = (study.read("sensitivity.json") or {}).get("choice")
+        lines.append(f"reference {v}: {done('reference', f'{slug(v)}.json')}")
+        lines.append(f"curve {v}: {done('curve', f'{slug(v)}.json')}")
+    choice = (read("sensitivity.json") or {}).get("choice")
     for s in preset.seeds:
         for a in preset.arms:
-            if study.read("pretrain", f"{a}_s{s}.json"):
-                state = "done"
-            elif a.startswith("joat") and choice is None:
+            state = done("pretrain", f"{a}_s{s}.json")
+            if state == "-" and a.startswith("joat") and choice is None:
                 state = "- (waits for the procedure)"
-            else:
-                source = reusable(study, a, s, choice)
+            elif state == "-":
+                source = reusable(view, a, s, choice)
                 state = f"- (the {source.preset_name} preset's run is reused)" if source else "-"
             lines.append(f"pretrain {a} s{s}: {state}")
     rule = "training tasks" if preset.procedure_rule == "training_tasks" else "held-out"
     lines.append(
-        f"sensitivity ({rule}): " + (f"done, {_procedure_name(choice)}" if choice else "-")
+        f"sensitivity ({rule}): "
+        + (f"done, {_procedure_name(choice)}" if choice else done("sensitivity.json"))
     )
     total = len(preset.variants) * len(preset.seeds) * (len(preset.arms) + 1)
-    have = len(list(study.path("cells").glob("*.json"))) if study.path("cells").is_dir() else 0
-    lines.append(f"cells: {have}/{total}")
-    long = study.read("long.json")
+    folder = study.path("cells")
+    names = sorted(path.name for path in folder.glob("*.json")) if folder.is_dir() else []
+    have = sum(read("cells", name) is not None for name in names)
+    broken = len(names) - have
+    lines.append(f"cells: {have}/{total}" + (f" ({broken} damaged)" if broken else ""))
+    long = read("long.json")
     if not preset.long_iterations:
         lines.append("long run: none in this preset")
     else:
         lines.append(f"long run: {'done' if long and long.get('complete') else '-'}")
-    return "\n".join(lines)
+    return "\n".join(lines + damaged + notes)
 
 
 def main(argv=None) -> int:
@@ -2117,6 +2212,7 @@ def main(argv=None) -> int:
     workdir.mkdir(parents=True, exist_ok=True)
     artefacts.mkdir(parents=True, exist_ok=True)
     log = Log(workdir)
+    study = dataclasses.replace(study, warn=log)  # a damaged artefact's note in study.log too
     if args.unpack:
         try:
             added = unpack(study, Path(args.unpack))

@@ -111,6 +111,37 @@ def leaf_shapes(tree: Any) -> dict[str, list[int]]:
     return {jax.tree_util.keystr(path): list(np.shape(leaf)) for path, leaf in flat}
 
 
+def _flatten(tree: Any, prefix: str = "") -> dict[str, Any]:
+    """{"learner.learning_rate": 0.001, ...} of a JSON-able config tree."""
+    if not isinstance(tree, Mapping):
+        return {prefix: tree}
+    flat: dict[str, Any] = {}
+    for key, value in tree.items():
+        flat.update(_flatten(value, f"{prefix}.{key}" if prefix else str(key)))
+    return flat
+
+
+def config_changes(
+    saved: Mapping | None, config: Any, ignore: tuple[str, ...] = ()
+) -> list[tuple[str, Any, Any]]:
+    """[(dotted field, value in `saved`, value in `config`)] of every field where `saved` (the
+    config a checkpoint was saved with: its sidecar's `config`) and `config` differ, sorted; a
+    field under a dotted prefix of `ignore` is left out, and one that only one of them has is
+    compared with None. [] when `saved` is None (not known)."""
+    if saved is None:
+        return []
+    old, new = _flatten(_jsonable(saved)), _flatten(_jsonable(config))
+
+    def ignored(key: str) -> bool:
+        return any(key == prefix or key.startswith(prefix + ".") for prefix in ignore)
+
+    return [
+        (key, old.get(key), new.get(key))
+        for key in sorted(set(old) | set(new))
+        if not ignored(key) and old.get(key) != new.get(key)
+    ]
+
+
 def _lookup(config: Mapping, dotted: str) -> tuple[bool, Any]:
     node: Any = config
     for part in dotted.split("."):

@@ -24,9 +24,11 @@ but `params`:
    the restore, and puts its fields in the first record after it.
 2. Compile the iteration ahead of time, then for each iteration `i`: call it with the key
    `fold_in(run_key, i)` (a resumed run replays the same random stream), stop on a non-finite
-   `train/*` metric before anything of that iteration is saved (the step it started from is
-   good only if a finite iteration ran from it; if not, it moves to
-   `<workdir>/checkpoints_diverged/`, so that a re-run resumes from a good one), write the metrics
+   `train/*` metric before anything of that iteration is saved (a step trained with another
+   config, the one a resume with a new learning rate started from, was good when saved and
+   stays: the divergence is the new config's; a step of this run's config is good only if a
+   finite iteration ran from it; if not, it moves to `<workdir>/checkpoints_diverged/`, so that
+   a re-run resumes from a good one), write the metrics
    (`metrics.jsonl`, TensorBoard), evaluate when it is time (`eval.every`, and after the last
    iteration), call `on_eval`, print a progress line with an ETA, redraw the plots (at most
    once a minute, at evaluations and at the end) and checkpoint when it is time
@@ -263,22 +265,59 @@ def _restore(algorithm, config, mesh, ckpt, log):
     return state
 
 
-def _last_good(algorithm, config, mesh, workdir, ckpt, started_from: int, vouched: bool) -> str:
-    """Which checkpoint is the last good one, after an iteration that started from step
+# Config fields that say how long a run trains and how often it saves and evaluates, not how its
+# state evolves: a step saved under other values of them was trained with the same config.
+SCHEDULE_FIELDS = ("num_iterations", "checkpoint", "eval")
+
+
+def _config_change(session: _Session, step: int) -> str:
+    """How this run's config differs from the one step `step` was trained with (its sidecar),
+    beyond `SCHEDULE_FIELDS`: `learner.learning_rate=1e+30, step 2 had 0.001`; "" when it is
+    the same or not known."""
+    try:
+        saved = session.ckpt.metadata(step).get("config")
+    except Exception:  # an unreadable sidecar: nothing known, judged as a step of this config
+        return ""
+    changes = checkpoint_lib.config_changes(saved, session.config, SCHEDULE_FIELDS)
+    shown = [f"{key}={new!r}, step {step} had {old!r}" for key, old, new in changes[:4]]
+    more = f"; and {len(changes) - 4} more fields" if len(changes) > 4 else ""
+    return "; ".join(shown) + more
+
+
+def _last_good(session: _Session, started_from: int, vouched: bool) -> str:
+    """Which checkpoint is the last good one, after the iteration that started from step
     `started_from` went non-finite (`vouched`: its losses were finite, only its end state was
-    not). The latest step is good only when a finite iteration ran from it: the one this
-    iteration started from is not (parameters that explode in an iteration's last learner step
-    leave its losses finite and its checkpoint poisoned), so it moves to
-    `<workdir>/checkpoints_diverged/` (kept) when an older step remains to resume from."""
+    not), and whether that step is to blame:
+
+    - trained with another config than this run's (a finished run resumed with a learning rate
+      of 1e30): the divergence belongs to the new config, not to the step. Every step this run
+      saves carries this run's config, so that step is the one the run resumed from, and it was
+      good when saved: finite, and its parameters passed the algorithm's probe. It is kept, and
+      a re-run resumes from it (with the same config, it diverges again the same way);
+    - trained with this config: it is good only when a finite iteration ran from it
+      (`vouched`): parameters that explode in an iteration's last learner step leave that
+      iteration's losses finite and its checkpoint poisoned, so it moves to
+      `<workdir>/checkpoints_diverged/` (kept) when an older step remains to resume from."""
+    algorithm, config, mesh = session.algorithm, session.config, session.mesh
+    ckpt = session.ckpt
     latest = ckpt.latest_step()
     if latest is None:
         return "no checkpoint was saved yet"
-    if vouched or latest != started_from:
+    if latest != started_from:
+        return f"the last good checkpoint is step {latest} in {ckpt.directory}"
+    change = _config_change(session, latest)
+    if change:
+        return (
+            f"iteration {latest + 1} diverged from step {latest} under this run's config, which "
+            f"differs from the one step {latest} was trained with ({change}): step {latest} in "
+            f"{ckpt.directory} is kept, and a re-run resumes from it"
+        )
+    if vouched:
         return f"the last good checkpoint is step {latest} in {ckpt.directory}"
     try:
         template = algorithm.abstract_state(config, mesh).params
         ckpt.wait()  # (a manager that saved cannot read a subtree: a fresh one reads it)
-        params = checkpoint_lib.restore_subtree(workdir, "params", template, step=latest)
+        params = checkpoint_lib.restore_subtree(session.workdir, "params", template, step=latest)
         size = f" (its largest |parameter| is {checkpoint_lib.largest_magnitude(params):.2g})"
     except Exception:  # only a detail of the message
         size = ""
@@ -763,20 +802,14 @@ def _check_iteration(session: _Session, state, record: dict[str, Any], iteration
     """Raises FloatingPointError (naming the last good checkpoint) when iteration `iteration`
     (0-based) gave a non-finite `train/*` metric or a non-finite state, before anything of it
     is saved."""
-    algorithm, config, mesh = session.algorithm, session.config, session.mesh
-    workdir, ckpt = session.workdir, session.ckpt
     done = iteration + 1
     if nonfinite_metrics(record):
-        check_finite(
-            record,
-            done,
-            _last_good(algorithm, config, mesh, workdir, ckpt, iteration, vouched=False),
-        )
+        check_finite(record, done, _last_good(session, iteration, vouched=False))
     # What may be saved must be finite: the losses were, but an explosion in
     # the last learner step shows only in the state.
-    bad = checkpoint_lib.nonfinite_leaves(algorithm.finite_parts(state))
+    bad = checkpoint_lib.nonfinite_leaves(session.algorithm.finite_parts(state))
     if bad:
-        note = _last_good(algorithm, config, mesh, workdir, ckpt, iteration, True)
+        note = _last_good(session, iteration, vouched=True)
         raise FloatingPointError(
             f"non-finite values in the state after iteration {done}: "
             f"{', '.join(bad[:6])}. Stopping; nothing of this iteration was "

@@ -560,3 +560,117 @@ def test_amendment_3_ships_joat_only_above_joint_at_the_seed_level_and_always_se
         sum(per_seed.values()) / 3
     )
     assert "sgd 0.3" in card["reproduces"]
+
+
+# ---------------------------------------------------------------------------------------------
+# Damaged artefacts (issue 52, item 5): written by hand, no training
+
+
+def _damage(path: Path, text: str | bytes = '{"variant": "atomic", "fra') -> Path:
+    """`path` as a write cut short leaves it (truncated JSON; bytes: not even text)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(text if isinstance(text, bytes) else text.encode())
+    return path
+
+
+def test_status_counts_only_readable_cells_and_names_each_damaged_artefact(tmp_path, capsys):
+    """A truncated cell used to count ("cells: 108/108") and a truncated reference to be
+    "done"; now `--status` counts what reads, names each damaged file in one line, and moves
+    nothing (only a run does)."""
+    preset = study.PRESETS["smoke"]
+    work = tmp_path / "work"
+    s = study.Study("smoke", preset, work, work / "artefacts")
+    s.write({"variant": "atomic", "frames": {"1": 1, "2": 2}}, "reference", "atomic.json")
+    scores = [0.1, 0.2, 0.3, 0.4]
+    s.write(_cell("joint", 0, "atomic", scores, 0.1, study.yardstick(preset)), "cells",
+            "joint_s0_atomic.json")  # fmt: skip
+    cell = _damage(s.path("cells", "joat_s0_atomic.json"), '{"arm": "joat", "seed": 0, "poi')
+    reference = _damage(s.path("reference", "gardner_start_shuffle_17_colour_other.json"))
+    binary = _damage(s.path("long.json"), b"\xff\xfe")
+    text = study.status(s)
+    total = len(preset.variants) * len(preset.seeds) * (len(preset.arms) + 1)
+    assert f"cells: 1/{total} (1 damaged)" in text, text
+    assert "reference atomic: done" in text
+    assert "reference gardner,start=shuffle:17,colour=other: - (damaged)" in text
+    assert "long run: -" in text
+    for path in (cell, reference, binary):
+        line = next(line for line in text.splitlines() if str(path) in line)
+        assert line.startswith(f"damaged: {path} (not "), line
+        assert line.endswith(f"moves it to {path.name}.damaged and computes its unit again")
+        assert path.exists()  # moved by a run, not by --status
+    assert study.main(["--preset", "smoke", "--workdir", str(work), "--status"]) == 0
+    out = capsys.readouterr()
+    assert f"damaged: {cell} (not valid JSON: " in out.out and "Traceback" not in out.err
+
+
+def test_a_damaged_artefact_is_named_moved_aside_and_counts_as_missing(tmp_path):
+    """`Study.read` of a truncated JSON (it used to raise a bare JSONDecodeError naming no
+    file) names the file in one line, moves it to `<name>.damaged` and returns None, so the
+    plan computes the unit again; the report skips a damaged cell instead of dying."""
+    preset = study.PRESETS["smoke"]
+    notes = []
+    s = study.Study("smoke", preset, tmp_path / "work", tmp_path / "art", warn=notes.append)
+    path = _damage(s.path("reference", "atomic.json"))
+    assert s.read("reference", "atomic.json") is None
+    assert notes == [
+        f"warning: damaged artefact {path} (not valid JSON: unterminated string starting "
+        f"at line 1 column 23 of 26 bytes) moved to {path}.damaged; its unit is computed again"
+    ]
+    assert not path.exists() and path.with_name("atomic.json.damaged").read_text().endswith("fra")
+    _damage(path, "[1, 2]")  # valid JSON, but no artefact is a list
+    assert s.read("reference", "atomic.json") is None
+    assert "(not a JSON object but list)" in notes[-1]
+    assert path.with_name("atomic.json.damaged.1").exists()  # the first one is kept too
+    scores = [0.1, 0.2, 0.3, 0.4]
+    s.write(_cell("joint", 0, "atomic", scores, 0.1, study.yardstick(preset)), "cells",
+            "joint_s0_atomic.json")  # fmt: skip
+    damaged_cell = _damage(s.path("cells", "joat_s0_atomic.json"), '{"arm": "jo')
+    results = study.collect(s)
+    assert [(c["arm"], c["seed"]) for c in results["cells"]] == [("joint", 0)]
+    assert not damaged_cell.exists() and str(damaged_cell) in notes[-1]
+    # Another preset's committed artefacts are read only: named, not used, never moved.
+    other = study.Study("cpu", preset, tmp_path / "w2", tmp_path / "art2", True, notes.append)
+    theirs = _damage(other.path("sensitivity.json"), "{")
+    assert other.read("sensitivity.json") is None and theirs.exists()
+    assert notes[-1] == (
+        f"warning: damaged artefact {theirs} (not valid JSON: expecting property name enclosed "
+        "in double quotes at line 1 column 2 of 1 bytes) is not used"
+    )
+
+
+def test_the_plan_computes_a_damaged_unit_again(tmp_path, monkeypatch):
+    """A truncated reference of a preset that shares the cpu preset's references is copied
+    again from them; a truncated cell is played again (here up to the adaptation, which the
+    test stops) instead of the run dying with a traceback."""
+    from mmc_jax import adapt
+
+    gpu = study.PRESETS["gpu"]
+    s = study.Study("gpu", gpu, tmp_path / "work", tmp_path / "art", warn=lambda line: None)
+    committed = study.committed("cpu").read("reference", "atomic.json")
+    path = _damage(s.path("reference", "atomic.json"))
+    assert study.references(s, "atomic", print) == committed
+    assert json.loads(path.read_text()) == committed
+    assert path.with_name("atomic.json.damaged").exists()
+
+    preset = study.PRESETS["smoke"]
+    lines = []
+    s = study.Study("smoke", preset, tmp_path / "w", tmp_path / "a", warn=lines.append)
+    s.write({"choice": {"optimizer": "sgd", "learning_rate": 0.1}}, "sensitivity.json")
+    s.write({"variant": "atomic", "frames": {"1": 8, "2": 16}}, "reference", "atomic.json")
+    s.write({"variant": "atomic", "mid": 1, "final": 2, "calibrated": True, "range": 0.5,
+             "primary": True, "reference_iterations": [1, 2],
+             "yardstick": study.yardstick(preset), "calibration": {},
+             "points": [{"frames": 0, "score": 0.1}]}, "curve", "atomic.json")  # fmt: skip
+    cell = _damage(s.path("cells", "scratch_s0_atomic.json"), '{"arm": "scratch", "se')
+
+    class Replayed(Exception):
+        pass
+
+    def run_adaptation(variant, init, workdir, **kwargs):
+        raise Replayed(variant, init)
+
+    monkeypatch.setattr(adapt, "run_adaptation", run_adaptation)
+    with pytest.raises(Replayed) as replayed:
+        study.run(s, lines.append, only="games", variants=("atomic",))
+    assert replayed.value.args == ("atomic", "scratch")
+    assert any(str(cell) in line and "moved to" in line for line in lines), lines

@@ -118,6 +118,23 @@ def test_restore_with_other_variant_list_raises(tmp_path):
         checkpoint.restore_or_none(tmp_path, train_state(other, 0.0, 0), config=other)
 
 
+def test_config_changes_lists_the_fields_a_step_was_trained_with_otherwise():
+    """What the NaN guard names when a resume under another config diverges (issue 52, item
+    4): the sidecar's config against the run's, tuples equal to lists, prefixes ignored."""
+    saved = {"seed": 0, "num_iterations": 2, "learner": {"learning_rate": 0.001, "steps": 4},
+             "variants": ["gardner"], "checkpoint": {"every": 1}}  # fmt: skip
+    config = ml_collections.ConfigDict(
+        {"seed": 0, "num_iterations": 9, "learner": {"learning_rate": 1e30, "steps": 4},
+         "variants": ("gardner",), "checkpoint": {"every": 5}, "new": True}
+    )  # fmt: skip
+    assert checkpoint.config_changes(saved, config, ("num_iterations", "checkpoint")) == [
+        ("learner.learning_rate", 0.001, 1e30),
+        ("new", None, True),
+    ]
+    assert checkpoint.config_changes(None, config) == []
+    assert ("num_iterations", 2, 9) in checkpoint.config_changes(saved, config)
+
+
 def test_a_state_of_another_tree_structure_is_a_mismatch_not_damage(tmp_path):
     # Same arrays and shapes, one more None entry: what a state class that gains an optional
     # field restores into. Orbax refuses it; that must read as a mismatch (resume with the

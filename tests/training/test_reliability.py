@@ -113,6 +113,39 @@ def test_a_checkpoint_an_explosion_started_from_is_not_called_good(tmp_path):
     assert [r["step"] for r in metrics_lib.read_metrics(workdir)] == [1, 2, 3, 4, 5]
 
 
+def test_a_resume_under_a_config_that_diverges_keeps_the_step_it_started_from(tmp_path):
+    """A finished healthy run resumed with a learning rate of 1e30 used to move its last step
+    aside as "not vouched for", and each retry one more good step (metrics.jsonl shrank 6 -> 5
+    -> 4; issue 52, item 4). The step was trained with another config and was good when
+    saved: the divergence is the new config's. Every retry stops with the same one-line
+    error, the steps and metrics stay, and a learning rate that works goes on from there."""
+    workdir = tmp_path / "run"
+    runloop.run(FakeAlgorithm(), fake_config(2), workdir, stream=None)
+    metrics = (workdir / "metrics.jsonl").read_bytes()
+    diverging = fake_config(4)
+    diverging.learning_rate = 1e30
+    for _ in range(2):
+        with pytest.raises(FloatingPointError) as error:
+            runloop.run(FakeAlgorithm(), diverging, workdir, stream=None)
+        message = str(error.value)
+        assert "\n" not in message and message.startswith(
+            "non-finite training metrics at iteration 3: "
+        ), message
+        assert (
+            "iteration 3 diverged from step 2 under this run's config, which differs from the "
+            "one step 2 was trained with (learning_rate=1e+30, step 2 had 0.01): step 2 in "
+            f"{workdir}/checkpoints is kept, and a re-run resumes from it). "
+            f"{runloop.DIVERGENCE_HINT}" in message
+        ), message
+        assert checkpoint_lib.Checkpointer(workdir).all_steps() == [1, 2]
+        assert not (workdir / "checkpoints_diverged").exists()
+        assert (workdir / "metrics.jsonl").read_bytes() == metrics
+    log = io.StringIO()
+    resumed = runloop.run(FakeAlgorithm(), fake_config(4), workdir, stream=log)
+    assert resumed.start_iteration == 2 and not resumed.stopped
+    assert [r["step"] for r in metrics_lib.read_metrics(workdir)] == [1, 2, 3, 4]
+
+
 def test_a_non_finite_optimizer_state_is_never_saved(tmp_path):
     """An infinite optimizer moment with finite losses: the iteration is not checkpointed,
     and the error names the leaf and the last good step."""
@@ -188,6 +221,37 @@ def test_a_resume_steps_past_a_checkpoint_whose_parameters_exploded(tmp_path):
     assert "checkpoints/2 is damaged (its parameters give a non-finite loss" in log.getvalue()
     assert resumed.start_iteration == 1
     assert checkpoint_lib.largest_magnitude(resumed.params) < 1e6
+
+
+@pytest.mark.slow
+def test_a_healthy_smoke_run_resumed_with_a_learning_rate_of_1e30_keeps_its_steps(runs, tmp_path):
+    """`gardner.py:smoke` (issue 52, item 4): the finished two-iteration run resumed twice with
+    learner.learning_rate=1e30 and more iterations stops both times with the same one-line
+    error, which blames the new config and keeps step 2; the steps and metrics.jsonl stay."""
+    from runs_support import copy_run, smoke
+
+    from mmc_jax.algorithms import alphazero
+
+    workdir = copy_run(runs["alphazero"], tmp_path / "run")
+    metrics = (workdir / "metrics.jsonl").read_bytes()
+    config = smoke("alphazero", 4)
+    config.learner.learning_rate = 1e30
+    messages = []
+    for _ in range(2):
+        with pytest.raises(FloatingPointError) as error:
+            runloop.run(alphazero.ALGORITHM, config, workdir, stream=None)
+        messages.append(str(error.value))
+        assert checkpoint_lib.Checkpointer(workdir).all_steps() == [1, 2]
+        assert not (workdir / "checkpoints_diverged").exists()
+        assert (workdir / "metrics.jsonl").read_bytes() == metrics
+    assert messages[0] == messages[1] and "\n" not in messages[0]
+    assert messages[0].startswith("non-finite training metrics at iteration 3: "), messages[0]
+    assert (
+        "iteration 3 diverged from step 2 under this run's config, which differs from the one "
+        "step 2 was trained with (learner.learning_rate=1e+30, step 2 had 0.001): step 2 in "
+        f"{workdir}/checkpoints is kept, and a re-run resumes from it). "
+        "Lower learner.learning_rate or set learner.max_grad_norm." in messages[0]
+    ), messages[0]
 
 
 # ---------------------------------------------------------------------------------------------
