@@ -257,11 +257,19 @@ def test_a_healthy_smoke_run_resumed_with_a_learning_rate_of_1e30_keeps_its_step
 # ---------------------------------------------------------------------------------------------
 # Item 1: one writer per workdir
 
+# Trains, holding the workdir; after its third iteration it waits for the file argv[4] (the
+# test's go-ahead, at most 300 s), so that it still holds the lock however slowly the second
+# trainer starts on a loaded machine.
 HOLDER = """
+import os, time
 from fake_algorithm import FakeAlgorithm, fake_config
 from mmc_jax.training import runloop
+def hold(iteration, state, record):
+    deadline = time.time() + 300
+    while iteration == 3 and not os.path.exists(sys.argv[4]) and time.time() < deadline:
+        time.sleep(0.05)
 algorithm = FakeAlgorithm(seconds_per_iteration=float(sys.argv[2]))
-runloop.run(algorithm, fake_config(int(sys.argv[3])), sys.argv[1], stream=sys.stdout)
+runloop.run(algorithm, fake_config(int(sys.argv[3])), sys.argv[1], stream=sys.stdout, on_eval=hold)
 print("HOLDER DONE", flush=True)
 """
 
@@ -292,7 +300,8 @@ def test_two_trainers_cannot_share_a_workdir(tmp_path):
     first (whose later records went to a deleted file) and mixed its steps with the first's."""
     workdir = tmp_path / "run"
     iterations = 25
-    holder = start(HOLDER, workdir, 0.3, iterations)
+    go_ahead = tmp_path / "go_ahead"
+    holder = start(HOLDER, workdir, 0.3, iterations, go_ahead)
     try:
         wait_for(lambda: len(metrics_lib.read_metrics(workdir)) >= 2, holder)
         with pytest.raises(storage.WorkdirBusy) as busy:
@@ -313,6 +322,7 @@ def test_two_trainers_cannot_share_a_workdir(tmp_path):
         assert cli_run.returncode == 2
         (line,) = cli_run.stderr.splitlines()
         assert line.startswith(f"error: workdir {workdir} is in use by another run: pid "), line
+        go_ahead.touch()
         stdout, stderr = holder.communicate(timeout=300)
     finally:
         if holder.poll() is None:
