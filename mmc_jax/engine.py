@@ -126,6 +126,7 @@ from mmc_jax.evaluation.model_engine import (  # the library half, re-exported: 
     wdl,
 )
 from mmc_jax.infra import startup
+from mmc_jax.training import memory
 
 __all__ = [
     "DEFAULT_CANDIDATES",
@@ -177,6 +178,7 @@ class _Job:
     position: GamePosition | None
     options: _Options
     nodes: int | None = None
+    most: int | None = None  # the largest search that fits in memory (`UciServer._fitting`)
     movetime: float | None = None  # seconds
     infinite: bool = False
     started: float = dataclasses.field(default_factory=time.monotonic)
@@ -546,10 +548,14 @@ class UciServer:
                 seed=options.seed,
             )
 
+        simulations = self._fitting(job, position)
+        if simulations is None:
+            self._answer(job)
+            return
         if stopped_early:
             # `stop` or the deadline came while the worker was busy before: one search if it
             # is compiled (milliseconds), else the fallback move.
-            budget = job.nodes or options.simulations
+            budget = job.nodes or simulations
             if self.engine.is_compiled(position, budget, options.worlds):
                 result = run(budget)
                 with job.lock:
@@ -567,12 +573,17 @@ class UciServer:
         if job.nodes is not None:
             budgets = [job.nodes]
         elif job.movetime is None and not job.infinite:
-            budgets = [options.simulations]
+            budgets = [simulations]
         else:
-            budgets, budget = [], options.simulations
-            while budget <= max(options.max_simulations, options.simulations):
+            budgets, budget = [], simulations
+            while budget <= min(max(options.max_simulations, simulations), job.most or budget):
                 budgets.append(budget)
                 budget *= 2
+            if job.most is not None and budget <= options.max_simulations:
+                self.info(
+                    f"MaxSimulations {options.max_simulations}: the searches grow to "
+                    f"{budgets[-1]} nodes at most ({job.most} fit in memory)"
+                )
         last_seconds = 0.0
         for index, budget in enumerate(budgets):
             if job.stop.is_set():
@@ -601,6 +612,28 @@ class UciServer:
         if job.infinite:
             job.stop.wait()
         self._answer(job)
+
+    def _fitting(self, job: _Job, position: GamePosition) -> int | None:
+        """The Simulations option capped, and `go nodes N` (`job.nodes`) capped, to what fits in
+        memory (`ModelEngine.max_nodes`), each cap said in one `info string`; `job.most` the
+        bound. None when not even one simulation fits (the fallback move answers)."""
+        options = job.options
+        check = getattr(self.engine, "check_size", None)
+        if check is None:  # an engine without a memory bound
+            return options.simulations
+        job.most = self.engine.max_nodes(position.fog, options.worlds)
+        if job.most < 1:
+            self.info("no search fits in memory: answering without one")
+            return None
+        for name, wanted in (("go nodes", job.nodes), ("Simulations", options.simulations)):
+            if wanted is not None and wanted > job.most:
+                try:
+                    check(position.fog, wanted, options.worlds)
+                except ValueError as error:
+                    self.info(f"{name} {wanted}: {error}; searching {job.most}")
+        if job.nodes is not None:
+            job.nodes = min(job.nodes, job.most)
+        return min(options.simulations, job.most)
 
     def _grow(self, job: _Job, position: GamePosition, top: int) -> None:
         """A timed or infinite search that grows one tree in chunks (`ModelEngine.grow`): a
@@ -725,6 +758,11 @@ def main(
     (1, with one line on stderr, when the model cannot be loaded)."""
     args = _parser().parse_args(argv)
     startup.start()
+    try:  # the grown search's tree is compiled at start-up: it must fit
+        memory.check_search(max(args.capacity, 1), name="--capacity")
+    except ValueError as error:
+        print(f"error: {error}", file=sys.stderr, flush=True)
+        return 2
     try:
         engine = load_engine(
             args.model, args.step, max_plies=args.max_plies, capacity=max(args.capacity, 1)

@@ -32,6 +32,7 @@ from mmc_jax.evaluation import pimc, players
 from mmc_jax.evaluation.policies import Policy, UniformPriorNetwork, make_model_policy
 from mmc_jax.rules import game
 from mmc_jax.rules import tables as T
+from mmc_jax.training import memory
 
 # Paired random plies opening a match between two networks by default: their searches are
 # deterministic, so without them every game of a colour would be the same game.
@@ -389,6 +390,16 @@ def play_match(
     opponent, opponent_player, opponent_params = _opponent_side(
         opponent, opponent_network, opponent_params, opponent_simulations
     )
+    # Every game searches at once (a tree per world under fair fog search): one line before
+    # anything compiles when the trees cannot fit (issue 52).
+    fair_fog = R.has_fog(variant) and model.kind == "network" and not omniscient
+    trees = num_games * (num_worlds if fair_fog else 1)
+    for name, player, simulations in (
+        ("num_simulations", model, num_simulations),
+        ("opponent_simulations", opponent_player, opponent_simulations),
+    ):
+        if player.kind == "network" and simulations > 0:
+            memory.check_search(simulations, trees, name=name)
     if sampled:
         model, opponent_player = _sampling(variant, model, opponent_player)
     if R.has_fog(variant) and model.kind == "network" and not omniscient:
