@@ -35,7 +35,8 @@ Protocol (what a GUI sends, what the engine answers):
   position startpos|fen F [moves M ...]   a malformed FEN or an illegal move: the line is
                        ignored (the previous position stays) with an `info string` naming the
                        problem and the legal moves
-  go nodes N           one search of exactly N simulations
+  go nodes N           one search of exactly N simulations (at most what fits in memory:
+                       a larger N is capped, with an `info string` that says so)
   go movetime MS | wtime/btime/winc/binc/movestogo   one search that grows until the time is
                        used: a first chunk of one simulation per considered move (a move to
                        answer with), then the budget the measured speed fits into 90% of the
@@ -43,7 +44,8 @@ Protocol (what a GUI sends, what the engine answers):
                        `bestmove` comes at the deadline at the latest. A clock gives the side
                        to move (of the last `position`) its remaining time / movestogo (20)
                        + 0.8 x its increment, at most half its time, less 50 ms
-  go infinite          the same without a deadline, up to MaxSimulations, until `stop`
+  go infinite          the same without a deadline, up to MaxSimulations (and what fits in
+                       memory: an `info string` says where it stops), until `stop`
   go [depth D]         one search of Simulations (a depth is not a limit of this search; it is
                        named in an `info string`)
   go perft D           the legal-move counts per move (as Fairy-Stockfish prints them)
@@ -56,6 +58,10 @@ and no timed search compiles again (a timed search grows to the capacity at most
 and beyond the capacity, each search size (per Worlds) is its own program, compiled on first
 use after an `info string compiling a search of N nodes ...`. The times a GUI waits, measured
 on the 2-core development machine: docs/engine.md (`experiments/bench/engine_start.py`).
+Memory: a search's tree is linear in its nodes (about 9 KiB a node as estimated,
+`memory.search_bytes`); a search may take half the device's memory (the host's on a CPU), so
+`--capacity` beyond it is refused at start-up in one line, and `go nodes N`, Simulations and
+the doublings of `go infinite` are capped to it (`ModelEngine.max_nodes`; docs/engine.md).
 
 Anything else is answered with `info string ignored ...` naming the line and the reason, and
 nothing changes. `bestmove` is always a legal move (`bestmove (none)` only when the game is over
