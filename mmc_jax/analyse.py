@@ -34,6 +34,7 @@ from mmc_jax import rules as R
 from mmc_jax.evaluation import pimc
 from mmc_jax.infra import cli, startup
 from mmc_jax.model import network as network_lib
+from mmc_jax.training import memory
 
 UNTRAINED_SEED = 0
 
@@ -82,7 +83,8 @@ def analyse_position(
 ) -> dict[str, Any]:
     """The search's policy (UCI -> probability over the legal moves) and value of `fen`.
 
-    Raises ValueError for a bad variant or FEN, or a finished position.
+    Raises ValueError for a bad variant or FEN, a finished position, or a search whose tree
+    cannot fit in memory (`memory.check_search`).
     """
     rules = R.get(variant)
     state = R.from_fen(fen)
@@ -90,6 +92,8 @@ def analyse_position(
     if not legal or R.result(variant, fen) is not None:
         raise ValueError(f"the game is over in {fen!r}: no move to analyse")
     fog = bool(rules.fog)
+    # One line before anything compiles (issue 52): a tree per world under fair PIMC.
+    memory.check_search(num_simulations, num_worlds if fog and not omniscient else 1)
     mode = "omniscient (upper bound: reads hidden squares)" if omniscient and fog else None
     if mode is None:
         mode = "fair PIMC" if fog else "search (perfect information)"

@@ -35,7 +35,8 @@ Protocol (what a GUI sends, what the engine answers):
   position startpos|fen F [moves M ...]   a malformed FEN or an illegal move: the line is
                        ignored (the previous position stays) with an `info string` naming the
                        problem and the legal moves
-  go nodes N           one search of exactly N simulations
+  go nodes N           one search of exactly N simulations (at most what fits in memory:
+                       a larger N is capped, with an `info string` that says so)
   go movetime MS | wtime/btime/winc/binc/movestogo   one search that grows until the time is
                        used: a first chunk of one simulation per considered move (a move to
                        answer with), then the budget the measured speed fits into 90% of the
@@ -43,7 +44,8 @@ Protocol (what a GUI sends, what the engine answers):
                        `bestmove` comes at the deadline at the latest. A clock gives the side
                        to move (of the last `position`) its remaining time / movestogo (20)
                        + 0.8 x its increment, at most half its time, less 50 ms
-  go infinite          the same without a deadline, up to MaxSimulations, until `stop`
+  go infinite          the same without a deadline, up to MaxSimulations (and what fits in
+                       memory: an `info string` says where it stops), until `stop`
   go [depth D]         one search of Simulations (a depth is not a limit of this search; it is
                        named in an `info string`)
   go perft D           the legal-move counts per move (as Fairy-Stockfish prints them)
@@ -56,6 +58,10 @@ and no timed search compiles again (a timed search grows to the capacity at most
 and beyond the capacity, each search size (per Worlds) is its own program, compiled on first
 use after an `info string compiling a search of N nodes ...`. The times a GUI waits, measured
 on the 2-core development machine: docs/engine.md (`experiments/bench/engine_start.py`).
+Memory: a search's tree is linear in its nodes (about 9 KiB a node as estimated,
+`memory.search_bytes`); a search may take half the device's memory (the host's on a CPU), so
+`--capacity` beyond it is refused at start-up in one line, and `go nodes N`, Simulations and
+the doublings of `go infinite` are capped to it (`ModelEngine.max_nodes`; docs/engine.md).
 
 Anything else is answered with `info string ignored ...` naming the line and the reason, and
 nothing changes. `bestmove` is always a legal move (`bestmove (none)` only when the game is over
@@ -126,6 +132,7 @@ from mmc_jax.evaluation.model_engine import (  # the library half, re-exported: 
     wdl,
 )
 from mmc_jax.infra import startup
+from mmc_jax.training import memory
 
 __all__ = [
     "DEFAULT_CANDIDATES",
@@ -177,6 +184,7 @@ class _Job:
     position: GamePosition | None
     options: _Options
     nodes: int | None = None
+    most: int | None = None  # the largest search that fits in memory (`UciServer._fitting`)
     movetime: float | None = None  # seconds
     infinite: bool = False
     started: float = dataclasses.field(default_factory=time.monotonic)
@@ -546,10 +554,14 @@ class UciServer:
                 seed=options.seed,
             )
 
+        simulations = self._fitting(job, position)
+        if simulations is None:
+            self._answer(job)
+            return
         if stopped_early:
             # `stop` or the deadline came while the worker was busy before: one search if it
             # is compiled (milliseconds), else the fallback move.
-            budget = job.nodes or options.simulations
+            budget = job.nodes or simulations
             if self.engine.is_compiled(position, budget, options.worlds):
                 result = run(budget)
                 with job.lock:
@@ -567,12 +579,17 @@ class UciServer:
         if job.nodes is not None:
             budgets = [job.nodes]
         elif job.movetime is None and not job.infinite:
-            budgets = [options.simulations]
+            budgets = [simulations]
         else:
-            budgets, budget = [], options.simulations
-            while budget <= max(options.max_simulations, options.simulations):
+            budgets, budget = [], simulations
+            while budget <= min(max(options.max_simulations, simulations), job.most or budget):
                 budgets.append(budget)
                 budget *= 2
+            if job.most is not None and budget <= options.max_simulations:
+                self.info(
+                    f"MaxSimulations {options.max_simulations}: the searches grow to "
+                    f"{budgets[-1]} nodes at most ({job.most} fit in memory)"
+                )
         last_seconds = 0.0
         for index, budget in enumerate(budgets):
             if job.stop.is_set():
@@ -601,6 +618,28 @@ class UciServer:
         if job.infinite:
             job.stop.wait()
         self._answer(job)
+
+    def _fitting(self, job: _Job, position: GamePosition) -> int | None:
+        """The Simulations option capped, and `go nodes N` (`job.nodes`) capped, to what fits in
+        memory (`ModelEngine.max_nodes`), each cap said in one `info string`; `job.most` the
+        bound. None when not even one simulation fits (the fallback move answers)."""
+        options = job.options
+        check = getattr(self.engine, "check_size", None)
+        if check is None:  # an engine without a memory bound
+            return options.simulations
+        job.most = self.engine.max_nodes(position.fog, options.worlds)
+        if job.most < 1:
+            self.info("no search fits in memory: answering without one")
+            return None
+        for name, wanted in (("go nodes", job.nodes), ("Simulations", options.simulations)):
+            if wanted is not None and wanted > job.most:
+                try:
+                    check(position.fog, wanted, options.worlds)
+                except ValueError as error:
+                    self.info(f"{name} {wanted}: {error}; searching {job.most}")
+        if job.nodes is not None:
+            job.nodes = min(job.nodes, job.most)
+        return min(options.simulations, job.most)
 
     def _grow(self, job: _Job, position: GamePosition, top: int) -> None:
         """A timed or infinite search that grows one tree in chunks (`ModelEngine.grow`): a
@@ -725,6 +764,11 @@ def main(
     (1, with one line on stderr, when the model cannot be loaded)."""
     args = _parser().parse_args(argv)
     startup.start()
+    try:  # the grown search's tree is compiled at start-up: it must fit
+        memory.check_search(max(args.capacity, 1), name="--capacity")
+    except ValueError as error:
+        print(f"error: {error}", file=sys.stderr, flush=True)
+        return 2
     try:
         engine = load_engine(
             args.model, args.step, max_plies=args.max_plies, capacity=max(args.capacity, 1)

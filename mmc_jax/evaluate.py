@@ -52,6 +52,7 @@ from mmc_jax import rules as R
 from mmc_jax.evaluation import players as players_lib
 from mmc_jax.evaluation.match import NETWORK_OPENING_PLIES, play_match
 from mmc_jax.infra import checkpoint, cli, startup
+from mmc_jax.training import memory
 
 ENGINE_WORDS = ("stockfish", "fairy-stockfish", "fairy_stockfish", "fsf", "engine", "uci")
 
@@ -374,6 +375,15 @@ def _uci_main(parser, args, model_engine, opponent_engine) -> int:
 
     model = side(args.checkpoint, model_engine, args.simulations, "--checkpoint", args.step)
     opponent = side(args.opponent, opponent_engine, args.opponent_simulations, "--opponent", None)
+    for (_, kind, payload), flag in (
+        (model, "--simulations"),
+        (opponent, "--opponent-simulations"),
+    ):
+        if kind == "model" and payload[2]:  # one game at a time: one tree (issue 52)
+            try:
+                memory.check_search(payload[2], name=flag)
+            except ValueError as error:
+                parser.error(str(error))
     if model[0] == opponent[0]:
         model = (f"{model[0]} (model)", *model[1:])
     if args.opening_plies is None:

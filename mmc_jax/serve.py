@@ -58,6 +58,7 @@ from typing import Any
 from mmc_jax import rules as R
 from mmc_jax.evaluation import model_engine, pgn
 from mmc_jax.infra import checkpoint, startup
+from mmc_jax.training import memory
 
 DEFAULT_PORT = 8040
 DEFAULT_SIMULATIONS = 256
@@ -191,6 +192,10 @@ class Server:
         allowed = sorted({*SIMULATION_CHOICES, self.simulations})
         if isinstance(simulations, bool) or simulations not in allowed:
             raise RequestError(f"simulations must be one of {allowed}, got {simulations!r}")
+        try:  # one line before anything compiles (issue 52)
+            self.engine(model).check_size(R.has_fog(variant), int(simulations), self.worlds)
+        except ValueError as error:
+            raise RequestError(f"simulations {simulations}: {error}") from None
         game = Game(
             id=secrets.token_urlsafe(12),
             variant=variant,
@@ -554,6 +559,11 @@ def main(argv: list[str] | None = None) -> int:
     startup.start()
     if args.simulations < 1:
         print("error: --simulations must be positive", file=sys.stderr)
+        return 2
+    try:  # one line before anything compiles (issue 52)
+        memory.check_search(args.simulations, name="--simulations")
+    except ValueError as error:
+        print(f"error: {error}", file=sys.stderr)
         return 2
     models = find_models(args.model, args.runs)
     default = UNIFORM if args.model.lower() == "none" else next(iter(models))

@@ -32,6 +32,7 @@ from mmc_jax.evaluation import pimc, players
 from mmc_jax.evaluation.policies import Policy, UniformPriorNetwork, make_model_policy
 from mmc_jax.rules import game
 from mmc_jax.rules import tables as T
+from mmc_jax.training import memory
 
 # Paired random plies opening a match between two networks by default: their searches are
 # deterministic, so without them every game of a colour would be the same game.
@@ -389,6 +390,9 @@ def play_match(
     opponent, opponent_player, opponent_params = _opponent_side(
         opponent, opponent_network, opponent_params, opponent_simulations
     )
+    fair_fog = R.has_fog(variant) and model.kind == "network" and not omniscient
+    trees = num_games * (num_worlds if fair_fog else 1)
+    _check_search_memory(trees, (model, num_simulations), (opponent_player, opponent_simulations))
     if sampled:
         model, opponent_player = _sampling(variant, model, opponent_player)
     if R.has_fog(variant) and model.kind == "network" and not omniscient:
@@ -504,6 +508,17 @@ def _checked_match_counts(
             f"opponent_simulations must be a non-negative integer, got {opponent_simulations!r}"
         )
     return opponent_simulations
+
+
+def _check_search_memory(trees: int, model, opponent) -> None:
+    """ValueError (one line, before anything compiles) when a network side's search, every
+    game's tree at once (`trees`: a tree per world under fair fog search), cannot fit in
+    memory (`memory.check_search`; issue 52). `model`, `opponent`: (player, simulations)."""
+    for (player, simulations), name in zip(
+        (model, opponent), ("num_simulations", "opponent_simulations"), strict=True
+    ):
+        if player.kind == "network" and simulations > 0:
+            memory.check_search(simulations, trees, name=name)
 
 
 def _sampling(variant: str, *sides: _Player) -> tuple[_Player, ...]:

@@ -35,6 +35,7 @@ from mmc_jax import search
 from mmc_jax.evaluation import arena, pimc, policies
 from mmc_jax.rules import notation
 from mmc_jax.search import mcts
+from mmc_jax.training import memory
 
 DEFAULT_SIMULATIONS = 256
 DEFAULT_MAX_SIMULATIONS = 8192
@@ -609,6 +610,36 @@ class ModelEngine:
         """Whether a search of `nodes` is a grown one (no fog, at most `capacity` nodes)."""
         return not position.fog and nodes <= self.capacity
 
+    def tree_size(self, fog: bool, nodes: int, worlds: int) -> tuple[int, int]:
+        """(trees, simulations each) of the search a budget of `nodes` runs: the grown tree of
+        `capacity` nodes, one tree per sampled world under fog (`split`), or one of `nodes`."""
+        if fog:
+            worlds = max(1, min(worlds, nodes))
+            return worlds, max(1, nodes // worlds)
+        return 1, self.capacity if nodes <= self.capacity else nodes
+
+    def check_size(self, fog: bool, nodes: int, worlds: int = DEFAULT_WORLDS) -> None:
+        """ValueError (one line, before anything is compiled) when the search of `nodes`
+        cannot fit in memory (`memory.search_budget`), naming the most nodes that can."""
+        trees, simulations = self.tree_size(fog, nodes, worlds)
+        need = memory.search_bytes(trees, simulations)
+        budget, what = memory.search_budget()
+        if need > budget:
+            raise ValueError(
+                f"a search of {nodes} nodes{' under fog' if fog else ''} needs about "
+                f"{memory.gib(need)} for its tree, more than {what}; at most "
+                f"{self.max_nodes(fog, worlds)} fit"
+            )
+
+    def max_nodes(self, fog: bool, worlds: int = DEFAULT_WORLDS) -> int:
+        """The largest search (network evaluations) whose tree fits in memory
+        (`memory.search_budget`; 0 without fog when not even the grown tree fits)."""
+        if fog:
+            worlds = max(worlds, 1)
+            return memory.max_search_simulations(worlds) * worlds
+        most = memory.max_search_simulations(1)
+        return most if self.capacity <= most else 0
+
     def _signature(self, position: GamePosition, nodes: int, worlds: int) -> tuple:
         if self.grows(position, nodes):
             return ("grown", self.capacity)
@@ -632,6 +663,7 @@ class ModelEngine:
         sampled worlds under fog). Deterministic for a seed. ValueError if the game is over."""
         if position.over:
             raise ValueError(f"the game is over ({position.result}); there is nothing to search")
+        self.check_size(position.fog, nodes, worlds)
         if self.grows(position, nodes):
             *_, last = self.grow(position, nodes, temperature=temperature, seed=seed)
             return last
@@ -684,6 +716,7 @@ class ModelEngine:
         """
         if not self.grows(position, nodes):
             raise ValueError(f"a grown search needs no fog and at most {self.capacity} nodes")
+        self.check_size(False, nodes)
         ply = len(position.moves)
         key = jax.random.fold_in(jax.random.key(seed), ply)
         signature = ("grown", self.capacity)

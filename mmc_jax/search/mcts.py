@@ -240,11 +240,10 @@ def _walk_by_nodes(tree: Tree, interior_selection, node_depth, max_depth: int, s
     nodes = tree.node_values.shape[1]
     depth_dtype = tree.children_prior_logits.dtype
     # The key of interior step d (depth d) is the d-th of the chain the steps would split.
-    keys, by_depth = carry[0], []
-    for _ in range(steps):
-        keys, selection_keys = _split_each(keys)
-        by_depth.append(selection_keys)
-    by_depth = jnp.stack(by_depth, axis=1)  # [B, steps]
+    # A scan, not a Python loop: an unrolled chain of `steps` splits stacked into one array is
+    # a program that grows with the square of the tree (see `backward`).
+    keys, by_depth = jax.lax.scan(lambda keys, _: _split_each(keys), carry[0], length=steps)
+    by_depth = jnp.swapaxes(by_depth, 0, 1)  # [B, steps]
     others = jnp.arange(1, nodes, dtype=jnp.int32)  # the root takes the root rule
     depths = node_depth[:, 1:]
     node_keys = jnp.take_along_axis(by_depth, jnp.clip(depths - 1, 0, steps - 1), axis=1)
@@ -285,10 +284,16 @@ def backward(tree: Tree, path: jax.Array, leaf_depth: jax.Array) -> Tree:
     known from the walk, so the tree is read and written once for all of it: only the value
     recurrence `v_d = r_d + discount_d * v_(d+1)` runs level by level, over [B] vectors (the
     same operations in the same order as mctx's, so the same values). It runs over every level
-    of the path, unrolled (a number of levels fixed at trace time, no loop: on an accelerator a
+    of the path in a `lax.scan` (a number of levels fixed at trace time: on an accelerator a
     loop bounded by the batch's deepest leaf would wait on the host), and a level below a
     game's leaf leaves its value unchanged. Entries of `path` beyond a leaf are out of range
     and their writes are dropped.
+
+    Not a Python loop (issue 52): the path has up to `max_depth` levels (the number of
+    simulations by default), and XLA fuses an unrolled chain of levels stacked into one array
+    with each level's whole chain copied in: a program that grows with the square of the
+    simulations (at 256, this backup alone compiled for 4 minutes into 300,000 lines of
+    optimized HLO and 2 GiB of compiler memory; docs/engine.md has the table).
     """
     nodes = tree.node_values.shape[1]
     edges = path.shape[1] - 1
@@ -301,11 +306,15 @@ def backward(tree: Tree, path: jax.Array, leaf_depth: jax.Array) -> Tree:
     discount = get_per_game(tree.children_discounts, parent, action)
     leaf = jnp.take_along_axis(path, leaf_depth[:, None], axis=1)[:, 0]
     leaf_value = get_per_game(tree.node_values, leaf)
-    value, value_up = leaf_value, [None] * edges
-    for d in reversed(range(edges)):
-        value = jnp.where(d < leaf_depth, reward[:, d] + discount[:, d] * value, value)
-        value_up[d] = value
-    value_up = jnp.stack(value_up, axis=1)
+
+    def up(value, level):  # one level up the path: edge d, from the child's value
+        reward_d, discount_d, on_path_d = level
+        value = jnp.where(on_path_d, reward_d + discount_d * value, value)
+        return value, value
+
+    levels = (reward.T, discount.T, on_path.T)
+    _, value_up = jax.lax.scan(up, leaf_value, levels, reverse=True)
+    value_up = value_up.T  # [B, edges]: the value backed up through edge d
     count = get_per_game(tree.node_visits, parent)
     parent_value = (get_per_game(tree.node_values, parent) * count + value_up) / (count + 1.0)
     # The child of edge d holds its new value, or the leaf's own value on the last edge.

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import os
 
 import jax
 import ml_collections
@@ -168,3 +169,75 @@ def fill_batch(
         best = size
         batch *= 2
     return best if best is not None else max(FILL_MIN, devices) // devices * devices
+
+
+# ---------------------------------------------------------------------------------------------
+# One search of a chosen size (the page, the UCI engine, evaluate, analyse; issue 52)
+
+# XLA's memory analysis of a compiled search (`model_engine._search`, one game) holds about
+# 1.5-2 tree-sized buffers at every size (the loop's carry and the arrays it updates; the
+# table in docs/engine.md): the estimate counts two.
+SEARCH_TREE_COPIES = 2
+# A search of a chosen size may take at most this share of the device's memory: the process
+# also holds the model, its compiled programs and, for the page, everyone else's games.
+SEARCH_FRACTION = 0.5
+
+
+def device_limit(devices=None) -> tuple[int, int, str]:
+    """(bytes, devices sharing them, what) of `devices` (default: the first device): an
+    accelerator's own memory, or the host's (physical, or the container's limit, cgroup v2)
+    shared by this process's CPU devices among them."""
+    devices = list(devices) if devices is not None else jax.devices()[:1]
+    device = devices[0]
+    stats = device.memory_stats() if device.platform != "cpu" else None
+    if stats and stats.get("bytes_limit"):
+        return int(stats["bytes_limit"]), 1, f"memory of one {device.device_kind}"
+    total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    try:  # a container's limit (cgroup v2), when lower
+        with open("/sys/fs/cgroup/memory.max", encoding="ascii") as handle:
+            text = handle.read().strip()
+        total = min(total, int(text)) if text.isdigit() else total
+    except OSError:
+        pass
+    local = sum(1 for d in devices if d.process_index == jax.process_index())
+    return total, max(local, 1), "memory of this host"
+
+
+def search_bytes(roots: int, simulations: int, net: ml_collections.ConfigDict | None = None):
+    """One search of `roots` trees (games, or games x worlds under fog) of `simulations + 1`
+    nodes each: `SEARCH_TREE_COPIES` trees, and with `net` the network evaluating every root at
+    once. Linear in the simulations (tests/search/test_search_memory.py checks the compiled
+    search's memory is)."""
+    tree = SEARCH_TREE_COPIES * roots * (simulations + 1) * node_bytes()
+    return tree + (inference_bytes(net, roots) if net is not None else 0)
+
+
+def search_budget() -> tuple[int, str]:
+    """(bytes, what) a search may use: `SEARCH_FRACTION` of the first device's memory
+    (`device_limit`; on the CPU the host's, per CPU device)."""
+    limit, sharing, what = device_limit()
+    limit //= sharing
+    return int(SEARCH_FRACTION * limit), f"half the {gib(limit)} of {what}"
+
+
+def max_search_simulations(roots: int = 1, net=None) -> int:
+    """The most simulations a search of `roots` trees may run within `search_budget()` (0
+    when not even one fits)."""
+    budget, _ = search_budget()
+    per_simulation = search_bytes(roots, 1, net) - search_bytes(roots, 0, net)
+    return max((budget - search_bytes(roots, 0, net)) // per_simulation, 0)
+
+
+def check_search(simulations: int, roots: int = 1, *, name: str = "simulations", net=None) -> int:
+    """`search_bytes` of the search, or ValueError (one line, before anything is compiled)
+    when it does not fit in `search_budget()`, naming the most simulations that do."""
+    need = search_bytes(roots, simulations, net)
+    budget, what = search_budget()
+    if need > budget:
+        trees = f" x {roots} trees" if roots > 1 else ""
+        most = max_search_simulations(roots, net)
+        raise ValueError(
+            f"{name} {simulations}{trees}: the search tree needs about {gib(need)}, more than "
+            f"{what}; at most {most} fit"
+        )
+    return need

@@ -390,21 +390,8 @@ def state_bytes_per_device(algorithm: Algorithm, config, mesh: Mesh, extrapolate
 
 
 def _memory_limit(mesh: Mesh) -> tuple[int, int, str]:
-    """(bytes, devices sharing them, what): an accelerator's own memory, or the host's
-    (physical, or the container's limit) shared by its CPU devices."""
-    device = mesh.devices.flat[0]
-    stats = device.memory_stats() if device.platform != "cpu" else None
-    if stats and stats.get("bytes_limit"):
-        return int(stats["bytes_limit"]), 1, f"memory of one {device.device_kind}"
-    total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-    try:  # a container's limit (cgroup v2), when lower
-        with open("/sys/fs/cgroup/memory.max", encoding="ascii") as handle:
-            text = handle.read().strip()
-        total = min(total, int(text)) if text.isdigit() else total
-    except OSError:
-        pass
-    local = sum(1 for d in mesh.devices.flat if d.process_index == jax.process_index())
-    return total, max(local, 1), "memory of this host"
+    """(bytes, devices sharing them, what) of the mesh's devices (`memory.device_limit`)."""
+    return memory.device_limit(mesh.devices.flat)
 
 
 def estimate_memory(algorithm: Algorithm, config, mesh: Mesh) -> memory.Estimate:

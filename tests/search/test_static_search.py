@@ -72,13 +72,18 @@ def _names(jaxpr, platform: str) -> list[str]:
 
 
 def _simulation_loops(jaxpr, platform: str):
-    """The body of every simulation loop: the scans `SIMULATIONS` long (a `fori_loop` with
-    static bounds is a scan, its length fixed at trace time; a `while` has no length)."""
-    return [
-        eqn.params["jaxpr"].jaxpr
-        for eqn in _eqns(jaxpr, platform)
-        if eqn.primitive.name == "scan" and eqn.params["length"] == SIMULATIONS
-    ]
+    """The body of every simulation loop: the outermost scans `SIMULATIONS` long (a `fori_loop`
+    with static bounds is a scan, its length fixed at trace time; a `while` has no length).
+    Inside one, the backup's scan over the path's levels may be as long (its depth bound is
+    the number of simulations)."""
+    found = []
+    for eqn in jaxpr.eqns:
+        if eqn.primitive.name == "scan" and eqn.params["length"] == SIMULATIONS:
+            found.append(eqn.params["jaxpr"].jaxpr)
+        else:
+            for sub in _subjaxprs(eqn, platform):
+                found.extend(_simulation_loops(sub, platform))
+    return found
 
 
 @functools.cache
