@@ -33,6 +33,11 @@ Gardner model through UCI against Fairy-Stockfish at 100 nodes:
         --checkpoint "uci:python -m mmc_jax.engine --model gardner-cpu" --simulations 64 \\
         --opponent "uci:$(python -m mmc_jax.uci build)" --opponent-simulations 100
 
+A side may also be a model's one-ply value player, `one-ply:MODEL` (`mmc_jax.search.one_ply`:
+no search, the move whose next position its value head rates worst for the opponent; how a
+TD(λ) model plays, `configs/td_lambda.py`), e.g. `--checkpoint one-ply:runs/td --opponent
+greedy`; it too plays in the stepwise arena.
+
 Subcommands: `python -m mmc_jax.evaluate ladder ...` rates a checkpoint in Elo against random,
 greedy and Fairy-Stockfish at increasing node limits, `... tournament ...` every checkpoint of
 a run (`mmc_jax.evaluation.ladder`; those games run in the stepwise `mmc_jax.evaluation.arena`).
@@ -71,7 +76,10 @@ def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="python -m mmc_jax.evaluate",
         description="Play a colour-balanced match of a checkpoint against an opponent.",
-        epilog="Subcommands: `python -m mmc_jax.evaluate ladder ...` rates a checkpoint in Elo "
+        epilog="A side may also be a model's one-ply value player, 'one-ply:MODEL' (no search: "
+        "the move whose next position its value head rates worst for the opponent; how a "
+        "TD(lambda) model plays). "
+        "Subcommands: `python -m mmc_jax.evaluate ladder ...` rates a checkpoint in Elo "
         f"against the built-in players ({', '.join(players_lib.kinds())}) and Fairy-Stockfish "
         "at increasing node limits; "
         "`python -m mmc_jax.evaluate tournament ...` does it for every checkpoint of a run "
@@ -182,6 +190,8 @@ def _uci_match(args, sides) -> tuple[dict[str, Any], list]:
                 )
             elif kind == "model":
                 players.append(arena.model_player(name, *payload))
+            elif kind == "player":  # built by the player table (the one-ply player)
+                players.append(payload)
             else:
                 players.append(arena.Player(name, kind))
         records = arena.play_games(
@@ -259,7 +269,7 @@ def main(argv: list[str] | None = None) -> int:
         opponent_engine = uci_engine_command(args.opponent)
     except ValueError as error:
         parser.error(str(error))
-    if model_engine or opponent_engine:
+    if model_engine or opponent_engine or _one_ply(args.checkpoint) or _one_ply(args.opponent):
         return _uci_main(parser, args, model_engine, opponent_engine)
     if args.checkpoint.lower() == "none":
         network, params, model_name = None, None, "uniform-prior search"
@@ -329,12 +339,17 @@ def _opponent_entry(parser, spec: str) -> players_lib.Entry:
         entry = players_lib.entry_for(spec, "board", "--opponent")
     except ValueError as error:
         parser.error(str(error) + _engine_hint(spec))
-    if entry.policy is None and entry.name != "model":
+    if entry.policy is None and entry.name not in ("model", players_lib.ONE_PLY):
         parser.error(
             f"--opponent {spec}: evaluate plays {', '.join(players_lib.kinds())}, a model or "
             "uci:COMMAND (the fog searches: experiments/dark/run.py)"
         )
     return entry
+
+
+def _one_ply(spec: str) -> bool:
+    """Whether `spec` names the one-ply value player of a model (`one-ply:MODEL`)."""
+    return spec.startswith(players_lib.ONE_PLY_PREFIX)
 
 
 def uci_engine_command(spec: str) -> list[str] | None:
@@ -347,7 +362,8 @@ def uci_engine_command(spec: str) -> list[str] | None:
 
 
 def _uci_main(parser, args, model_engine, opponent_engine) -> int:
-    """`main` when a side is a UCI engine (see the module docstring)."""
+    """`main` when a side is a UCI engine or a one-ply player (see the module docstring): the
+    stepwise arena."""
     from mmc_jax import uci
     from mmc_jax.evaluation import pgn
 
@@ -370,6 +386,11 @@ def _uci_main(parser, args, model_engine, opponent_engine) -> int:
             )
         if spec.lower() == "none":
             return "uniform-prior search", "model", (None, None, simulations)
+        if _one_ply(spec):
+            try:
+                return spec, "player", players_lib.build(spec, _context(parser, args, step, flag))
+            except ValueError as error:
+                parser.error(f"{flag} {error}")
         network, params, _ = cli.load_or_fail(parser, spec, step, flag)
         return spec, "model", (network, params, simulations)
 
@@ -387,7 +408,7 @@ def _uci_main(parser, args, model_engine, opponent_engine) -> int:
     if model[0] == opponent[0]:
         model = (f"{model[0]} (model)", *model[1:])
     if args.opening_plies is None:
-        deterministic = opponent[1] in ("engine", "model")
+        deterministic = opponent[1] in ("engine", "model", "player")
         args.opening_plies = NETWORK_OPENING_PLIES if deterministic else 0
     try:
         result, records = _uci_match(args, [model, opponent])

@@ -176,21 +176,41 @@ def train_arm(arm: str, root: Path, cpu_minutes: float, python: str, log) -> dic
     return budget
 
 
+# Amendment 1 (before the TD(λ) arm was trained): its model is also rated as the one-ply value
+# player it trains as (`--search one-ply`, ladder_one_ply/), a second row beside the registered
+# 32-simulation one.
+ONE_PLY_ARMS = ("td_lambda",)
+
+
+def ladders(arm: str) -> dict[str, str]:
+    """The arm's ladders: {row label: folder in the arm's directory}."""
+    out = {arm: "ladder"}
+    if arm in ONE_PLY_ARMS:
+        out[f"{arm} (one-ply)"] = "ladder_one_ply"
+    return out
+
+
 def evaluate_arm(arm: str, root: Path, python: str, log) -> dict:
-    """The arm's final checkpoint on the ladder (random, greedy, FSF at EVALUATION's nodes)."""
+    """The arm's final checkpoint on the ladder (random, greedy, FSF at EVALUATION's nodes);
+    a TD(λ) model also as its one-ply player. Returns the first ladder's report."""
     budget = read_budget(root, arm)
     if "final" not in budget:
         raise SystemExit(f"error: {arm} is not trained yet: run `train {arm}` first")
-    out = root / arm / "ladder"
-    command = [
-        python, "-m", "mmc_jax.evaluate", "ladder", f"--checkpoint={budget['final']}",
-        f"--variant={EVALUATION['variant']}", f"--games={EVALUATION['games']}",
-        f"--simulations={EVALUATION['simulations']}", "--chain-games=0",
-        "--nodes", *map(str, EVALUATION["nodes"]), f"--out={out}",
-    ]  # fmt: skip
-    log(f"{arm}: {' '.join(command)}")
-    subprocess.run(command, cwd=ROOT, check=True)
-    return json.loads((out / "ladder.json").read_text())
+    for folder in ladders(arm).values():
+        out = root / arm / folder
+        if (out / "ladder.json").exists():
+            log(f"{arm}: {out} is rated already")
+            continue
+        search = ["--search=one-ply"] if folder == "ladder_one_ply" else []
+        command = [
+            python, "-m", "mmc_jax.evaluate", "ladder", f"--checkpoint={budget['final']}",
+            f"--variant={EVALUATION['variant']}", f"--games={EVALUATION['games']}",
+            f"--simulations={EVALUATION['simulations']}", "--chain-games=0", *search,
+            "--nodes", *map(str, EVALUATION["nodes"]), f"--out={out}",
+        ]  # fmt: skip
+        log(f"{arm}: {' '.join(command)}")
+        subprocess.run(command, cwd=ROOT, check=True)
+    return json.loads((root / arm / "ladder" / "ladder.json").read_text())
 
 
 def report(root: Path) -> str:
@@ -201,19 +221,20 @@ def report(root: Path) -> str:
     ]
     for arm in ARMS:
         budget = read_budget(root, arm)
-        ladder_file = root / arm / "ladder" / "ladder.json"
         if not budget["stages"]:
             continue
         stages = ", ".join(
             f"{name} {record['cpu_seconds'] / 60:.1f}" for name, record in budget["stages"].items()
         )
-        cells = ["-"] * 5
-        if ladder_file.exists():
-            ladder = json.loads(ladder_file.read_text())
-            opponents = ("random", "greedy", "engine:nodes=100", "engine:nodes=1000")
-            cells = [_score_cell(ladder, opponent) for opponent in opponents]
-            cells.append(_elo_cell(ladder))
-        rows.append(f"| {arm} | {stages} | " + " | ".join(cells) + " |")
+        for label, folder in ladders(arm).items():
+            ladder_file = root / arm / folder / "ladder.json"
+            cells = ["-"] * 5
+            if ladder_file.exists():
+                ladder = json.loads(ladder_file.read_text())
+                opponents = ("random", "greedy", "engine:nodes=100", "engine:nodes=1000")
+                cells = [_score_cell(ladder, opponent) for opponent in opponents]
+                cells.append(_elo_cell(ladder))
+            rows.append(f"| {label} | {stages} | " + " | ".join(cells) + " |")
     return "\n".join(rows)
 
 

@@ -27,7 +27,8 @@ implements the forward view (the natural batched form), not the online trace.
 Learning: `learner.updates` Adam steps per iteration on the squared error of V(s_t) to G_t over
 the live positions of that iteration's games (minibatches drawn uniformly with replacement).
 The policy head is left as initialised; the trained network plays as a one-ply value player
-(`one_ply_action`) and, as a value for the search, wherever a gardner model is accepted.
+(`search.one_ply`: the player table's `one-ply` entry, `evaluate`/`ladder --search one-ply`)
+and, as a value for the search, wherever a gardner model is accepted.
 """
 
 from __future__ import annotations
@@ -42,10 +43,10 @@ import optax
 from flax import struct
 
 from mmc_jax import rules as R
-from mmc_jax import search
 from mmc_jax.algorithms import alphazero
 from mmc_jax.infra import sharding
 from mmc_jax.model import network as network_lib
+from mmc_jax.search import one_ply
 from mmc_jax.training.algorithm import (
     Algorithm,
     CompiledStep,
@@ -84,45 +85,6 @@ class Games(struct.PyTreeNode):
     live: jax.Array
 
 
-def _values(network, params, rules, states):
-    """float32 [N]: the network's value of `states` [N] for their movers."""
-    planes = R.legal_planes(rules, states)
-    obs = R.observe(rules, states, planes)
-    _, value = network.apply({"params": params}, obs, R.planes_to_mask(planes))
-    return value
-
-
-def afterstate_values(network, params, rules, state, planes):
-    """(slot actions int32 [B, S], valid bool [B, S], the opponent's value of each next
-    position float32 [B, S], next states [B, S]): every legal move tried in one batched call."""
-    actions, valid = search.all_slot_actions(planes)
-    slots = actions.shape[1]
-    step = jax.vmap(R.step, in_axes=(None, None, 1), out_axes=1)
-    nxt = step(rules, state, actions)  # [B, S]
-    flat = jax.tree.map(lambda x: x.reshape((-1,) + x.shape[2:]), nxt)
-    flat_rules = jax.tree.map(lambda x: jnp.repeat(x, slots, axis=0), rules)
-    value = _values(network, params, flat_rules, flat).reshape(actions.shape)
-    mover = state.turn[:, None]
-    opponent_reward = jnp.take_along_axis(nxt.rewards, (1 - mover)[..., None], axis=-1)[..., 0]
-    value = jnp.where(nxt.terminated, opponent_reward, value)
-    return actions, valid, value, nxt
-
-
-def one_ply_action(network, params, rules, state, key, epsilon: float = 0.0):
-    """(int32 [B] the move the opponent likes least (random with probability `epsilon`),
-    bool [B] explored, float32 [B] the opponent's value of the chosen move, next states)."""
-    planes = R.legal_planes(rules, state)
-    actions, valid, value, nxt = afterstate_values(network, params, rules, state, planes)
-    greedy = jnp.argmin(jnp.where(valid, value, jnp.inf), axis=1)
-    pick_key, explore_key = jax.random.split(key)
-    random_slot = R.random_legal_action(pick_key, valid)
-    explored = jax.random.uniform(explore_key, greedy.shape) < epsilon
-    slot = jnp.where(explored, random_slot, greedy)
-    rows = jnp.arange(slot.shape[0])
-    chosen = jax.tree.map(lambda x: x[rows, slot], nxt)
-    return actions[rows, slot], explored, value[rows, slot], chosen
-
-
 def play(network, params, rules, key, *, epsilon: float, num_plies: int) -> Games:
     """A batch of games of `rules` [B] from the start, `num_plies` plies (a game ends by the
     ply cap at the latest: the caller sets `rules.max_plies` <= `num_plies`)."""
@@ -130,7 +92,7 @@ def play(network, params, rules, key, *, epsilon: float, num_plies: int) -> Game
     def ply(state, key):
         planes = R.legal_planes(rules, state)
         obs = R.observe(rules, state, planes)
-        _, explored, next_value, nxt = one_ply_action(network, params, rules, state, key, epsilon)
+        _, explored, next_value, nxt = one_ply.action(network, params, rules, state, key, epsilon)
         live = ~state.terminated
         mover = state.turn
         reward = jnp.take_along_axis(nxt.rewards, mover[:, None], axis=-1)[:, 0]

@@ -73,12 +73,15 @@ class PolicySpec:
     network: Any = None
     num_simulations: int = 0
     gumbel_scale: float = 0.0
+    one_ply: bool = False
 
 
 def policy_spec(player: Player) -> PolicySpec:
     """The compile key of a JAX player."""
     if player.kind == NETWORK_KIND:
-        return PolicySpec(player.kind, player.network, player.num_simulations, player.gumbel_scale)
+        return PolicySpec(
+            player.kind, player.network, player.num_simulations, player.gumbel_scale, player.one_ply
+        )
     return PolicySpec(player.kind)
 
 
@@ -168,7 +171,7 @@ def _policy(params, rules, state, planes, key, *, spec: PolicySpec):
     if spec.kind != NETWORK_KIND:
         return players_lib.builtin(spec.kind).policy(key, rules, state, R.planes_to_mask(planes))
     policy = policies.make_model_policy(
-        spec.network, params, spec.num_simulations, gumbel_scale=spec.gumbel_scale
+        spec.network, params, spec.num_simulations, spec.gumbel_scale, one_ply=spec.one_ply
     )
     return policy(key, rules, state, planes)
 

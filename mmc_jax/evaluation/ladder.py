@@ -49,6 +49,7 @@ from mmc_jax.evaluation import players as players_lib
 from mmc_jax.infra import checkpoint, cli
 
 DEFAULT_NODES = (1, 10, 100, 1000, 10000)
+SEARCHES = ("mcts", "one-ply")  # how a rated model moves (`--search`)
 ANCHOR = "random"
 
 
@@ -71,6 +72,7 @@ class LadderSettings:
     games: int = 200
     chain_games: int = 200
     simulations: int = 32
+    search: str = "mcts"  # how a model moves: SEARCHES
     nodes: Sequence[int] = DEFAULT_NODES
     depths: Sequence[int] = ()
     skills: Sequence[int] = ()
@@ -175,7 +177,9 @@ def run(
     players = [
         arena.engine_player(uci.Limits(nodes=max(settings.simulations, 1)), m.name)
         if m.engine
-        else arena.model_player(m.name, m.network, m.params, settings.simulations)
+        else arena.model_player(
+            m.name, m.network, m.params, settings.simulations, one_ply=settings.search == "one-ply"
+        )
         for m in models
     ] + rungs
     games = _ladder_games(len(models), len(players), settings)
@@ -495,6 +499,14 @@ def _add_common(parser: argparse.ArgumentParser, games_default: int) -> None:
         "--simulations", type=cli.integer_arg("--simulations", 0), default=32, help="0: raw policy"
     )
     parser.add_argument(
+        "--search",
+        choices=SEARCHES,
+        default="mcts",
+        help="how a model moves: mcts (its search at --simulations) or one-ply (no search: the "
+        "move whose next position its value head rates worst for the opponent; TD(lambda)'s "
+        "player)",
+    )
+    parser.add_argument(
         "--nodes",
         type=cli.integer_arg("--nodes", 1),
         nargs="*",
@@ -571,6 +583,7 @@ def _settings(args) -> LadderSettings:
         games=args.games,
         chain_games=args.games if args.chain_games is None else args.chain_games,
         simulations=args.simulations,
+        search=args.search,
         nodes=() if args.no_engine else tuple(args.nodes),
         depths=() if args.no_engine else tuple(args.depth),
         skills=() if args.no_engine else tuple(args.skill),

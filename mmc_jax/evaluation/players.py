@@ -73,8 +73,8 @@ ENGINE_KIND = "engine"  # a `Player`'s kind for a UCI engine
 class Player:
     """A player of the stepwise arena (`arena.play_games`) and of `play`: `kind` a built-in
     policy's name (`kinds()`: random, greedy, ...), "model" (a network with `params` and a
-    search budget) or "engine" (a UCI engine with `limits`, run by `command` or served by the
-    arena's engine pool of its name)."""
+    search budget, or with `one_ply` its one-ply value player) or "engine" (a UCI engine with
+    `limits`, run by `command` or served by the arena's engine pool of its name)."""
 
     name: str
     kind: str
@@ -84,6 +84,7 @@ class Player:
     gumbel_scale: float = 0.0
     limits: uci.Limits | None = None
     command: tuple[str, ...] | None = None
+    one_ply: bool = False  # a model: the one-ply value player instead of the search
 
     def __post_init__(self):
         if self.kind not in (NETWORK_KIND, ENGINE_KIND):
@@ -211,9 +212,11 @@ class Entry:
 
     def label(self) -> str:
         """How a command line names it: `uci:COMMAND`, a model's path, or its name."""
-        return {"uci": "uci:COMMAND", "model": "a model (a run, exported or shipped; 'none')"}.get(
-            self.name, self.name
-        )
+        return {
+            "uci": "uci:COMMAND",
+            "model": "a model (a run, exported or shipped; 'none')",
+            ONE_PLY: ONE_PLY_PREFIX + "MODEL",
+        }.get(self.name, self.name)
 
 
 def random_move(key, rules, board, legal):
@@ -261,6 +264,19 @@ def _model_build(spec: str, context: Context) -> Player:
         return model_player(context.name or "uniform-prior search", None, None, context.simulations)
     network, params, _ = context.load_model(spec, context.step)
     return model_player(context.name or spec, network, params, context.simulations)
+
+
+ONE_PLY = "one-ply"
+ONE_PLY_PREFIX = ONE_PLY + ":"
+
+
+def _one_ply_build(spec: str, context: Context) -> Player:
+    """The one-ply value player of the model at `one-ply:MODEL`."""
+    model = spec[len(ONE_PLY_PREFIX) :] if spec.startswith(ONE_PLY_PREFIX) else ""
+    if not model or model.lower() == "none":
+        raise ValueError(f"{spec!r}: the one-ply player needs a model, 'one-ply:MODEL'")
+    network, params, _ = context.load_model(model, context.step)
+    return model_player(context.name or spec, network, params, 0, one_ply=True)
 
 
 def _engine_build(spec: str, context: Context) -> Player:
@@ -356,6 +372,15 @@ REGISTRY: tuple[Entry, ...] = (
         _recon_build,
         needs="model",
         recon_kinds=(A.SENSE_LEARNED, A.MOVE_LEARNED),
+    ),
+    Entry(
+        ONE_PLY,
+        "a network's value one ply deep, 'one-ply:MODEL': the move whose next position the "
+        "opponent likes least (TD(lambda)'s player)",
+        ("board",),
+        _one_ply_build,
+        needs="model",
+        accepts=lambda spec: spec.startswith(ONE_PLY_PREFIX),
     ),
 )
 
@@ -536,13 +561,21 @@ def greedy_player(name: str = "greedy") -> Player:
 
 
 def model_player(
-    name: str, network, params, num_simulations: int, gumbel_scale: float = 0.0
+    name: str,
+    network,
+    params,
+    num_simulations: int,
+    gumbel_scale: float = 0.0,
+    one_ply: bool = False,
 ) -> Player:
     """A network's search (`gumbel_scale` 0: deterministic evaluation search; 1: the sampled
-    self-play search). `network=None` is the uniform-prior search."""
+    self-play search), or with `one_ply` its one-ply value player (`search.one_ply`).
+    `network=None` is the uniform-prior search."""
     if network is None:
         network, params = policies.UniformPriorNetwork(), {}
-    return Player(name, NETWORK_KIND, network, params, num_simulations, gumbel_scale)
+    return Player(
+        name, NETWORK_KIND, network, params, num_simulations, gumbel_scale, one_ply=one_ply
+    )
 
 
 def engine_player(limits: uci.Limits, name: str | None = None) -> Player:

@@ -27,6 +27,7 @@ from mmc_jax import rules as R
 from mmc_jax import search
 from mmc_jax.model import network as network_lib
 from mmc_jax.rules import tables as T
+from mmc_jax.search import one_ply as one_ply_lib
 
 Policy = Callable[[jax.Array, R.Rules, R.State], jax.Array]
 
@@ -120,13 +121,22 @@ def greedy_from_mask(key, rules, state, legal):
 
 
 def make_model_policy(
-    network, params: Any, num_simulations: int, gumbel_scale: float = 0.0
+    network, params: Any, num_simulations: int, gumbel_scale: float = 0.0, one_ply: bool = False
 ) -> Policy:
     """A network as a policy: deterministic Gumbel MuZero search (`gumbel_scale=0`) with
-    `num_simulations` simulations, or the raw policy's argmax over legal moves when 0.
+    `num_simulations` simulations, or the raw policy's argmax over legal moves when 0; with
+    `one_ply`, the one-ply value player (`search.one_ply`: no tree, the value head of every
+    next position; `num_simulations` and `gumbel_scale` unused).
 
     `gumbel_scale=1` samples like self-play does (the Gumbel noise picks among the moves the
     search considers); the raw policy then samples from its softmax."""
+    if one_ply:
+
+        def value_policy(key, rules, state, planes=None):
+            del planes  # every next position is generated anyway
+            return one_ply_lib.action(network, params, rules, state, key)[0].astype(jnp.int32)
+
+        return value_policy
     if num_simulations == 0:
 
         def raw_policy(key, rules, state, planes=None):

@@ -15,6 +15,7 @@ from configs import td_lambda as td_config
 from mmc_jax import rules as R
 from mmc_jax.algorithms import td_lambda
 from mmc_jax.model import network as network_lib
+from mmc_jax.search import one_ply
 from mmc_jax.training import runloop
 
 LAM = 0.5
@@ -85,7 +86,7 @@ def test_the_one_ply_player_takes_a_winning_king_capture_and_the_opponents_worst
     state = R.stack([R.from_fen("4k/5/5/5/K3R w - - 0 1")])
     rules = R.batch("gardner", 1)
     action, explored, value, nxt = jax.jit(
-        lambda s, k: td_lambda.one_ply_action(network, params, rules, s, k)
+        lambda s, k: one_ply.action(network, params, rules, s, k)
     )(state, jax.random.key(0))
     assert R.action_to_uci("gardner", "4k/5/5/5/K3R w - - 0 1", int(action[0])) == "e1e5"
     assert not bool(explored[0]) and float(value[0]) == -1.0 and bool(nxt.terminated[0])

@@ -98,3 +98,25 @@ def test_the_report_reads_the_ladder(tmp_path):
     (root / "alphazero" / "ladder" / "ladder.json").write_text(json.dumps(ladder))
     table = compare.report(root)
     assert "| alphazero | az 60.2 | - | - | 0.250 [0.210, 0.290] | - | 480 [450, 510] |" in table
+
+
+def test_a_td_model_is_also_rated_as_its_one_ply_player(tmp_path):
+    root = tmp_path
+    compare.write_budget(
+        root, "td_lambda", {"arm": "td_lambda", "stages": {"td": {"cpu_seconds": 3600.0}}}
+    )
+    rung = {"score": 0.9, "score_ci95": [0.87, 0.93], "games": 400, "opponent": "greedy"}
+    ladder = {"models": [{"elo": 300.0, "ci95": [280.0, 320.0], "rungs": [rung]}]}
+    (root / "td_lambda" / "ladder_one_ply").mkdir(parents=True)
+    (root / "td_lambda" / "ladder_one_ply" / "ladder.json").write_text(json.dumps(ladder))
+    assert compare.ladders("td_lambda") == {
+        "td_lambda": "ladder",
+        "td_lambda (one-ply)": "ladder_one_ply",
+    }
+    assert compare.ladders("alphazero") == {"alphazero": "ladder"}
+    table = compare.report(root)
+    assert "| td_lambda | td 60.0 | - | - | - | - | - |" in table
+    assert (
+        "| td_lambda (one-ply) | td 60.0 | - | 0.900 [0.870, 0.930] | - | - | 300 [280, 320] |"
+        in table
+    )

@@ -17,7 +17,8 @@ from mmc_jax import evaluate, play
 from mmc_jax.evaluation import players
 
 FAKE_ENGINE = f"uci:{sys.executable} tests/fake_uci_engine.py"
-SPECS = {"model": "none", "uci": FAKE_ENGINE}  # specs of the entries not named by their name
+# specs of the entries not named by their name
+SPECS = {"model": "none", "uci": FAKE_ENGINE, "one-ply": "one-ply:gardner-cpu"}
 BUILT = {  # what each kind of entry builds
     "board": (players.Player, players.FogPlayer),
     "recon": (players.ReconAgent,),
