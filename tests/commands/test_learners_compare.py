@@ -120,3 +120,14 @@ def test_a_td_model_is_also_rated_as_its_one_ply_player(tmp_path):
         "| td_lambda (one-ply) | td 60.0 | - | 0.900 [0.870, 0.930] | - | - | 300 [280, 320] |"
         in table
     )
+
+
+def test_the_readme_table_is_the_report_of_the_committed_runs():
+    """Every row `report` computes from experiments/learners/runs stands in the README."""
+    here = Path(compare.__file__).resolve().parent
+    table = compare.report(here / "runs")
+    readme = (here / "README.md").read_text()
+    rows = table.splitlines()[2:]
+    assert rows, "no committed arm"
+    for row in rows:
+        assert row in readme, row
