@@ -687,14 +687,19 @@ def _run_or_fail(parser, models, settings):
         parser.error(str(error))
 
 
+def _parse(parser: argparse.ArgumentParser, argv: Sequence[str]):
+    """(args, `LadderSettings`) of `argv`; a bad setting is an argparse error (one line)."""
+    args = parser.parse_args(argv)
+    try:
+        return args, _settings(args)
+    except ValueError as error:
+        parser.error(str(error))
+
+
 def ladder_main(argv: Sequence[str]) -> int:
     """`python -m mmc_jax.evaluate ladder ...`; returns the exit status."""
     parser = ladder_parser()
-    args = parser.parse_args(argv)
-    try:
-        settings = _settings(args)
-    except ValueError as error:
-        parser.error(str(error))
+    args, settings = _parse(parser, argv)
     try:
         command = uci.engine_command(args.checkpoint)
     except ValueError as error:
@@ -724,11 +729,7 @@ def ladder_main(argv: Sequence[str]) -> int:
 def tournament_main(argv: Sequence[str]) -> int:
     """`python -m mmc_jax.evaluate tournament ...`; returns the exit status."""
     parser = tournament_parser()
-    args = parser.parse_args(argv)
-    try:
-        settings = _settings(args)
-    except ValueError as error:
-        parser.error(str(error))
+    args, settings = _parse(parser, argv)
     saved = _checkpoint_steps(parser, args.run)
     if args.steps in (None, [], ["all"]):
         steps = saved
