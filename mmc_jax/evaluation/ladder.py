@@ -491,19 +491,16 @@ def _add_common(parser: argparse.ArgumentParser, games_default: int) -> None:
         default=None,
         help="games between neighbouring rungs (default: --games; 0: none)",
     )
-    parser.add_argument(
-        "--simulations", type=cli.integer_arg("--simulations", 0), default=32, help="0: raw policy"
-    )
-    parser.add_argument(
+    cli.add_integer(parser, "--simulations", 0, default=32, help="0: raw policy")
+    cli.add_integer(
+        parser,
         "--nodes",
-        type=cli.integer_arg("--nodes", 1),
+        1,
         nargs="*",
         default=list(DEFAULT_NODES),
         help="engine rungs by node limit (default 1 10 100 1000 10000; none: --nodes)",
     )
-    parser.add_argument(
-        "--depth", type=cli.integer_arg("--depth", 1), nargs="*", default=[], help="depth rungs"
-    )
+    cli.add_integer(parser, "--depth", 1, nargs="*", default=[], help="depth rungs")
     parser.add_argument(
         "--skill",
         type=int,
@@ -511,7 +508,7 @@ def _add_common(parser: argparse.ArgumentParser, games_default: int) -> None:
         default=[],
         help="Skill Level rungs (-20..20, at --skill-nodes; random: not reproducible)",
     )
-    parser.add_argument("--skill-nodes", type=cli.integer_arg("--skill-nodes", 1), default=10000)
+    cli.add_integer(parser, "--skill-nodes", 1, default=10000)
     parser.add_argument(
         "--no-engine",
         action="store_true",
@@ -528,9 +525,10 @@ def _add_common(parser: argparse.ArgumentParser, games_default: int) -> None:
         "atomic, dark, extinction), or 'uci:COMMAND' for a command with arguments (e.g. "
         "'uci:python -m mmc_jax.engine --model gardner-cpu', rungs of a served model)",
     )
-    parser.add_argument(
+    cli.add_integer(
+        parser,
         "--engine-processes",
-        type=cli.integer_arg("--engine-processes", 1),
+        1,
         default=2,
         help="engine processes searching in parallel (default 2)",
     )
@@ -540,13 +538,14 @@ def _add_common(parser: argparse.ArgumentParser, games_default: int) -> None:
         default=uci.DEFAULT_MOVE_TIMEOUT,
         help="seconds per engine move before it counts as hung (default 30)",
     )
-    parser.add_argument(
+    cli.add_integer(
+        parser,
         "--opening-plies",
-        type=cli.integer_arg("--opening-plies", 0),
+        0,
         default=4,
         help="random plies of the fixed opening suite (default 4)",
     )
-    parser.add_argument("--max-plies", type=cli.integer_arg("--max-plies", 1), default=None)
+    cli.add_integer(parser, "--max-plies", 1, default=None)
     parser.add_argument("--seed", type=int, default=0, help="openings, baselines, bootstrap")
     parser.add_argument(
         "--prior-draws",
@@ -554,9 +553,7 @@ def _add_common(parser: argparse.ArgumentParser, games_default: int) -> None:
         default=1.0,
         help="virtual draws per pair in the Elo fit (default 1; 0: plain MLE)",
     )
-    parser.add_argument(
-        "--bootstrap", type=cli.integer_arg("--bootstrap", 0), default=1000, help="resamples"
-    )
+    cli.add_integer(parser, "--bootstrap", 0, default=1000, help="resamples")
     parser.add_argument("--out", default=None, help="output folder for the JSON and PNG")
     parser.add_argument("--pgn", default=None, help="write every game to this PGN file")
     parser.add_argument("--json", action="store_true", help="print the JSON report instead")
@@ -607,7 +604,7 @@ def ladder_parser() -> argparse.ArgumentParser:
         "'uci:COMMAND': any UCI engine, searching `go nodes <--simulations>` (e.g. "
         "'uci:python -m mmc_jax.engine --model gardner-cpu')",
     )
-    parser.add_argument("--step", type=cli.integer_arg("--step", 0), default=None)
+    cli.add_integer(parser, "--step", 0, default=None)
     _add_common(parser, games_default=200)
     return parser
 
