@@ -133,9 +133,9 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--variant", required=True, help="variant name or spec")
     parser.add_argument("--fen", required=True, help="the position (start of the history)")
     parser.add_argument("--checkpoint", default=None, help="run workdir (default: untrained)")
-    parser.add_argument("--simulations", type=cli.integer_arg("--simulations", 1), default=32)
-    parser.add_argument("--worlds", type=cli.integer_arg("--worlds", 1), default=8, help="fog: K")
-    parser.add_argument("--candidates", type=cli.integer_arg("--candidates", 1), default=32)
+    cli.add_integer(parser, "--simulations", 1, default=32)
+    cli.add_integer(parser, "--worlds", 1, default=8, help="fog: K")
+    cli.add_integer(parser, "--candidates", 1, default=32)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument(
         "--omniscient", action="store_true", help="search the true position (upper bound)"

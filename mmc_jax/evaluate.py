@@ -94,7 +94,7 @@ def _parser() -> argparse.ArgumentParser:
         "search, i.e. zero logits and zero value, guided only by terminal rewards; "
         "'uci:COMMAND': a UCI engine (e.g. 'uci:python -m mmc_jax.engine --model gardner-cpu')",
     )
-    parser.add_argument("--step", type=cli.integer_arg("--step", 0), default=None)
+    cli.add_integer(parser, "--step", 0, default=None)
     parser.add_argument("--variant", type=cli.variant_arg, required=True, help=cli.VARIANT_HELP)
     parser.add_argument(
         "--opponent",
@@ -105,29 +105,26 @@ def _parser() -> argparse.ArgumentParser:
         + players_lib.describe("board").replace("%", "%%"),
     )
     parser.add_argument("--games", type=cli.games_arg, default=400, help="positive, even")
-    parser.add_argument(
-        "--simulations",
-        type=cli.integer_arg("--simulations", 0),
-        default=32,
-        help="0: raw policy; a UCI engine's `go nodes`",
+    cli.add_integer(
+        parser, "--simulations", 0, default=32, help="0: raw policy; a UCI engine's `go nodes`"
     )
-    parser.add_argument(
+    cli.add_integer(
+        parser,
         "--opponent-simulations",
-        type=cli.integer_arg("--opponent-simulations", 0),
+        0,
         default=None,
         help="for a checkpoint opponent (default: --simulations)",
     )
-    parser.add_argument(
+    cli.add_integer(
+        parser,
         "--opening-plies",
-        type=cli.integer_arg("--opening-plies", 0),
+        0,
         default=None,
         help=f"paired random plies opening every game (default: {NETWORK_OPENING_PLIES} when "
         "two networks play, whose deterministic searches would otherwise replay one game per "
         "colour; 0 otherwise)",
     )
-    parser.add_argument(
-        "--max-plies", type=cli.integer_arg("--max-plies", 1), default=None, help="draw after"
-    )
+    cli.add_integer(parser, "--max-plies", 1, default=None, help="draw after")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     parser.add_argument(

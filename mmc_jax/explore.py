@@ -214,17 +214,12 @@ def _parser() -> argparse.ArgumentParser:
         help=f"of: {', '.join(R.VARIANTS)} (default: {' '.join(DEFAULT_VARIANTS)})",
     )
     parser.add_argument("--checkpoint", default=None, help="also play the model (self-play search)")
-    parser.add_argument("--step", type=cli.integer_arg("--step", 0), default=None)
-    parser.add_argument(
-        "--games", type=cli.integer_arg("--games", 1), default=200, help="per variant (200)"
+    cli.add_integer(parser, "--step", 0, default=None)
+    cli.add_integer(parser, "--games", 1, default=200, help="per variant (200)")
+    cli.add_integer(
+        parser, "--simulations", 0, default=16, help="the model's search simulations (default 16)"
     )
-    parser.add_argument(
-        "--simulations",
-        type=cli.integer_arg("--simulations", 0),
-        default=16,
-        help="the model's search simulations (default 16)",
-    )
-    parser.add_argument("--max-plies", type=cli.integer_arg("--max-plies", 1), default=None)
+    cli.add_integer(parser, "--max-plies", 1, default=None)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", required=True, help="folder for explore.json and explore.png")
     parser.add_argument("--json", action="store_true", help="print the JSON report")

@@ -30,7 +30,7 @@ def main(argv: list[str] | None = None) -> int:
         description="Write a params-only model (params.msgpack + model.json) from a checkpoint.",
     )
     parser.add_argument("--checkpoint", help="run workdir or <workdir>/checkpoints/<step>")
-    parser.add_argument("--step", type=cli.integer_arg("--step", 0), default=None)
+    cli.add_integer(parser, "--step", 0, default=None)
     parser.add_argument("--out", help="output folder (created)")
     parser.add_argument("--command", default=None, help="the command that trained the run")
     parser.add_argument("--list", action="store_true", help="list the shipped models and exit")

@@ -60,7 +60,7 @@ def _parser() -> argparse.ArgumentParser:
         "model's name; default: the shipped model of the variant (gardner: gardner-cpu, the "
         "30-minute CPU agent), else the uniform-prior search; 'none': the uniform-prior search",
     )
-    parser.add_argument("--step", type=cli.integer_arg("--step", 0), default=None)
+    cli.add_integer(parser, "--step", 0, default=None)
     parser.add_argument(
         "--as",
         dest="colour",
@@ -68,13 +68,14 @@ def _parser() -> argparse.ArgumentParser:
         default="white",
         help="your colour (default white)",
     )
-    parser.add_argument(
+    cli.add_integer(
+        parser,
         "--simulations",
-        type=cli.integer_arg("--simulations", 0),
+        0,
         default=32,
         help="the model's search simulations per move (0: raw policy; default 32)",
     )
-    parser.add_argument("--max-plies", type=cli.integer_arg("--max-plies", 1), default=None)
+    cli.add_integer(parser, "--max-plies", 1, default=None)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--pgn", default=None, help="save the game to this PGN file")
     parser.add_argument(

@@ -67,10 +67,9 @@ from mmc_jax.search import recon_belief as RB
 from mmc_jax.search import recon_learned as L
 from mmc_jax.search import recon_score as S
 from mmc_jax.training.algorithm import (
-    Algorithm,
     CompiledStep,
+    ReplicatedAlgorithm,
     check_at_least_one,
-    replicated_abstract,
 )
 
 
@@ -394,7 +393,7 @@ def prepare_config(config: ml_collections.ConfigDict) -> ml_collections.ConfigDi
 # ----------------------------------------------------------------------------- algorithm
 
 
-class ReconAlgorithm(Algorithm):
+class ReconAlgorithm(ReplicatedAlgorithm):
     """The learned recon agent's self-play training (configs/recon.py), on the run loop."""
 
     name = "recon"
@@ -409,16 +408,9 @@ class ReconAlgorithm(Algorithm):
         rules = jax.tree.map(lambda x: np.repeat(np.asarray(x), games, axis=0), rules)
         return sharding.put_replicated(rules, mesh)
 
-    def init_state(self, config, mesh, data, key):
-        del data, key  # the seed's own key: the parameters of TrainConfig's seed
-        return sharding.put_replicated(jax.device_get(init_train_state(train_config(config))), mesh)
-
-    def abstract_state(self, config, mesh):
-        return replicated_abstract(lambda: init_train_state(train_config(config)), mesh)
-
-    def checkpoint_contents(self, state, save_replay):
-        del save_replay  # no replay memory: every iteration learns from its own games
-        return {"params": state.params, "opt_state": state.opt_state}
+    def fresh_state(self, config, key):
+        del key  # the seed's own key: the parameters of TrainConfig's seed
+        return init_train_state(train_config(config))
 
     def describe(self, config, mesh, state):
         search = train_config(config).search

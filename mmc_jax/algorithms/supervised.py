@@ -50,11 +50,10 @@ from mmc_jax.infra import sharding
 from mmc_jax.model import network as network_lib
 from mmc_jax.training import learner
 from mmc_jax.training.algorithm import (
-    Algorithm,
     CompiledStep,
+    ReplicatedAlgorithm,
     check_at_least_one,
     check_ranges,
-    replicated_abstract,
 )
 
 MANIFEST = "manifest.json"
@@ -325,7 +324,7 @@ def prepare_config(config: ml_collections.ConfigDict) -> ml_collections.ConfigDi
     return config
 
 
-class Supervised(Algorithm):
+class Supervised(ReplicatedAlgorithm):
     """Supervised learning from Fairy-Stockfish's games (configs/supervised.py)."""
 
     name = "supervised"
@@ -365,22 +364,9 @@ class Supervised(Algorithm):
         )
         return sharding.put_replicated(batch, mesh)
 
-    def init_state(self, config, mesh, data, key):
-        del data
+    def fresh_state(self, config, key):
         params = network_lib.init_params(_network(config), key, R.OBS_SHAPE)
-        state = SupervisedState(params=params, opt_state=_optimizer(config).init(params))
-        return sharding.put_replicated(jax.device_get(state), mesh)
-
-    def abstract_state(self, config, mesh):
-        def fresh():
-            params = network_lib.init_params(_network(config), jax.random.key(0), R.OBS_SHAPE)
-            return SupervisedState(params=params, opt_state=_optimizer(config).init(params))
-
-        return replicated_abstract(fresh, mesh)
-
-    def checkpoint_contents(self, state, save_replay):
-        del save_replay  # no replay: the dataset is on disk
-        return {"params": state.params, "opt_state": state.opt_state}
+        return SupervisedState(params=params, opt_state=_optimizer(config).init(params))
 
     def describe(self, config, mesh, state):
         data = config.data

@@ -48,11 +48,10 @@ from mmc_jax.infra import sharding
 from mmc_jax.model import network as network_lib
 from mmc_jax.search import one_ply
 from mmc_jax.training.algorithm import (
-    Algorithm,
     CompiledStep,
+    ReplicatedAlgorithm,
     check_at_least_one,
     check_ranges,
-    replicated_abstract,
 )
 
 
@@ -196,7 +195,7 @@ def prepare_config(config: ml_collections.ConfigDict) -> ml_collections.ConfigDi
     return config
 
 
-class TDLambda(Algorithm):
+class TDLambda(ReplicatedAlgorithm):
     """TD(λ) with afterstate play (configs/td_lambda.py)."""
 
     name = "td_lambda"
@@ -210,22 +209,9 @@ class TDLambda(Algorithm):
         rules = rules.replace(max_plies=jnp.full_like(rules.max_plies, int(config.td.max_plies)))
         return sharding.put_replicated(jax.device_get(rules), mesh)
 
-    def init_state(self, config, mesh, data, key):
-        del data
+    def fresh_state(self, config, key):
         params = network_lib.init_params(_network(config), key, R.OBS_SHAPE)
-        state = TDState(params=params, opt_state=_optimizer(config).init(params))
-        return sharding.put_replicated(jax.device_get(state), mesh)
-
-    def abstract_state(self, config, mesh):
-        def fresh():
-            params = network_lib.init_params(_network(config), jax.random.key(0), R.OBS_SHAPE)
-            return TDState(params=params, opt_state=_optimizer(config).init(params))
-
-        return replicated_abstract(fresh, mesh)
-
-    def checkpoint_contents(self, state, save_replay):
-        del save_replay  # no replay: every iteration learns from its own games
-        return {"params": state.params, "opt_state": state.opt_state}
+        return TDState(params=params, opt_state=_optimizer(config).init(params))
 
     def describe(self, config, mesh, state):
         return (

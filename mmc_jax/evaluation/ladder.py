@@ -495,9 +495,7 @@ def _add_common(parser: argparse.ArgumentParser, games_default: int) -> None:
         default=None,
         help="games between neighbouring rungs (default: --games; 0: none)",
     )
-    parser.add_argument(
-        "--simulations", type=cli.integer_arg("--simulations", 0), default=32, help="0: raw policy"
-    )
+    cli.add_integer(parser, "--simulations", 0, default=32, help="0: raw policy")
     parser.add_argument(
         "--search",
         choices=SEARCHES,
@@ -506,16 +504,15 @@ def _add_common(parser: argparse.ArgumentParser, games_default: int) -> None:
         "move whose next position its value head rates worst for the opponent; TD(lambda)'s "
         "player)",
     )
-    parser.add_argument(
+    cli.add_integer(
+        parser,
         "--nodes",
-        type=cli.integer_arg("--nodes", 1),
+        1,
         nargs="*",
         default=list(DEFAULT_NODES),
         help="engine rungs by node limit (default 1 10 100 1000 10000; none: --nodes)",
     )
-    parser.add_argument(
-        "--depth", type=cli.integer_arg("--depth", 1), nargs="*", default=[], help="depth rungs"
-    )
+    cli.add_integer(parser, "--depth", 1, nargs="*", default=[], help="depth rungs")
     parser.add_argument(
         "--skill",
         type=int,
@@ -523,7 +520,7 @@ def _add_common(parser: argparse.ArgumentParser, games_default: int) -> None:
         default=[],
         help="Skill Level rungs (-20..20, at --skill-nodes; random: not reproducible)",
     )
-    parser.add_argument("--skill-nodes", type=cli.integer_arg("--skill-nodes", 1), default=10000)
+    cli.add_integer(parser, "--skill-nodes", 1, default=10000)
     parser.add_argument(
         "--no-engine",
         action="store_true",
@@ -540,9 +537,10 @@ def _add_common(parser: argparse.ArgumentParser, games_default: int) -> None:
         "atomic, dark, extinction), or 'uci:COMMAND' for a command with arguments (e.g. "
         "'uci:python -m mmc_jax.engine --model gardner-cpu', rungs of a served model)",
     )
-    parser.add_argument(
+    cli.add_integer(
+        parser,
         "--engine-processes",
-        type=cli.integer_arg("--engine-processes", 1),
+        1,
         default=2,
         help="engine processes searching in parallel (default 2)",
     )
@@ -552,13 +550,14 @@ def _add_common(parser: argparse.ArgumentParser, games_default: int) -> None:
         default=uci.DEFAULT_MOVE_TIMEOUT,
         help="seconds per engine move before it counts as hung (default 30)",
     )
-    parser.add_argument(
+    cli.add_integer(
+        parser,
         "--opening-plies",
-        type=cli.integer_arg("--opening-plies", 0),
+        0,
         default=4,
         help="random plies of the fixed opening suite (default 4)",
     )
-    parser.add_argument("--max-plies", type=cli.integer_arg("--max-plies", 1), default=None)
+    cli.add_integer(parser, "--max-plies", 1, default=None)
     parser.add_argument("--seed", type=int, default=0, help="openings, baselines, bootstrap")
     parser.add_argument(
         "--prior-draws",
@@ -566,9 +565,7 @@ def _add_common(parser: argparse.ArgumentParser, games_default: int) -> None:
         default=1.0,
         help="virtual draws per pair in the Elo fit (default 1; 0: plain MLE)",
     )
-    parser.add_argument(
-        "--bootstrap", type=cli.integer_arg("--bootstrap", 0), default=1000, help="resamples"
-    )
+    cli.add_integer(parser, "--bootstrap", 0, default=1000, help="resamples")
     parser.add_argument("--out", default=None, help="output folder for the JSON and PNG")
     parser.add_argument("--pgn", default=None, help="write every game to this PGN file")
     parser.add_argument("--json", action="store_true", help="print the JSON report instead")
@@ -620,7 +617,7 @@ def ladder_parser() -> argparse.ArgumentParser:
         "'uci:COMMAND': any UCI engine, searching `go nodes <--simulations>` (e.g. "
         "'uci:python -m mmc_jax.engine --model gardner-cpu')",
     )
-    parser.add_argument("--step", type=cli.integer_arg("--step", 0), default=None)
+    cli.add_integer(parser, "--step", 0, default=None)
     _add_common(parser, games_default=200)
     return parser
 
@@ -700,14 +697,19 @@ def _run_or_fail(parser, models, settings):
         parser.error(str(error))
 
 
+def _parse(parser: argparse.ArgumentParser, argv: Sequence[str]):
+    """(args, `LadderSettings`) of `argv`; a bad setting is an argparse error (one line)."""
+    args = parser.parse_args(argv)
+    try:
+        return args, _settings(args)
+    except ValueError as error:
+        parser.error(str(error))
+
+
 def ladder_main(argv: Sequence[str]) -> int:
     """`python -m mmc_jax.evaluate ladder ...`; returns the exit status."""
     parser = ladder_parser()
-    args = parser.parse_args(argv)
-    try:
-        settings = _settings(args)
-    except ValueError as error:
-        parser.error(str(error))
+    args, settings = _parse(parser, argv)
     try:
         command = uci.engine_command(args.checkpoint)
     except ValueError as error:
@@ -737,11 +739,7 @@ def ladder_main(argv: Sequence[str]) -> int:
 def tournament_main(argv: Sequence[str]) -> int:
     """`python -m mmc_jax.evaluate tournament ...`; returns the exit status."""
     parser = tournament_parser()
-    args = parser.parse_args(argv)
-    try:
-        settings = _settings(args)
-    except ValueError as error:
-        parser.error(str(error))
+    args, settings = _parse(parser, argv)
     saved = _checkpoint_steps(parser, args.run)
     if args.steps in (None, [], ["all"]):
         steps = saved

@@ -62,6 +62,13 @@ def integer_arg(flag: str, minimum: int):
     return parse
 
 
+def add_integer(parser, flag: str, minimum: int, **kwargs) -> argparse.Action:
+    """Adds the integer option `flag` to `parser` (`integer_arg(flag, minimum)`: a value below
+    `minimum` is a one-line usage error naming `flag`); `kwargs` go to `add_argument`, whose
+    action it returns."""
+    return parser.add_argument(flag, type=integer_arg(flag, minimum), **kwargs)
+
+
 def positive_float_arg(flag: str):
     """An argparse type: a number > 0, else a one-line usage error naming `flag`."""
 

@@ -155,17 +155,25 @@ __all__ = [
     "capturer_lands",
 ]
 
-init = jax.vmap(game.init)
-init.__doc__ = "Start positions: Rules [B] -> State [B]."
-step = jax.vmap(game.step)
-step.__doc__ = "Play actions int32 [B]: (Rules [B], State [B], actions) -> State [B]."
-step_with_planes = jax.vmap(game.step_with_planes)
-step_with_planes.__doc__ = (
+
+def _batched(fn, doc: str):
+    """`jax.vmap(fn)` (every argument batched on its leading axis), with `doc` as its
+    docstring; returns the batched function."""
+    batched = jax.vmap(fn)
+    batched.__doc__ = doc
+    return batched
+
+
+init = _batched(game.init, "Start positions: Rules [B] -> State [B].")
+step = _batched(game.step, "Play actions int32 [B]: (Rules [B], State [B], actions) -> State [B].")
+step_with_planes = _batched(
+    game.step_with_planes,
     "(Rules [B], State [B], actions [B], legal_planes [B, 49]) -> (State [B], next planes "
-    "[B, 49]): `step` that reuses and hands on the move generation (see game.step_with_planes)."
+    "[B, 49]): `step` that reuses and hands on the move generation (see game.step_with_planes).",
 )
-legal_planes = jax.vmap(game.legal_planes)
-legal_planes.__doc__ = "(Rules [B], State [B]) -> uint32 [B, 49] legal from-squares per plane."
+legal_planes = _batched(
+    game.legal_planes, "(Rules [B], State [B]) -> uint32 [B, 49] legal from-squares per plane."
+)
 
 
 planes_to_mask = game.planes_to_mask
@@ -210,19 +218,21 @@ def random_legal_action(key: jax.Array, legal_action_mask: jax.Array) -> jax.Arr
 # ----------------------------------------------------------------------------- sensing variants
 
 RECON_NUM_ACTIONS = recon.NUM_ACTIONS
-recon_init = jax.vmap(recon.init)
-recon_init.__doc__ = "Start of sensing games: Rules [B] -> ReconState [B] (sense phase)."
-recon_step = jax.vmap(recon.step)
-recon_step.__doc__ = (
-    "(Rules [B], ReconState [B], actions int32 [B] in [0, 1242)) -> ReconState [B]: a sense "
-    "or a move request per game (see rules.recon.step)."
+recon_init = _batched(
+    recon.init, "Start of sensing games: Rules [B] -> ReconState [B] (sense phase)."
 )
-recon_legal_action_mask = jax.vmap(recon.legal_action_mask)
-recon_legal_action_mask.__doc__ = "(Rules [B], ReconState [B]) -> bool [B, 1242]."
-recon_observe = jax.vmap(recon.observe)
-recon_observe.__doc__ = (
+recon_step = _batched(
+    recon.step,
+    "(Rules [B], ReconState [B], actions int32 [B] in [0, 1242)) -> ReconState [B]: a sense "
+    "or a move request per game (see rules.recon.step).",
+)
+recon_legal_action_mask = _batched(
+    recon.legal_action_mask, "(Rules [B], ReconState [B]) -> bool [B, 1242]."
+)
+recon_observe = _batched(
+    recon.observe,
     "(Rules [B], ReconState [B]) -> float32 [B, 5, 5, 34]: each mover's observation, built "
-    "from what it may use alone (rules.recon.player_info)."
+    "from what it may use alone (rules.recon.player_info).",
 )
 
 

@@ -32,6 +32,7 @@ logit `MASKED_LOGIT` in every node, so illegal moves are never expanded inside t
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import jax
@@ -203,28 +204,19 @@ def run_search(
     )
     recurrent_fn = make_recurrent_fn(network, rules)
     if algorithm == "gumbel_muzero":
-        output = mcts.gumbel_muzero_policy(
-            params,
-            key,
-            root,
-            recurrent_fn,
-            num_simulations=num_simulations,
-            invalid_actions=invalid,
+        policy = functools.partial(
+            mcts.gumbel_muzero_policy,
             max_num_considered_actions=max_num_considered_actions,
             gumbel_scale=gumbel_scale,
         )
     else:
-        output = mcts.muzero_policy(
-            params,
-            key,
-            root,
-            recurrent_fn,
-            num_simulations=num_simulations,
-            invalid_actions=invalid,
+        policy = functools.partial(
+            mcts.muzero_policy,
             dirichlet_alpha=dirichlet_alpha,
             dirichlet_fraction=dirichlet_fraction,
             temperature=temperature,
         )
+    output = policy(params, key, root, recurrent_fn, num_simulations, invalid_actions=invalid)
     action = jnp.take_along_axis(actions, output.action[:, None].astype(jnp.int32), axis=1)[:, 0]
     has_move = valid[:, 0]
     return output.replace(

@@ -13,6 +13,9 @@ change.
 `opt_state`, `game_state` and a replay ring, `replay`): AlphaZero and JOAT. Its checkpoint
 holds the first three and, with `checkpoint.save_replay`, the ring (read back in either layout
 it was ever written in; a checkpoint without it resumes with an empty ring and says so).
+`ReplicatedAlgorithm` is the base of the learners without a replay ring whose state every
+device holds whole (supervised, recon): a subclass makes a fresh state, the base places,
+templates and checkpoints it.
 """
 
 from __future__ import annotations
@@ -199,6 +202,32 @@ def replicated_abstract(make_state: Callable[[], Any], mesh: Mesh) -> Any:
     abstract = jax.eval_shape(make_state)
     host = jax.tree.map(lambda x: np.zeros(x.shape, x.dtype), abstract)
     return sharding.abstract_with_shardings(abstract, sharding.replicated(host, mesh))
+
+
+class ReplicatedAlgorithm(Algorithm):
+    """An algorithm whose state every device holds whole and which keeps no replay memory
+    (`params` and `opt_state`, as the supervised learner's and recon's are): a
+    subclass says how a fresh state is made (`fresh_state`), this class places it, gives its
+    restore template and checkpoints it."""
+
+    @abc.abstractmethod
+    def fresh_state(self, config, key: jax.Array) -> Any:
+        """A fresh state on the host, parameters from `key` (or from the config's own seed)."""
+
+    def init_state(self, config, mesh, data, key: jax.Array) -> Any:
+        """`fresh_state(config, key)` replicated on `mesh`."""
+        del data
+        return sharding.put_replicated(jax.device_get(self.fresh_state(config, key)), mesh)
+
+    def abstract_state(self, config, mesh) -> Any:
+        """The replicated abstract state of `fresh_state` (`replicated_abstract`)."""
+        return replicated_abstract(lambda: self.fresh_state(config, jax.random.key(0)), mesh)
+
+    def checkpoint_contents(self, state, save_replay: bool) -> dict[str, Any]:
+        """`params` and `opt_state`; `save_replay` is moot (no replay: every iteration learns
+        from its own games or from a dataset on disk)."""
+        del save_replay
+        return {"params": state.params, "opt_state": state.opt_state}
 
 
 # ----------------------------------------------------------------------------- self-play state
