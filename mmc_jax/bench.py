@@ -1,4 +1,4 @@
-"""Benchmarks: `python -m mmc_jax.bench env|selfplay|learner|iteration|memory|processes|xla-flags`.
+"""Benchmarks: `python -m mmc_jax.bench NAME`, NAME one of the subcommands described below.
 
 `env` measures random-play throughput with one protocol for every engine: inside one jitted
 `lax.scan`, each ply computes the legal action mask, draws a uniformly random legal action
@@ -52,6 +52,14 @@ time ratio.
 `--batch-sizes` and `learner`, each run as its own process with XLA's defaults
 (`MMC_XLA_FLAGS=off`) and with the project's flags, alternated `--rounds` times; it reports the
 medians and `speedup` (default time / flagged time, above 1: the flags help).
+
+`move` times what `engine`, `serve` and `play` wait for: one engine move
+(`ModelEngine.search`, one game, B = 1) of each `--models` (shipped names, exported models,
+runs) at each `--simulations` (default 256, the engine's default), on the same positions (the
+start and the first model's own moves at 8 simulations), round-robin over the models for
+`--repeats` rounds; it reports the median seconds per move, the first search's time (the
+compile) and each model's ratio to the first: e.g. `--models gardner-cpu PATH/gardner-h200`
+says how much slower a 6x128 network moves than the shipped 2x32 one on this machine.
 
 Rows as they are measured (so a time limit never costs a finished row): `env` measures a row per
 batch size and then move generation; `selfplay` the moves/s of every arm, then `--breakdown`,
@@ -1309,6 +1317,87 @@ def bench_memory(args) -> dict:
     return rows.finish()
 
 
+def _engine_positions(engine, variant: str, plies: int) -> list:
+    """The start and the positions after the engine's own moves (8 simulations each), up to
+    `plies` of them: the positions every model of `bench move` is timed on."""
+    position = engine.position(variant)
+    positions = [position]
+    while len(positions) < plies and not position.over:
+        move = engine.search(position, 8).move
+        position = engine.position(variant, moves=[*position.moves, move])
+        if not position.over:
+            positions.append(position)
+    return positions
+
+
+def bench_move(args) -> dict:
+    """Seconds per engine move (`ModelEngine.search`, one game, B = 1: what `engine`, `serve`
+    and `play` wait for) of each `--models` at each `--simulations`, on the same positions,
+    round-robin over the models; `ratio` is a model's median over the first model's."""
+    from mmc_jax.evaluation import model_engine
+
+    engines = []
+    for model in args.models:
+        try:
+            engines.append(model_engine.load_engine(model))
+        except (ValueError, OSError) as error:
+            raise SystemExit(f"error: --models {model}: {error}") from None
+    compile_seconds = []
+    for engine in engines:  # the first search compiles the engine's program (shared by sizes)
+        started = time.perf_counter()
+        engine.search(engine.position(args.variant), args.simulations[0])
+        compile_seconds.append(time.perf_counter() - started)
+    positions = _engine_positions(engines[0], args.variant, args.positions)
+    result = {
+        "benchmark": "move",
+        "device": str(jax.devices()[0].device_kind),
+        "platform": jax.default_backend(),
+        "variant": args.variant,
+        "models": list(args.models),
+        "positions": len(positions),
+        "first_search_seconds": dict(zip(args.models, compile_seconds, strict=True)),
+        "rows": [],
+    }
+    rows = Rows(args, result)
+    if not args.json:
+        firsts = ", ".join(f"{m} {t:.1f} s" for m, t in result["first_search_seconds"].items())
+        print(f"first search (compiling): {firsts}; {len(positions)} positions", flush=True)
+    for simulations in args.simulations:
+        if not rows.may_start(f"{simulations} simulations"):
+            continue
+        times = [[] for _ in engines]
+        for engine in engines:  # a size past the shared program's capacity compiles its own
+            engine.search(positions[0], simulations)
+        for _ in range(args.repeats):
+            for i, engine in enumerate(engines):
+                for position in positions:
+                    started = time.perf_counter()
+                    engine.search(position, simulations)
+                    times[i].append(time.perf_counter() - started)
+        medians = [float(np.median(t)) for t in times]
+        row = {
+            "simulations": simulations,
+            "models": [
+                {
+                    "model": model,
+                    "seconds_per_move": median,
+                    "moves_per_second": 1.0 / median,
+                    "ratio": median / medians[0],
+                }
+                for model, median in zip(args.models, medians, strict=True)
+            ],
+        }
+        result["rows"].append(row)
+        if not args.json:
+            cells = [
+                f"{m['model']} {m['seconds_per_move']:.3f} s/move ({m['ratio']:.2f}x)"
+                for m in row["models"]
+            ]
+            print(f"{simulations} simulations: " + ", ".join(cells), flush=True)
+        rows.record()
+    return rows.finish()
+
+
 PROCESS_LAYOUTS = (("1 process x 2 devices", 1, 2), ("2 processes x 1 device", 2, 1))
 
 
@@ -1767,6 +1856,31 @@ def _add_xla_flags_parser(sub) -> None:
     _add_output_flags(xp, "child run")
 
 
+def _add_move_parser(sub) -> None:
+    """The `move` subcommand: seconds per engine move of models side by side."""
+    mv = sub.add_parser(
+        "move", help="seconds per engine move (one game, B = 1) of models side by side"
+    )
+    mv.add_argument(
+        "--models",
+        nargs="+",
+        default=["gardner-cpu"],
+        help="shipped names, exported models or runs; ratios are to the first (default "
+        "gardner-cpu)",
+    )
+    mv.add_argument("--variant", default="gardner", help="the variant played (default gardner)")
+    mv.add_argument(
+        "--simulations",
+        type=POSITIVE,
+        nargs="+",
+        default=[256],
+        help="simulations per move, one row each (default 256: the engine's default)",
+    )
+    mv.add_argument("--positions", type=POSITIVE, default=8, help="positions timed (default 8)")
+    mv.add_argument("--repeats", type=POSITIVE, default=3, help="rounds (default 3)")
+    _add_output_flags(mv, "simulation count")
+
+
 def _parser() -> argparse.ArgumentParser:
     """The command line: one subcommand per benchmark."""
     parser = argparse.ArgumentParser(
@@ -1781,6 +1895,7 @@ def _parser() -> argparse.ArgumentParser:
     _add_memory_parser(sub)
     _add_processes_parser(sub)
     _add_xla_flags_parser(sub)
+    _add_move_parser(sub)
     return parser
 
 
@@ -1829,6 +1944,7 @@ def main(argv=None):
         "iteration": bench_iteration,
         "learner": bench_learner,
         "selfplay": bench_selfplay,
+        "move": bench_move,
     }
     benchmarks[args.benchmark](args)
 

@@ -281,7 +281,7 @@ def test_every_multi_row_benchmark_stops_at_its_time_limit(
 
 
 @pytest.mark.parametrize(
-    "benchmark", ["env", "selfplay", "iteration", "processes", "xla-flags", "memory"]
+    "benchmark", ["env", "selfplay", "iteration", "processes", "xla-flags", "memory", "move"]
 )
 @pytest.mark.parametrize("value", ["-1", "nan", "soon"])
 def test_a_bad_time_limit_is_one_line_before_any_work(capsys, benchmark, value):
@@ -396,3 +396,30 @@ def test_gpu_sh_keeps_every_finished_part(tmp_path):
     env_call = bench_calls["env"]
     assert env_call[-2:] == ["--json-out", str(out / "env.json")]
     assert env_call[env_call.index("--time-limit") + 1].isdigit()  # {LIMIT} filled in
+
+
+def test_move_times_every_model_on_the_same_positions_with_ratios_to_the_first(capsys):
+    bench.main(
+        [
+            "move", "--models", "gardner-cpu", "joat-cpu", "--simulations", "2", "4",
+            "--positions", "2", "--repeats", "1", "--json",
+        ]
+    )  # fmt: skip
+    result = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert result["complete"] and result["positions"] == 2
+    assert set(result["first_search_seconds"]) == {"gardner-cpu", "joat-cpu"}
+    assert [row["simulations"] for row in result["rows"]] == [2, 4]
+    for row in result["rows"]:
+        first, second = row["models"]
+        assert (first["model"], second["model"]) == ("gardner-cpu", "joat-cpu")
+        assert first["ratio"] == 1.0 and second["seconds_per_move"] > 0
+        assert second["ratio"] == pytest.approx(
+            second["seconds_per_move"] / first["seconds_per_move"]
+        )
+
+
+def test_move_names_a_model_it_cannot_load_in_one_line(capsys, tmp_path):
+    with pytest.raises(SystemExit) as exit_info:
+        bench.main(["move", "--models", str(tmp_path / "missing")])
+    assert str(exit_info.value).startswith("error: --models ")
+    assert "\n" not in str(exit_info.value)
