@@ -3,7 +3,8 @@
     python -m mmc_jax.engine --model gardner-cpu        # or: python -m mmc_jax.uci serve ...
     python -m mmc_jax.engine --model runs/atomic [--step N]  # search size: setoption (below)
 
-speaks UCI on stdin/stdout. `--model` is a shipped model's name (`gardner-cpu`, `joat-cpu`,
+speaks UCI on stdin/stdout. `--model` (default: the shipped Gardner model,
+`checkpoint.DEFAULT_MODELS`) is a shipped model's name (`gardner-cpu`, `joat-cpu`,
 `joat-study`), an exported model folder, a run's workdir or one of its checkpoints
 (`checkpoint.load_model`), or `none` (the uniform-prior search: zero logits, zero value). A
 model that cannot be loaded ends the program at once with one line `error: ...` on stderr and
@@ -131,7 +132,7 @@ from mmc_jax.evaluation.model_engine import (  # the library half, re-exported: 
     uci_variant_names,
     wdl,
 )
-from mmc_jax.infra import startup
+from mmc_jax.infra import checkpoint, startup
 from mmc_jax.training import memory
 
 __all__ = [
@@ -731,12 +732,13 @@ def _parser() -> argparse.ArgumentParser:
         description="A trained model as a UCI engine on stdin/stdout (every variant; fair "
         "search under fog). Options and protocol: the module docstring, `pydoc mmc_jax.engine`.",
     )
+    default = checkpoint.default_model("gardner") or "none"
     parser.add_argument(
         "--model",
-        required=True,
-        help="a shipped model's name (gardner-cpu, joat-cpu, joat-study), an exported model, "
-        "a run workdir "
-        "or a checkpoint folder; 'none': the uniform-prior search",
+        default=default,
+        help=f"a shipped model's name ({', '.join(checkpoint.shipped_models())}), an exported "
+        "model, a run workdir or a checkpoint folder; 'none': the uniform-prior search "
+        f"(default {default}, the shipped Gardner model)",
     )
     parser.add_argument("--step", type=int, default=None, help="checkpoint step (default latest)")
     parser.add_argument("--max-plies", type=int, default=None, help="ply cap (draw), default 256")

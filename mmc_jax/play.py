@@ -57,8 +57,9 @@ def _parser() -> argparse.ArgumentParser:
         "--checkpoint",
         default=None,
         help="run workdir (or <workdir>/checkpoints/<step>), an exported model or a shipped "
-        "model's name; default: the shipped model of the variant (gardner: gardner-cpu, the "
-        "30-minute CPU agent), else the uniform-prior search; 'none': the uniform-prior search",
+        "model's name; default: the shipped model of the variant (gardner: "
+        f"{checkpoint.default_model('gardner')}), else the uniform-prior search; 'none': the "
+        "uniform-prior search",
     )
     cli.add_integer(parser, "--step", 0, default=None)
     parser.add_argument(
@@ -232,8 +233,8 @@ def _opponent(parser: argparse.ArgumentParser, args) -> players_lib.Player:
 def _model_player(parser: argparse.ArgumentParser, args) -> arena.Player:
     """The model you play: `--checkpoint` (default the variant's shipped model, if any; "none":
     the uniform-prior search) with `--simulations`, named after its checkpoint."""
-    if args.checkpoint is None and f"{args.variant}-cpu" in checkpoint.shipped_models():
-        args.checkpoint = f"{args.variant}-cpu"
+    if args.checkpoint is None:
+        args.checkpoint = checkpoint.default_model(args.variant)
     if args.checkpoint is None:  # no shipped model for this variant
         network, params, name = None, None, UNTRAINED
     elif args.checkpoint.lower() == "none":

@@ -532,9 +532,10 @@ def _parser() -> argparse.ArgumentParser:
     )
     parser.add_argument(
         "--model",
-        default="gardner-cpu",
+        default=checkpoint.default_model("gardner") or "none",
         help="the model selected first: a shipped model's name, an exported model, a run "
-        "workdir or a checkpoint; 'none': the uniform-prior search (default gardner-cpu)",
+        "workdir or a checkpoint; 'none': the uniform-prior search (default "
+        f"{checkpoint.default_model('gardner') or 'none'})",
     )
     parser.add_argument(
         "--runs", nargs="*", default=[], help="folders whose runs and exported models to list"

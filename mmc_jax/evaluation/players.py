@@ -215,7 +215,7 @@ class Entry:
         return {
             "uci": "uci:COMMAND",
             "model": "a model (a run, exported or shipped; 'none')",
-            ONE_PLY: ONE_PLY_PREFIX + "MODEL",
+            ONE_PLY: ONE_PLY_PREFIX + "model",
         }.get(self.name, self.name)
 
 

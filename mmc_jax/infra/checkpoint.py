@@ -861,6 +861,20 @@ def shipped_models() -> dict[str, str]:
     }
 
 
+# The shipped model `play`, `serve` and `engine` use by default, per variant (the strongest
+# shipped model of that variant on the engine ladder; its model card says how it was chosen).
+DEFAULT_MODELS = {"gardner": "gardner-cpu"}
+
+
+def default_model(variant: str) -> str | None:
+    """The name of the shipped model the commands play `variant` with by default: the variant's
+    entry in `DEFAULT_MODELS`, else a shipped `<variant>-cpu`, else None."""
+    for name in (DEFAULT_MODELS.get(variant), f"{variant}-cpu"):
+        if name is not None and name in shipped_models():
+            return name
+    return None
+
+
 def shipped_hint(name: str | os.PathLike) -> str:
     """What to add to "no such checkpoint directory: NAME" for a bare name (no folder in it,
     so perhaps a misspelt shipped model: `gardnr-cpu`): "; did you mean gardner-cpu? (shipped

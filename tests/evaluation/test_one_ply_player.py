@@ -16,7 +16,7 @@ from mmc_jax.evaluation import players
 def test_the_table_has_a_one_ply_entry_that_builds_a_model_player_without_search():
     entry = players.entry_for("one-ply:gardner-cpu", "board")
     assert entry.name == "one-ply" and entry.needs == "model"
-    assert "one-ply:MODEL" in players.describe("board")
+    assert "one-ply:model" in players.describe("board")
     player = players.build("one-ply:gardner-cpu", players.Context(variant="gardner"))
     assert player.kind == players.NETWORK_KIND and player.one_ply
     assert player.num_simulations == 0 and player.network is not None
