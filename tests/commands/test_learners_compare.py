@@ -97,7 +97,7 @@ def test_the_report_reads_the_ladder(tmp_path):
     (root / "alphazero" / "ladder").mkdir(parents=True)
     (root / "alphazero" / "ladder" / "ladder.json").write_text(json.dumps(ladder))
     table = compare.report(root)
-    assert "| alphazero | az 60.2 | - | - | 0.250 [0.210, 0.290] | - | 480 [450, 510] |" in table
+    assert "| alphazero | az 60.2 | - | - | 0.250 [0.210, 0.290] | - | -191 [-230, -156] |" in table
 
 
 def test_a_td_model_is_also_rated_as_its_one_ply_player(tmp_path):
@@ -116,10 +116,13 @@ def test_a_td_model_is_also_rated_as_its_one_ply_player(tmp_path):
     assert compare.ladders("alphazero") == {"alphazero": "ladder"}
     table = compare.report(root)
     assert "| td_lambda | td 60.0 | - | - | - | - | - |" in table
-    assert (
-        "| td_lambda (one-ply) | td 60.0 | - | 0.900 [0.870, 0.930] | - | - | 300 [280, 320] |"
-        in table
-    )
+    assert "| td_lambda (one-ply) | td 60.0 | - | 0.900 [0.870, 0.930] | - | - | - |" in table
+
+
+def test_the_elo_column_is_the_difference_to_fsf_100_from_the_score():
+    assert compare.elo_difference(0.5) == 0.0
+    assert compare.elo_difference(10 / 11) == pytest.approx(400.0)
+    assert compare.elo_difference(0.0) == -float("inf") and compare.elo_difference(1.0) > 1e308
 
 
 def test_the_readme_table_is_the_report_of_the_committed_runs():
