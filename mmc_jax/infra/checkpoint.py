@@ -863,7 +863,7 @@ def shipped_models() -> dict[str, str]:
 
 # The shipped model `play`, `serve` and `engine` use by default, per variant (the strongest
 # shipped model of that variant on the engine ladder; its model card says how it was chosen).
-DEFAULT_MODELS = {"gardner": "gardner-cpu"}
+DEFAULT_MODELS = {"gardner": "gardner-h200"}
 
 
 def default_model(variant: str) -> str | None:

@@ -130,6 +130,6 @@ def test_help(argv, capsys):
     assert "--checkpoint" in capsys.readouterr().out
 
 
-def test_gardner_defaults_to_the_shipped_30_minute_agent():
+def test_gardner_defaults_to_the_shipped_default_model():
     status, out = run(["--variant", "gardner", "--simulations", "0"], ["quit"])
-    assert status == 0 and "against gardner-cpu" in out
+    assert status == 0 and f"against {checkpoint.default_model('gardner')}" in out
