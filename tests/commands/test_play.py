@@ -16,6 +16,7 @@ import pytest
 from mmc_jax import play, uci
 from mmc_jax import rules as R
 from mmc_jax.evaluation import pgn
+from mmc_jax.infra import checkpoint
 from mmc_jax.rules import notation
 
 pytestmark = pytest.mark.usefixtures("fairy_stockfish")
