@@ -6,8 +6,9 @@ list of legal moves and a new prompt; `moves` lists them, `board` redraws, `help
 `quit` (or end of input, or Ctrl-C) ends the game. In `dark` you see only your own pieces and
 the squares your legal moves reach, and the model's moves are not shown until the end.
 
-Without `--checkpoint` the opponent is the model shipped for the variant (gardner: the
-30-minute CPU agent, `mmc_jax/data/models/gardner-cpu`), else the search with a uniform prior
+Without `--checkpoint` the opponent is the model shipped for the variant
+(`checkpoint.default_model`; gardner: `gardner-h200`, the 6x128 network trained 5 minutes on one
+GPU; `--checkpoint gardner-cpu` is the faster 2x32 one), else the search with a uniform prior
 (zero logits, zero value: it finds mates and king captures within its simulations, nothing
 more; `--checkpoint none` asks for it). The model
 plays its evaluation search (`--simulations`, deterministic); `--pgn FILE` saves the game.
