@@ -4,7 +4,7 @@
     python -m mmc_jax.engine --model runs/atomic [--step N]  # search size: setoption (below)
 
 speaks UCI on stdin/stdout. `--model` (default: the shipped Gardner model,
-`checkpoint.DEFAULT_MODELS`) is a shipped model's name (`gardner-cpu`, `joat-cpu`,
+`checkpoint.DEFAULT_MODELS`) is a shipped model's name (`gardner-h200`, `gardner-cpu`, `joat-cpu`,
 `joat-study`), an exported model folder, a run's workdir or one of its checkpoints
 (`checkpoint.load_model`), or `none` (the uniform-prior search: zero logits, zero value). A
 model that cannot be loaded ends the program at once with one line `error: ...` on stderr and
