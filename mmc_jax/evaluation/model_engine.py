@@ -818,13 +818,26 @@ def _sample(policy: dict[str, float], temperature: float, seed: int, ply: int) -
 
 
 def load_engine(model: str, step: int | None = None, **kwargs: Any) -> ModelEngine:
-    """A `ModelEngine` of a shipped model's name, an exported model, a run or a checkpoint
-    (`none`: the uniform-prior search). Raises ValueError, FileNotFoundError or OSError with a
-    message naming the problem."""
-    if model.lower() == "none":
-        return ModelEngine(None, None, "uniform-prior", **kwargs)
-    from mmc_jax.infra import checkpoint
+    """A `ModelEngine` of the player table's model entry (`players`): a shipped model's name,
+    an exported model, a run or a checkpoint (`none`: the uniform-prior search). Another entry
+    of the table (`greedy`, `uci:...`, `one-ply:MODEL`, ...) is refused: the engine serves a
+    model's search. Raises ValueError, FileNotFoundError or OSError with a message naming the
+    problem."""
+    from mmc_jax.evaluation import players
 
-    network, params, _ = checkpoint.load_model(model, step)
-    name = os.path.basename(os.path.normpath(model)) if os.path.exists(model) else model
-    return ModelEngine(network, params, name, **kwargs)
+    try:
+        entry = players.entry_for(model, "board", role="model")
+    except ValueError:  # no entry takes it (a missing path): loading it names the problem
+        entry = players.entry(players.NETWORK_KIND)
+    if entry.name != players.NETWORK_KIND:
+        raise ValueError(
+            f"{model!r} is the player table's {entry.name!r} entry, not a model: the engine "
+            "serves a network's search (a shipped model's name, an exported model, a run, "
+            "'none')"
+        )
+    if model.lower() == "none":
+        name = "uniform-prior"
+    else:
+        name = os.path.basename(os.path.normpath(model)) if os.path.exists(model) else model
+    player = entry.build(model, players.Context(step=step, name=name))
+    return ModelEngine(player.network, player.params, player.name, **kwargs)

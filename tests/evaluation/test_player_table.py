@@ -6,6 +6,7 @@ with no other change.
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import json
 import sys
@@ -110,3 +111,27 @@ def test_play_refuses_a_player_it_cannot_compute_naming_the_table(capsys):
         play.main(["--variant", "gardner", "--opponent", "stockstuff"])
     error = capsys.readouterr().err.strip().splitlines()[-1]
     assert "unknown --opponent 'stockstuff'" in error and "random, greedy" in error
+
+
+def test_engine_and_serve_load_their_model_through_the_table(monkeypatch):
+    """`engine --model` and `serve --model` (both `model_engine.load_engine`) resolve the spec
+    in the table: its model entry builds the network, and any other entry is refused by name."""
+    from mmc_jax.evaluation import model_engine, policies
+
+    made = []
+
+    def build(spec, context):
+        made.append((spec, context.name))
+        return players.model_player(context.name, policies.UniformPriorNetwork(), {"w": 1}, 0)
+
+    model = dataclasses.replace(players.entry("model"), build=build)
+    monkeypatch.setattr(
+        players, "REGISTRY", tuple(model if e.name == "model" else e for e in players.REGISTRY)
+    )
+    engine = model_engine.load_engine("gardner-cpu")
+    assert made == [("gardner-cpu", "gardner-cpu")] and engine.params == {"w": 1}
+    assert model_engine.load_engine("none").name == "uniform-prior"
+    for spec in ("greedy", "one-ply:gardner-cpu", FAKE_ENGINE):
+        entry = players.entry_for(spec, "board")
+        with pytest.raises(ValueError, match=f"the player table's '{entry.name}' entry, not a"):
+            model_engine.load_engine(spec)
