@@ -61,6 +61,9 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
     config.data.max_plies = 120  # a longer game is a draw
     config.data.value_mix = 0.5  # value target: this share the result, the rest the score
     config.data.cp_scale = 300.0  # the score's value is tanh(score / cp_scale)
+    # The last this many shards are held out (never trained on): their loss is logged each
+    # iteration as valid/policy_loss and valid/value_loss (0: every game is trained on).
+    config.data.holdout_shards = 0
 
     size = "smoke" if preset == "smoke" else "cpu" if preset == "cpu" else "full"
     config.network = common.network(size, rule_planes="descriptor")  # as configs/gardner.py

@@ -23,7 +23,11 @@ Two phases, one command (`python -m mmc_jax.train --config configs/supervised.py
    learner steps (`training.learner.train_step`: the same loss and optimizer as self-play
    training) on minibatches drawn from the whole dataset, handed in from the host between
    compiled iterations (`host_data`: the draws are seeded by the iteration, so a resumed run is
-   bit-identical). The network is `configs/gardner.py`'s, so the result starts AlphaZero
+   bit-identical). With `data.holdout_shards` k > 0 the last k shards (whole games, never
+   drawn for a step) are the held-out set: every iteration ends with the loss on up to
+   `VALID_ROWS` of their positions, `valid/policy_loss` and `valid/value_loss` beside the
+   training losses in the metrics and their plots (where memorising the games shows as the
+   two curves parting). The network is `configs/gardner.py`'s, so the result starts AlphaZero
    (`--init_from` of adapt, or `runloop.run(..., init_params=...)`) without conversion.
 """
 
@@ -58,6 +62,7 @@ from mmc_jax.training.algorithm import (
 
 MANIFEST = "manifest.json"
 DATASET = "dataset"
+VALID_ROWS = 4096  # held-out positions scored each iteration (the first ones of the held-out set)
 
 
 # ----------------------------------------------------------------------------- labels
@@ -249,7 +254,8 @@ def _observe_fn():
 
 def load_dataset(config, workdir: str, chunk: int = 512) -> dict[str, np.ndarray]:
     """The whole dataset as host arrays: packed-free observations [N, 5, 5, C], legal masks
-    [N, A], dense policy targets are made per minibatch from (actions, probs) [N, K]."""
+    [N, A], dense policy targets are made per minibatch from (actions, probs) [N, K];
+    `train_rows`: the rows before the held-out shards' (all N without `data.holdout_shards`)."""
     folder = os.path.join(os.fspath(workdir), DATASET)
     manifest = _read_manifest(folder)
     if manifest is None or not manifest["shards"]:
@@ -266,6 +272,8 @@ def load_dataset(config, workdir: str, chunk: int = 512) -> dict[str, np.ndarray
                 "to play it again"
             ) from None
     data = {name: np.concatenate([p[name] for p in parts]) for name in parts[0]}
+    held_out = min(int(config.data.get("holdout_shards", 0)), len(parts) - 1)
+    data["train_rows"] = np.asarray(sum(len(p["value"]) for p in parts[: len(parts) - held_out]))
     variant = str(config.variant)
     obs, masks = [], []
     for begin in range(0, len(data["fen"]), chunk):
@@ -277,6 +285,23 @@ def load_dataset(config, workdir: str, chunk: int = 512) -> dict[str, np.ndarray
         masks.append(m)
     data["obs"], data["mask"] = np.concatenate(obs), np.concatenate(masks)
     return data
+
+
+def labelled_batch(data: dict[str, np.ndarray], rows: np.ndarray) -> learner.Batch:
+    """The learner's `Batch` of dataset rows `rows` (any shape): the dense policy target from
+    the analysed moves' (actions, probs)."""
+    num_actions = data["mask"].shape[-1]
+    policy = np.zeros((*rows.shape, num_actions), np.float32)
+    actions, probs = data["actions"][rows], data["probs"][rows]
+    where = np.nonzero(actions >= 0)
+    policy[(*where[:-1], actions[where])] = probs[where]
+    return learner.Batch(
+        obs=data["obs"][rows],
+        legal_action_mask=data["mask"][rows],
+        policy_target=policy,
+        value_target=data["value"][rows],
+        value_mask=np.ones(rows.shape, bool),
+    )
 
 
 # ----------------------------------------------------------------------------- the algorithm
@@ -320,6 +345,13 @@ def prepare_config(config: ml_collections.ConfigDict) -> ml_collections.ConfigDi
     check_ranges(config, ranges)
     if int(config.data.random_plies) < 0:
         raise ValueError("config.data.random_plies must be >= 0")
+    shards = math.ceil(int(config.data.games) / int(config.data.shard_games))
+    held_out = config.data.get("holdout_shards", 0)
+    if isinstance(held_out, bool) or not isinstance(held_out, int) or not 0 <= held_out < shards:
+        raise ValueError(
+            f"config.data.holdout_shards must be an integer from 0 to {shards - 1} (the dataset "
+            f"has {shards} shards of {config.data.shard_games} games), got {held_out!r}"
+        )
     config.lock()
     return config
 
@@ -348,21 +380,8 @@ class Supervised(ReplicatedAlgorithm):
     def host_data(self, config, mesh, data, iteration):
         rng = np.random.default_rng([int(config.seed), iteration])
         steps, size = int(config.learner.steps_per_iteration), int(config.learner.batch_size)
-        rows = rng.integers(0, len(data["value"]), (steps, size))
-        num_actions = data["mask"].shape[-1]
-        policy = np.zeros((steps, size, num_actions), np.float32)
-        actions, probs = data["actions"][rows], data["probs"][rows]
-        valid = actions >= 0
-        s, b, k = np.nonzero(valid)
-        policy[s, b, actions[s, b, k]] = probs[s, b, k]
-        batch = learner.Batch(
-            obs=data["obs"][rows],
-            legal_action_mask=data["mask"][rows],
-            policy_target=policy,
-            value_target=data["value"][rows],
-            value_mask=np.ones((steps, size), bool),
-        )
-        return sharding.put_replicated(batch, mesh)
+        rows = rng.integers(0, int(data["train_rows"]), (steps, size))
+        return sharding.put_replicated(labelled_batch(data, rows), mesh)
 
     def fresh_state(self, config, key):
         params = network_lib.init_params(_network(config), key, R.OBS_SHAPE)
@@ -373,7 +392,9 @@ class Supervised(ReplicatedAlgorithm):
         return (
             f"supervised ({config.variant}): {mesh.size} device(s) "
             f"({jax.devices()[0].platform}), {data.games} Fairy-Stockfish games at "
-            f"{data.nodes} nodes (MultiPV {data.multipv}), {config.learner.steps_per_iteration} "
+            f"{data.nodes} nodes (MultiPV {data.multipv}"
+            + (f", the last {data.holdout_shards} shards held out" if data.holdout_shards else "")
+            + f"), {config.learner.steps_per_iteration} "
             f"steps of {config.learner.batch_size} per iteration, net "
             f"{config.network.num_blocks}x{config.network.channels} "
             f"({network_lib.num_params(state.params):,} params)"
@@ -382,8 +403,12 @@ class Supervised(ReplicatedAlgorithm):
     def compile(self, config, mesh, state, data, start):
         network, optimizer = _network(config), _optimizer(config)
         first = self.host_data(config, mesh, data, start)
+        held_out = np.arange(int(data["train_rows"]), len(data["value"]))[:VALID_ROWS]
+        valid = (
+            sharding.put_replicated(labelled_batch(data, held_out), mesh) if len(held_out) else None
+        )
 
-        def iteration(state, batches):
+        def iteration(state, batches, valid):
             def one(carry, batch):
                 params, opt_state = carry
                 params, opt_state, metrics = learner.train_step(
@@ -395,16 +420,20 @@ class Supervised(ReplicatedAlgorithm):
                 one, (state.params, state.opt_state), batches
             )
             metrics = jax.tree.map(jnp.mean, metrics)
+            if valid is not None:  # the held-out loss of the parameters after the steps
+                _, scores = learner.loss_fn(params, network, valid, config.learner)
+                metrics["valid_policy_loss"] = scores["policy_loss"]
+                metrics["valid_value_loss"] = scores["value_loss"]
             return SupervisedState(params=params, opt_state=opt_state), metrics
 
-        compiled = jax.jit(iteration, donate_argnums=0).lower(state, first).compile()
+        compiled = jax.jit(iteration, donate_argnums=0).lower(state, first, valid).compile()
         steps, size = int(config.learner.steps_per_iteration), int(config.learner.batch_size)
 
         def step(state, batches, key, iteration_index):
             del key, iteration_index
-            state, metrics = compiled(state, batches)
+            state, metrics = compiled(state, batches, valid)
             metrics = {k: float(v) for k, v in jax.device_get(metrics).items()}
-            return state, {
+            record = {
                 "selfplay/frames": steps * size,
                 "selfplay/games": 0,
                 "train/policy_loss": metrics["policy_loss"],
@@ -412,11 +441,21 @@ class Supervised(ReplicatedAlgorithm):
                 "train/policy_entropy": metrics["policy_entropy"],
                 "train/grad_norm": metrics["grad_norm"],
             }
+            if valid is not None:
+                record["valid/policy_loss"] = metrics["valid_policy_loss"]
+                record["valid/value_loss"] = metrics["valid_value_loss"]
+            return state, record
 
         return CompiledStep(step)
 
     def progress_fields(self, record):
-        return [f"entropy {record['train/policy_entropy']:.2f}"]
+        fields = [f"entropy {record['train/policy_entropy']:.2f}"]
+        if "valid/value_loss" in record:
+            fields.append(
+                f"held-out pol {record['valid/policy_loss']:.3f} "
+                f"val {record['valid/value_loss']:.3f}"
+            )
+        return fields
 
     def evaluate(self, config, params, key):
         return alphazero.evaluate_params(config, params, key)

@@ -1,5 +1,6 @@
 """Supervised learning from engine games (`algorithms/supervised.py`): labels, the engine's
-MultiPV parsing, a dataset made once and resumed, and a bit-identical resume of the learner."""
+MultiPV parsing, a dataset made once and resumed, a bit-identical resume of the learner, and the
+held-out games' loss."""
 
 from __future__ import annotations
 
@@ -14,7 +15,9 @@ import pytest
 from configs import supervised as supervised_config
 from mmc_jax import uci
 from mmc_jax.algorithms import supervised
-from mmc_jax.training import runloop
+from mmc_jax.infra import metrics
+from mmc_jax.model import network as network_lib
+from mmc_jax.training import learner, runloop
 
 
 def test_policy_targets_are_a_softmax_of_score_differences():
@@ -55,15 +58,24 @@ def smoke(iterations: int):
     return config
 
 
+def held_out(config):
+    config.data.holdout_shards = 1  # of the smoke dataset's 2 shards
+    return config
+
+
 @pytest.mark.slow
-def test_the_dataset_is_made_once_and_the_learner_resumes_bit_identically(tmp_path):
-    unbroken = runloop.run(supervised.ALGORITHM, smoke(2), tmp_path / "unbroken", stream=None)
+def test_the_dataset_is_made_once_the_learner_resumes_bit_identically_and_scores_held_out_games(
+    tmp_path,
+):
+    unbroken = runloop.run(
+        supervised.ALGORITHM, held_out(smoke(2)), tmp_path / "unbroken", stream=None
+    )
     workdir = tmp_path / "run"
-    runloop.run(supervised.ALGORITHM, smoke(1), workdir, stream=None)
+    runloop.run(supervised.ALGORITHM, held_out(smoke(1)), workdir, stream=None)
     shard = workdir / "dataset" / "shard-00000.npz"
     written = os.stat(shard).st_mtime_ns
     log = io.StringIO()
-    resumed = runloop.run(supervised.ALGORITHM, smoke(2), workdir, stream=log)
+    resumed = runloop.run(supervised.ALGORITHM, held_out(smoke(2)), workdir, stream=log)
     assert "resumed from" in log.getvalue() and "to play" not in log.getvalue()
     assert os.stat(shard).st_mtime_ns == written  # read again, never regenerated
     chex.assert_trees_all_equal(resumed.state.params, unbroken.state.params)
@@ -74,6 +86,19 @@ def test_the_dataset_is_made_once_and_the_learner_resumes_bit_identically(tmp_pa
     np.testing.assert_allclose(probs.sum(axis=1), 1.0, rtol=1e-5)
     assert (probs[actions < 0] == 0).all()  # padding carries no mass
     assert np.abs(values).max() <= 1.0
+    # The held-out shard: only the first shard's positions are trained on, and the logged
+    # held-out loss is the loss of the final parameters on the second shard's positions.
+    config = supervised.prepare_config(held_out(smoke(2)))
+    data = supervised.load_dataset(config, workdir)
+    assert int(data["train_rows"]) == len(values) < len(data["value"])
+    rows = np.arange(int(data["train_rows"]), len(data["value"]))
+    batch = supervised.labelled_batch(data, rows)
+    network = network_lib.make_network(config.network)
+    _, expected = learner.loss_fn(unbroken.state.params, network, batch, config.learner)
+    record = metrics.read_metrics(workdir)[-1]
+    assert record["valid/policy_loss"] == pytest.approx(float(expected["policy_loss"]), 1e-4)
+    assert record["valid/value_loss"] == pytest.approx(float(expected["value_loss"]), 1e-4)
+    np.testing.assert_allclose(batch.policy_target.sum(axis=-1), 1.0, rtol=1e-5)
     # Other settings in the same workdir: refused in one line, nothing overwritten.
     other = smoke(2)
     other.data.nodes = 31
@@ -87,6 +112,7 @@ def test_the_dataset_is_made_once_and_the_learner_resumes_bit_identically(tmp_pa
         ("data__value_mix", 1.5, "config.data.value_mix=1.5 must be a finite number in [0.0, 1.0]"),
         ("data__multipv", 0, "config.data.multipv must be at least 1, got 0"),
         ("learner__learning_rate", float("nan"), "config.learner.learning_rate=nan must be"),
+        ("data__holdout_shards", 2, "config.data.holdout_shards must be an integer from 0 to 1"),
     ],
 )
 def test_supervised_configs_refuse_bad_values_in_one_line(field, value, message):
