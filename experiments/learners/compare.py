@@ -42,11 +42,14 @@ RUN = ["--config.num_iterations=100000", "--config.eval.every=0"]
 # 600 engine games at 100 nodes, MultiPV 8: about 22 CPU-minutes on the 2-core machine
 # (2.2 CPU-s a game, 57 positions a game, measured 2026-11-27; 400 nodes: about 4.3 s a game).
 DATA = ["--config.data.games=600", "--config.data.nodes=100", "--config.data.multipv=8"]
+# Amendment 3: the supervised half of `supervised_az` makes 300 of those games (the same first
+# 12 shards), since 600 took its whole 30 CPU-minutes on the shared machine.
+HALF_DATA = ["--config.data.games=300", *DATA[1:]]
 ARMS = {
     "alphazero": [("az", "configs/gardner.py:cpu", None, RUN)],
     "supervised": [("sup", "configs/supervised.py:cpu", None, [*DATA, *RUN])],
     "supervised_az": [
-        ("sup", "configs/supervised.py:cpu", 0.5, [*DATA, *RUN]),
+        ("sup", "configs/supervised.py:cpu", 0.5, [*HALF_DATA, *RUN]),
         ("az", "configs/gardner.py:cpu", None, [*RUN, "--init_from={previous}"]),
     ],
     "td_lambda": [("td", "configs/td_lambda.py:cpu", None, RUN)],
@@ -167,8 +170,15 @@ def train_arm(arm: str, root: Path, cpu_minutes: float, python: str, log) -> dic
                 f"error: {arm}/{name} failed (exit {child.returncode}); see "
                 f"{workdir.parent / (name + '.log')}; re-run to resume"
             )
-        record["done"] = True
         record["wall_seconds"] = record.get("wall_seconds", 0.0) + time.time() - started
+        if not (workdir / "checkpoints").is_dir():  # e.g. a budget spent on the dataset alone
+            write_budget(root, arm, budget)
+            raise SystemExit(
+                f"error: {arm}/{name} spent its {limit / 60:.1f} CPU-min without saving a "
+                f"checkpoint (see {workdir.parent / (name + '.log')}): nothing to rate or to "
+                "start from; give the stage more budget or less to do"
+            )
+        record["done"] = True
         write_budget(root, arm, budget)
         previous = workdir
     budget["final"] = str(previous)

@@ -18,11 +18,14 @@ compare = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(compare)
 
 # Burns CPU in a child of its own (as the dataset workers do) until SIGTERM, recording its
-# arguments.
+# arguments; it saves a checkpoint folder at once unless $FAKE_NO_CHECKPOINT is set.
 FAKE_TRAINER = """#!{python}
 import os, signal, subprocess, sys
 with open(os.environ["FAKE_CALLS"], "a") as calls:
     calls.write(" ".join(sys.argv[1:]) + "\\n")
+if not os.environ.get("FAKE_NO_CHECKPOINT"):
+    workdir = [a for a in sys.argv if a.startswith("--workdir=")][0].split("=", 1)[1]
+    os.makedirs(os.path.join(workdir, "checkpoints"), exist_ok=True)
 worker = subprocess.Popen([sys.executable, "-c", "while True: pass"])
 signal.signal(signal.SIGTERM, lambda *_: (worker.kill(), sys.exit(0)))
 while True:
@@ -77,6 +80,21 @@ def test_every_stage_stops_at_its_share_and_the_next_starts_from_it(tmp_path, mo
     assert again["stages"] == stages and len(calls.read_text().splitlines()) == 2
     with pytest.raises(SystemExit, match="started with --cpu-minutes 0.05"):
         compare.train_arm("supervised_az", root, 60, str(fake), lines.append)
+
+
+def test_a_stage_that_saved_no_checkpoint_is_an_error_not_a_start(tmp_path, monkeypatch):
+    # Amendment 3's failure: the supervised stage spent its budget on the dataset alone.
+    fake = tmp_path / "python"
+    fake.write_text(FAKE_TRAINER.format(python=sys.executable))
+    fake.chmod(0o755)
+    monkeypatch.setenv("FAKE_CALLS", str(tmp_path / "calls"))
+    monkeypatch.setenv("FAKE_NO_CHECKPOINT", "1")
+    monkeypatch.setattr(compare, "POLL_SECONDS", 0.2)
+    with pytest.raises(SystemExit, match="supervised_az/sup spent its 0.0 CPU-min without saving"):
+        compare.train_arm("supervised_az", tmp_path / "root", 0.02, str(fake), print)
+    budget = compare.read_budget(tmp_path / "root", "supervised_az")
+    assert not budget["stages"]["sup"]["done"] and "az" not in budget["stages"]
+    assert len((tmp_path / "calls").read_text().splitlines()) == 1  # the second never started
 
 
 def test_the_report_reads_the_ladder(tmp_path):
