@@ -274,6 +274,9 @@ def recon_to_fen(state: recon.ReconState) -> str:
 # ----------------------------------------------------------------------------- FEN <-> State
 
 
+_from_position = jax.jit(game.from_position)  # one small program, not a dozen eager ops
+
+
 def from_fen(fen: str, variant: str | Variant | None = None) -> State:
     """An unbatched State from a FEN (no move history before it).
 
@@ -282,7 +285,7 @@ def from_fen(fen: str, variant: str | Variant | None = None) -> State:
     position = parse_fen(fen)
     if variant is not None:
         validate_position(variant, fen)
-    return game.from_position(
+    return _from_position(
         np.asarray(position.pieces, np.uint32),
         np.uint32(position.own),
         position.turn,
@@ -423,32 +426,44 @@ def _position(variant: str | Variant, fen: str, validate: bool = True):
     return get(name), position
 
 
-def _legal_actions(rules, position) -> list[int]:
-    planes, _ = _analyse_one(
-        rules, jnp.asarray(position.pieces, jnp.uint32), jnp.uint32(position.own)
-    )
-    mask = np.asarray(game.planes_to_mask(planes))
-    return [int(a) for a in np.flatnonzero(mask)]
-
-
 def _uci(rules, position, action: int) -> str:
     rifle = int(rules.capture_mode) == CAPTURE_RIFLE
     return notation.action_to_uci(action, position.turn, position.pieces, position.own, rifle)
 
 
+@functools.lru_cache(maxsize=65536)
+def _legal_table(name: str, board: str, turn: int) -> tuple[dict[str, int], bool, bool]:
+    """({UCI move: action id}, whether any move is legal, whether the mover is in check) of a
+    position (board and turn: the legal moves do not depend on the move counters). Cached:
+    a game replayed from FENs (an engine's, a UCI session's) asks the same position for its
+    moves, each move's id and its result; callers never change the dict."""
+    rules = get(name)
+    position = parse_fen(f"{board} {'wb'[turn]} - - 0 1")
+    planes, in_check = _analyse_one(
+        rules, np.asarray(position.pieces, np.uint32), np.uint32(position.own)
+    )
+    mask = np.asarray(game.planes_to_mask(planes))
+    table = {_uci(rules, position, int(a)): int(a) for a in np.flatnonzero(mask)}
+    return table, bool(np.any(planes)), bool(in_check)
+
+
+def _legal(variant: str | Variant, fen: str) -> tuple[dict[str, int], bool, bool]:
+    name = canonical(variant)
+    _position(name, fen)  # refuses a sensing variant, validates the position
+    return _legal_table(name, fen.split()[0], parse_fen(fen).turn)
+
+
 def legal_moves(variant: str | Variant, fen: str) -> list[str]:
     """Legal moves of a position as sorted UCI strings (automatic draws are ignored)."""
-    rules, position = _position(variant, fen)
-    return sorted(_uci(rules, position, a) for a in _legal_actions(rules, position))
+    return sorted(_legal(variant, fen)[0])
 
 
 def uci_to_action(variant: str | Variant, fen: str, move: str) -> int:
     """Action id of a legal UCI move; raises ValueError for malformed or illegal moves."""
-    rules, position = _position(variant, fen)
-    legal = {_uci(rules, position, a): a for a in _legal_actions(rules, position)}
+    legal = _legal(variant, fen)[0]
     if move in legal:
         return legal[move]
-    notation.uci_to_action(move, position.turn)  # raises for malformed strings
+    notation.uci_to_action(move, parse_fen(fen).turn)  # raises for malformed strings
     raise ValueError(
         f"illegal move {move!r} in {canonical(variant)} position {fen!r}; legal moves: "
         f"{', '.join(sorted(legal)) or 'none (the game is over)'}"
@@ -503,12 +518,10 @@ def result(variant: str | Variant, fen: str) -> str | None:
         return to_move_wins
     if missing(sides["to_move"]):
         return moved_wins
-    planes, in_check = _analyse_one(
-        rules, jnp.asarray(pieces, jnp.uint32), jnp.uint32(position.own)
-    )
-    if np.any(np.asarray(planes)):
+    _, any_legal, in_check = _legal_table(canonical(variant), fen.split()[0], position.turn)
+    if any_legal:
         return None
-    return moved_wins if bool(in_check) else "1/2-1/2"
+    return moved_wins if in_check else "1/2-1/2"
 
 
 def fog_fen(variant: str | Variant, fen: str) -> str:
