@@ -4,9 +4,12 @@ held-out games' loss."""
 
 from __future__ import annotations
 
+import importlib.util
 import io
+import json
 import math
 import os
+from pathlib import Path
 
 import chex
 import numpy as np
@@ -18,6 +21,13 @@ from mmc_jax.algorithms import supervised
 from mmc_jax.infra import metrics
 from mmc_jax.model import network as network_lib
 from mmc_jax.training import learner, runloop
+
+_spec = importlib.util.spec_from_file_location(
+    "learners_heldout",
+    Path(__file__).resolve().parents[2] / "experiments" / "learners" / "heldout.py",
+)
+heldout = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(heldout)
 
 
 def test_policy_targets_are_a_softmax_of_score_differences():
@@ -99,6 +109,15 @@ def test_the_dataset_is_made_once_the_learner_resumes_bit_identically_and_scores
     assert record["valid/policy_loss"] == pytest.approx(float(expected["policy_loss"]), 1e-4)
     assert record["valid/value_loss"] == pytest.approx(float(expected["value_loss"]), 1e-4)
     np.testing.assert_allclose(batch.policy_target.sum(axis=-1), 1.0, rtol=1e-5)
+    # experiments/learners/heldout.py on the run: fresh games under another seed, both scored.
+    out = tmp_path / "heldout.json"
+    assert (
+        heldout.main(["--run", str(workdir), "--games", "2", "--seed", "3", "--out", str(out)]) == 0
+    )
+    scored = json.loads(out.read_text())
+    assert scored["own"]["positions"] == len(data["value"]) and scored["fresh"]["positions"] > 0
+    assert scored["own"]["policy_loss"] >= scored["own"]["target_entropy"] - 1e-4
+    assert (tmp_path / "heldout" / "dataset" / "manifest.json").is_file()  # the fresh games are kept
     # Other settings in the same workdir: refused in one line, nothing overwritten.
     other = smoke(2)
     other.data.nodes = 31
