@@ -337,6 +337,15 @@ def _openings(records: Sequence[arena.GameRecord], limit: int) -> list[str]:
 # Text and plots
 
 
+# What a ladder without chain games can say about Elo (read with its scores per rung).
+UNCHAINED = (
+    "note: no chain games (--chain-games 0): the rungs meet only the rated models, so a "
+    "model's Elo against random = 0 rests on its games against random alone (one that wins "
+    "them all sits at the bound the virtual draws set) and each other rung's Elo is fitted "
+    "from that model's score against it; compare the scores per rung, or add chain games"
+)
+
+
 def format_ladder(report: dict[str, Any]) -> str:
     """The table a person reads: every player's Elo, then the model's results per rung."""
     ratings = report["elo"]["ratings"]
@@ -366,6 +375,8 @@ def format_ladder(report: dict[str, Any]) -> str:
                 f"{row['opponent']:<24} {row['wins']:>5} {row['draws']:>5} {row['losses']:>5} "
                 f"{row['score']:>6.3f} [{low:.3f}, {high:.3f}] {row['loss_rate']:>9.3f}"
             )
+    if not report.get("settings", {}).get("chain_games", 1) and len(report["rungs"]) > 1:
+        lines += ["", UNCHAINED]
     if report["errors"]:
         lines += ["", f"{len(report['errors'])} game(s) aborted by engine errors (not scored):"]
         lines += [f"  game {e['game']}: {e['error']}" for e in report["errors"][:10]]

@@ -10,7 +10,7 @@ import ladder_run
 import pytest
 
 from mmc_jax import evaluate
-from mmc_jax.evaluation import players
+from mmc_jax.evaluation import ladder, players
 
 
 def test_the_table_has_a_one_ply_entry_that_builds_a_model_player_without_search():
@@ -71,3 +71,8 @@ def test_the_ladder_rates_a_model_as_its_one_ply_player(tmp_path, capsys):
     rungs = report["models"][0]["rungs"]
     assert {rung["opponent"] for rung in rungs} == {"random", "greedy"}
     assert all(rung["games"] == 2 for rung in rungs)
+    # Without chain games the table says what its Elo rests on; with them it does not.
+    assert ladder.UNCHAINED in capsys.readouterr().out
+    assert ladder.UNCHAINED not in ladder.format_ladder(
+        {**report, "settings": {**report["settings"], "chain_games": 2}}
+    )
