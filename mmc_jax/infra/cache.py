@@ -15,6 +15,12 @@ DIR. JAX's own `JAX_COMPILATION_CACHE_DIR`, when set, wins. `bench` never enable
 compile times. A multi-process run never enables it either: one process loaded a program from the
 cache while another compiled it, and the first then waited in a collective past gloo's 30-second
 deadline (a relaunched 2-process `train` failed that way in `tests/training/test_multiprocess.py`).
+JAX's own remedy, `jax_share_binary_between_hosts` (process 0 compiles and hands the executable
+to the others through the coordination service), does not work on the CPU: tried on 2026-11-28
+with jax 0.10.2 (2 processes x 2 CPU devices, one jitted program over the global mesh), the
+processes computed different cache keys for the same program (the compile options' and the
+devices' hashes differ per process), so process 1 waited for a key process 0 never wrote, and
+process 0 timed out in gloo. So the multi-process tests compile in every process.
 """
 
 from __future__ import annotations
