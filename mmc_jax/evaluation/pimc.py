@@ -305,15 +305,13 @@ def fog_selfplay(
         action = jnp.where(explore, sampled, output.action)
         games, _ = play(rules_b, games, observation, belief, action, planes)
         done = games.state.terminated
-        record = selfplay.Trajectory(
+        record = selfplay.ply_record(
+            state,
+            games.state,
             obs=observation.tensor,
             legal_action_mask=legal,
             action_weights=weights,
             action=action,
-            mover=state.turn,
-            ply=state.ply,
-            terminated=done,
-            rewards=games.state.rewards,
             valid=valid,
             root_value=output.value,
         )

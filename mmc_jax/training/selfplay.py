@@ -71,6 +71,26 @@ class Trajectory(NamedTuple):
     root_value: jax.Array
 
 
+def ply_record(state, next_state, *, obs, legal_action_mask, action_weights, action, valid,
+               root_value) -> Trajectory:  # fmt: skip
+    """The `Trajectory` entry of the ply from `state` to `next_state` (both [B]): the one
+    writer of self-play records, for `selfplay` and for fair fog self-play
+    (`evaluation.pimc`). The mover, the ply count, the end and the rewards come from the two
+    states; the rest is the search's."""
+    return Trajectory(
+        obs=obs,
+        legal_action_mask=legal_action_mask,
+        action_weights=action_weights,
+        action=action,
+        mover=state.turn,
+        ply=state.ply,
+        terminated=next_state.terminated,
+        rewards=next_state.rewards,
+        valid=valid,
+        root_value=root_value,
+    )
+
+
 def _where_games(condition: jax.Array, if_true, if_false):
     """Per-game select between two pytrees whose leaves have a leading axis B."""
 
@@ -161,15 +181,13 @@ def selfplay(
 
         next_state, _ = R.step_with_planes(rules_b, state, action, planes)
         done = next_state.terminated
-        record = Trajectory(
+        record = ply_record(
+            state,
+            next_state,
             obs=obs,
             legal_action_mask=legal_action_mask,
             action_weights=weights,
             action=action,
-            mover=state.turn,
-            ply=state.ply,
-            terminated=done,
-            rewards=next_state.rewards,
             valid=valid,
             root_value=policy.search_tree.summary().value,
         )
