@@ -53,6 +53,16 @@ ARMS = {
         ("az", "configs/gardner.py:cpu", None, [*RUN, "--init_from={previous}"]),
     ],
     "td_lambda": [("td", "configs/td_lambda.py:cpu", None, RUN)],
+    # Round 2 (registered 2026-11-28, README): the supervised recipe with the data it can now
+    # afford (rules of a995ed5: 0.77 CPU-s a game) and two shards of held-out games.
+    "supervised_2400": [
+        (
+            "sup",
+            "configs/supervised.py:cpu",
+            None,
+            ["--config.data.games=2400", *DATA[1:], "--config.data.holdout_shards=2", *RUN],
+        )
+    ],
 }
 EVALUATION = {"games": 400, "nodes": (100, 1000), "simulations": 32, "variant": "gardner"}
 
