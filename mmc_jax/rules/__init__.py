@@ -449,8 +449,8 @@ def _legal_table(name: str, board: str, turn: int) -> tuple[dict[str, int], bool
 
 def _legal(variant: str | Variant, fen: str) -> tuple[dict[str, int], bool, bool]:
     name = canonical(variant)
-    _position(name, fen)  # refuses a sensing variant, validates the position
-    return _legal_table(name, fen.split()[0], parse_fen(fen).turn)
+    _, position = _position(name, fen)  # refuses a sensing variant, validates the position
+    return _legal_table(name, fen.split()[0], position.turn)
 
 
 def legal_moves(variant: str | Variant, fen: str) -> list[str]:
