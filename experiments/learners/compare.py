@@ -118,17 +118,22 @@ def write_budget(root: Path, arm: str, budget: dict) -> None:
     os.replace(temporary, path)
 
 
-def stage_limits(arm: str, total_seconds: float) -> list[float]:
-    """CPU seconds of each stage of `arm`: its share, the rest to the stage without one."""
-    shares = [share for _, _, share, _ in ARMS[arm]]
+def stage_limits(arm: str, total_seconds: float, arms: dict | None = None) -> list[float]:
+    """CPU seconds of each stage of `arm` (of `arms`, default `ARMS`): its share, the rest to
+    the stage without one."""
+    shares = [share for _, _, share, _ in (ARMS if arms is None else arms)[arm]]
     fixed = sum(share for share in shares if share is not None)
     if fixed > 1 or sum(share is None for share in shares) > 1:
         raise ValueError(f"arm {arm}: the shares add up to {fixed}, or two stages take the rest")
     return [total_seconds * (1 - fixed if share is None else share) for share in shares]
 
 
-def train_arm(arm: str, root: Path, cpu_minutes: float, python: str, log) -> dict:
-    """Runs (or resumes) every stage of `arm` to its CPU budget; returns the budget record."""
+def train_arm(
+    arm: str, root: Path, cpu_minutes: float, python: str, log, arms: dict | None = None
+) -> dict:
+    """Runs (or resumes) every stage of `arm` to its CPU budget; returns the budget record.
+    `arms`: the table of arms (default `ARMS`; experiments/recon/no_collapse.py passes its own)."""
+    arms = ARMS if arms is None else arms
     budget = read_budget(root, arm)
     if budget.get("cpu_minutes", cpu_minutes) != cpu_minutes:
         raise SystemExit(
@@ -136,9 +141,9 @@ def train_arm(arm: str, root: Path, cpu_minutes: float, python: str, log) -> dic
             f"resume with the same budget or use another --root"
         )
     budget["cpu_minutes"] = cpu_minutes
-    limits = stage_limits(arm, 60 * cpu_minutes)
+    limits = stage_limits(arm, 60 * cpu_minutes, arms)
     previous = None
-    for (name, config, _, overrides), limit in zip(ARMS[arm], limits, strict=True):
+    for (name, config, _, overrides), limit in zip(arms[arm], limits, strict=True):
         workdir = root / arm / name
         record = budget["stages"].setdefault(name, {"cpu_seconds": 0.0, "done": False})
         if record["done"]:

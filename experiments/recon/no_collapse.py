@@ -1,0 +1,117 @@
+"""Does recon self-play still collapse? The final checkpoint of a CPU-budgeted `train --config
+configs/recon.py:cpu` run against information-gain sensing + PIMC (issue 47 item 4). The protocol
+is registered in experiments/recon/README.md ("No collapse") before the run.
+
+    python experiments/recon/no_collapse.py train        # to 60 CPU-minutes; resumable
+    python experiments/recon/no_collapse.py evaluate     # 100 games of the final checkpoint
+    python experiments/recon/no_collapse.py status       # spent, trained, evaluated; the curve
+
+`train` runs `python -m mmc_jax.train` as a child and stops it (SIGTERM: the iteration in
+progress is checkpointed) when the CPU time of its process tree reaches `--cpu-minutes`, with
+the equal-budget runner of experiments/learners/compare.py; what was spent is kept in
+`<root>/recon/budget.json`, so a killed `train` resumes counting. CPU time, not wall time: the
+machine is shared. `evaluate` plays the final checkpoint, never a snapshot chosen afterwards,
+with experiments/recon/run.py.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+DEFAULT_ROOT = ROOT / "runs" / "recon_no_collapse"
+
+_spec = importlib.util.spec_from_file_location(
+    "learners_compare", ROOT / "experiments" / "learners" / "compare.py"
+)
+budgeted = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(budgeted)
+
+# The registered run: one stage, the cpu preset as it is (its periodic evaluation against
+# entropy-pimc every 25 iterations included, and paid from the budget); `num_iterations` only
+# a cap.
+ARMS = {
+    "recon": [("recon", "configs/recon.py:cpu", None, ["--config.num_iterations=100000"])],
+}
+CPU_MINUTES = 60.0
+EVALUATION = ["--agents", "learned,entropy-pimc", "--first-only", "--games", "100",
+              "--max-plies", "100", "--seed", "0"]  # fmt: skip
+# Collapse, as registered: at least 90% of an iteration's self-play games end undecided (no
+# king taken: `selfplay/decisive`, before the material adjudication), 10 iterations in a row.
+PASSIVE_SHARE, PASSIVE_RUN = 0.9, 10
+
+
+def final_workdir(root: Path) -> Path:
+    return root / "recon" / "recon"
+
+
+def evaluation_command(root: Path) -> list[str]:
+    out = ["--checkpoint", str(final_workdir(root)), "--out", str(root / "evaluation")]
+    return [sys.executable, "experiments/recon/run.py", *EVALUATION, *out]
+
+
+def collapse(records: list[dict]) -> int | None:
+    """The first iteration of the first run of `PASSIVE_RUN` passive iterations (None: none)."""
+    run = 0
+    for record in records:
+        passive = 1.0 - float(record.get("selfplay/decisive", 1.0)) >= PASSIVE_SHARE
+        run = run + 1 if passive else 0
+        if run == PASSIVE_RUN:
+            return int(record["iteration"]) - PASSIVE_RUN + 1
+    return None
+
+
+def status(root: Path) -> str:
+    from mmc_jax.infra import metrics
+
+    budget = budgeted.read_budget(root, "recon")
+    spent = sum(s.get("cpu_seconds", 0.0) for s in budget.get("stages", {}).values()) / 60
+    records = metrics.read_metrics(final_workdir(root))
+    lines = [f"spent {spent:.1f} of {CPU_MINUTES:.0f} CPU-min, {len(records)} iterations"]
+    for record in records:
+        if any(key.startswith("eval/") for key in record):
+            scores = {k: round(v, 3) for k, v in record.items() if k.startswith("eval/")}
+            lines.append(f"iteration {record['iteration']}: {json.dumps(scores)}")
+    first = collapse(records)
+    lines.append("no collapse so far" if first is None else f"collapsed from iteration {first}")
+    results = root / "evaluation" / "results.json"
+    lines.append(f"evaluated: {results}" if results.exists() else "not evaluated")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python experiments/recon/no_collapse.py",
+        description="The final checkpoint of a CPU-budgeted recon self-play run against "
+        "information-gain sensing + PIMC (issue 47 item 4).",
+    )
+    parser.add_argument("action", choices=("train", "evaluate", "status"))
+    parser.add_argument("--root", type=Path, default=DEFAULT_ROOT, help="the run's folder")
+    args = parser.parse_args(argv)
+    sys.path.insert(0, str(ROOT))
+    args.root.mkdir(parents=True, exist_ok=True)
+
+    def log(line: str) -> None:
+        print(f"[{time.strftime('%H:%M:%S')}] {line}", flush=True)
+
+    if args.action == "train":
+        budgeted.train_arm("recon", args.root, CPU_MINUTES, sys.executable, log, arms=ARMS)
+        log(f"trained: {final_workdir(args.root)}; next: no_collapse.py evaluate")
+    elif args.action == "evaluate":
+        if not budgeted.read_budget(args.root, "recon").get("final"):
+            parser.error(f"no finished run under {args.root} (run `train` first)")
+        done = subprocess.run(evaluation_command(args.root), cwd=ROOT, check=False)
+        if done.returncode != 0:
+            raise SystemExit(f"error: experiments/recon/run.py exited {done.returncode}")
+    print(status(args.root))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,38 @@
+"""The recon no-collapse run (experiments/recon/no_collapse.py, issue 47 item 4): collapse is
+read from the metrics as registered (10 iterations in a row with at least 90% of the games
+undecided), and evaluating before a finished run is refused in one line. No training here."""
+
+import importlib.util
+from pathlib import Path
+
+import pytest
+
+PATH = Path(__file__).resolve().parents[2] / "experiments" / "recon" / "no_collapse.py"
+_spec = importlib.util.spec_from_file_location("recon_no_collapse", PATH)
+no_collapse = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(no_collapse)
+
+
+def records(decisive: list[float]) -> list[dict]:
+    return [{"iteration": i, "selfplay/decisive": d} for i, d in enumerate(decisive, start=1)]
+
+
+def test_collapse_is_ten_passive_iterations_in_a_row():
+    assert no_collapse.collapse(records([0.5] * 30)) is None
+    assert no_collapse.collapse(records([0.05] * 9 + [0.5] + [0.05] * 9)) is None
+    assert no_collapse.collapse(records([0.5] * 5 + [0.1] * 10 + [0.5])) == 6
+    assert no_collapse.collapse(records([0.11] * 20)) is None  # 89% undecided is not passive
+
+
+def test_the_run_trains_the_cpu_preset_to_its_budget_and_evaluate_needs_a_finished_run(
+    tmp_path, capsys
+):
+    (stage,) = no_collapse.ARMS["recon"]
+    assert stage[1] == "configs/recon.py:cpu" and stage[2] is None
+    assert no_collapse.budgeted.stage_limits("recon", 3600.0, no_collapse.ARMS) == [3600.0]
+    command = no_collapse.evaluation_command(tmp_path)
+    assert command[command.index("--checkpoint") + 1] == str(tmp_path / "recon" / "recon")
+    assert command[command.index("--games") + 1] == "100"
+    with pytest.raises(SystemExit):
+        no_collapse.main(["evaluate", "--root", str(tmp_path)])
+    assert "no finished run under" in capsys.readouterr().err
