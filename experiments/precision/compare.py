@@ -38,13 +38,32 @@ ITERATIONS = 30
 # name -> (model, opponent): 400 colour-balanced games, 32 simulations, the evaluate default of
 # 4 paired random opening plies between two networks.
 MATCHES = {"bf16_vs_f32": ("bf16_s0", "f32_s0"), "seed1_vs_seed0": ("f32_s1", "f32_s0")}
+# A diagnostic added after the registered result was seen (README, "Diagnostic"): the bf16 arm's
+# parameters played with float32 compute, to tell weaker parameters from weaker bf16 play.
+# An arm name with "@float32" is that arm's final checkpoint exported with its network
+# computing in float32 (`as_float32`).
+DIAGNOSTICS = {"bf16_params_f32_play_vs_f32": ("bf16_s0@float32", "f32_s0")}
+# Round 2 (registered in the README after round 1's results): two more seeds, paired by seed.
+ROUND2_ARMS = {"bf16_s1": ("bfloat16", 1), "bf16_s2": ("bfloat16", 2), "f32_s2": ("float32", 2)}
+ROUND2_MATCHES = {
+    "bf16_vs_f32_s1": ("bf16_s1", "f32_s1"),
+    "bf16_vs_f32_s2": ("bf16_s2", "f32_s2"),
+    "seed2_vs_seed1": ("f32_s2", "f32_s1"),
+}
+ALL_ARMS = {**ARMS, **ROUND2_ARMS}
+ALL_MATCHES = {**MATCHES, **DIAGNOSTICS, **ROUND2_MATCHES}
+# The paired bf16 matches (one per seed) and the float32 seed pairs round 2 reads.
+PAIRED = ("bf16_vs_f32", "bf16_vs_f32_s1", "bf16_vs_f32_s2")
+SEED_PAIRS = ("seed1_vs_seed0", "seed2_vs_seed1")
+T_975_DF2 = 4.302653  # Student's t, 97.5% quantile, 2 degrees of freedom
+EQUAL_HALF_WIDTH = 0.1
 GAMES = 400
 SIMULATIONS = 32
 LOSSES = ("train/policy_loss", "train/value_loss")
 
 
 def train_command(arm: str, root: Path) -> list[str]:
-    dtype, seed = ARMS[arm]
+    dtype, seed = ALL_ARMS[arm]
     return [
         sys.executable,
         "-m",
@@ -60,16 +79,36 @@ def train_command(arm: str, root: Path) -> list[str]:
     ]
 
 
+def player_path(root: Path, arm: str) -> Path:
+    """An arm's workdir, or for "ARM@float32" its float32-compute export (`as_float32`)."""
+    name, _, dtype = arm.partition("@")
+    return root / (f"{name}_{dtype}" if dtype else name)
+
+
+def as_float32(root: Path, arm: str) -> Path:
+    """Exports `arm`'s final checkpoint with `network.dtype` float32 in its model.json (the
+    parameters are float32 in every arm; only the compute changes); kept once written."""
+    out = player_path(root, f"{arm}@float32")
+    if not (out / "model.json").exists():
+        run_child([sys.executable, "-m", "mmc_jax.export", "--checkpoint", str(root / arm),
+                   "--out", str(out)])  # fmt: skip
+        record = json.loads((out / "model.json").read_text())
+        record["config"]["network"]["dtype"] = "float32"
+        record["description"] = f"{arm}'s parameters computing in float32 (a diagnostic)"
+        (out / "model.json").write_text(json.dumps(record, indent=1) + "\n")
+    return out
+
+
 def match_command(name: str, root: Path) -> list[str]:
-    model, opponent = MATCHES[name]
+    model, opponent = ALL_MATCHES[name]
     return [
         sys.executable,
         "-m",
         "mmc_jax.evaluate",
         "--checkpoint",
-        str(root / model),
+        str(player_path(root, model)),
         "--opponent",
-        str(root / opponent),
+        str(player_path(root, opponent)),
         "--variant",
         "gardner",
         "--games",
@@ -114,9 +153,12 @@ def match(root: Path, name: str) -> dict:
     path = match_path(root, name)
     if path.exists():
         return json.loads(path.read_text())
-    for arm in MATCHES[name]:
-        if not trained(root, arm):
-            raise SystemExit(f"error: match {name} needs arm {arm} trained first (train {arm})")
+    for arm in ALL_MATCHES[name]:
+        base = arm.partition("@")[0]
+        if not trained(root, base):
+            raise SystemExit(f"error: match {name} needs arm {base} trained first (train {base})")
+        if "@" in arm:
+            as_float32(root, base)
     print(f"{name}: playing {GAMES} games at {SIMULATIONS} simulations", flush=True)
     path.parent.mkdir(parents=True, exist_ok=True)
     partial = path.with_suffix(".partial")
@@ -209,6 +251,14 @@ def report(root: Path) -> str:
             f"| {model} vs {opponent} | {m['score']:.3f} | [{low:.3f}, {high:.3f}] | "
             f"{m['wins']}-{m['draws']}-{m['losses']} |"
         )
+    for name, (model, opponent) in DIAGNOSTICS.items():
+        if match_path(root, name).exists():
+            m = json.loads(match_path(root, name).read_text())
+            low, high = m["score_ci95"]
+            lines.append(
+                f"| {model} vs {opponent} (diagnostic) | {m['score']:.3f} | "
+                f"[{low:.3f}, {high:.3f}] | {m['wins']}-{m['draws']}-{m['losses']} |"
+            )
     seconds = gaps["iteration_seconds"]
     lines += [
         "",
@@ -217,19 +267,66 @@ def report(root: Path) -> str:
     ]
     summary = {
         "gaps": gaps,
-        "matches": {n: json.loads(match_path(root, n).read_text()) for n in MATCHES},
+        "matches": {
+            n: json.loads(match_path(root, n).read_text())
+            for n in ALL_MATCHES
+            if match_path(root, n).exists()
+        },
     }
     (root / "report.json").write_text(json.dumps(summary, indent=1) + "\n")
     return "\n".join(lines)
 
 
+def paired_verdict(bf16_scores: list[float]) -> dict:
+    """Round 2's reading: the mean of the paired bf16 scores, its t interval over the pairs,
+    and "equal" (the interval holds 0.5, half-width <= EQUAL_HALF_WIDTH), "worse" (below 0.5)
+    or "undecided"."""
+    n = len(bf16_scores)
+    mean = sum(bf16_scores) / n
+    sd = math.sqrt(sum((x - mean) ** 2 for x in bf16_scores) / (n - 1))
+    half = T_975_DF2 * sd / math.sqrt(n)
+    low, high = mean - half, mean + half
+    if high < 0.5:
+        verdict = "worse"
+    elif low <= 0.5 <= high and half <= EQUAL_HALF_WIDTH:
+        verdict = "equal"
+    else:
+        verdict = "undecided"
+    return {"mean": mean, "ci95": [low, high], "half_width": half, "verdict": verdict}
+
+
+def report_round2(root: Path) -> str:
+    names = [*PAIRED, *SEED_PAIRS]
+    missing = [name for name in names if not match_path(root, name).exists()]
+    if missing:
+        raise SystemExit(f"error: not done yet: {', '.join(missing)} (run `all --round 2`)")
+    scores = {name: json.loads(match_path(root, name).read_text()) for name in names}
+    lines = ["| match | score | 95% interval over games |", "|---|---|---|"]
+    for name in names:
+        model, opponent = ALL_MATCHES[name]
+        low, high = scores[name]["score_ci95"]
+        score = scores[name]["score"]
+        lines.append(f"| {model} vs {opponent} | {score:.3f} | [{low:.3f}, {high:.3f}] |")
+    verdict = paired_verdict([scores[name]["score"] for name in PAIRED])
+    low, high = verdict["ci95"]
+    lines += [
+        "",
+        f"bf16 against float32, paired by seed (n = {len(PAIRED)}): mean {verdict['mean']:.3f}, "
+        f"95% interval over the pairs [{low:.3f}, {high:.3f}]: **{verdict['verdict']}**",
+    ]
+    (root / "report_round2.json").write_text(
+        json.dumps({"matches": scores, "paired": verdict}, indent=1) + "\n"
+    )
+    return "\n".join(lines)
+
+
 def status(root: Path) -> str:
     lines = []
-    for arm in ARMS:
+    for arm in ALL_ARMS:
         rows = records(root, arm)
         done = int(rows[-1]["iteration"]) if rows else 0
         lines.append(f"{arm}: {done} of {ITERATIONS} iterations")
-    for name in MATCHES:
+    for name in ALL_MATCHES:
         lines.append(f"{name}: {'played' if match_path(root, name).exists() else 'not played'}")
     return "\n".join(lines)
 
@@ -241,11 +338,13 @@ def main(argv: list[str] | None = None) -> int:
         "with a second float32 seed as the noise yardstick (issue 50 item 1).",
     )
     parser.add_argument("action", choices=("train", "match", "all", "report", "status"))
-    parser.add_argument("name", nargs="?", help=f"train: one of {', '.join(ARMS)}; "
-                        f"match: one of {', '.join(MATCHES)}")  # fmt: skip
+    parser.add_argument("name", nargs="?", help=f"train: one of {', '.join(ALL_ARMS)}; "
+                        f"match: one of {', '.join(ALL_MATCHES)}")  # fmt: skip
+    parser.add_argument("--round", type=int, choices=(1, 2), default=1,
+                        help="all, report: round 1 or round 2 (more seeds)")  # fmt: skip
     parser.add_argument("--root", type=Path, default=DEFAULT_ROOT, help="the runs' folder")
     args = parser.parse_args(argv)
-    choices = {"train": ARMS, "match": MATCHES}.get(args.action)
+    choices = {"train": ALL_ARMS, "match": ALL_MATCHES}.get(args.action)
     if choices is not None and args.name not in choices:
         parser.error(f"{args.action} takes one of {', '.join(choices)}, got {args.name!r}")
     if choices is None and args.name is not None:
@@ -257,13 +356,14 @@ def main(argv: list[str] | None = None) -> int:
     elif args.action == "match":
         print(json.dumps(match(args.root, args.name)))
     elif args.action == "all":
-        for arm in ARMS:
+        arms, matches = (ARMS, MATCHES) if args.round == 1 else (ALL_ARMS, ROUND2_MATCHES)
+        for arm in arms:
             train(args.root, arm)
-        for name in MATCHES:
+        for name in matches:
             match(args.root, name)
-        print(report(args.root))
+        print(report(args.root) if args.round == 1 else report_round2(args.root))
     elif args.action == "report":
-        print(report(args.root))
+        print(report(args.root) if args.round == 1 else report_round2(args.root))
     else:
         print(status(args.root))
     return 0

@@ -40,6 +40,9 @@ def test_each_arm_trains_its_dtype_and_seed_and_each_match_plays_its_pair(tmp_pa
     match = compare.match_command("bf16_vs_f32", tmp_path)
     assert match[match.index("--checkpoint") + 1] == str(tmp_path / "bf16_s0")
     assert match[match.index("--opponent") + 1] == str(tmp_path / "f32_s0")
+    # The diagnostic plays the bf16 arm's parameters from their float32-compute export.
+    diagnostic = compare.match_command("bf16_params_f32_play_vs_f32", tmp_path)
+    assert diagnostic[diagnostic.index("--checkpoint") + 1] == str(tmp_path / "bf16_s0_float32")
 
 
 def test_the_report_sets_the_bf16_gap_against_the_seed_gap(tmp_path, monkeypatch):
@@ -70,4 +73,31 @@ def test_a_match_before_its_arms_are_trained_and_bad_names_are_refused_in_one_li
         compare.match(tmp_path, "bf16_vs_f32")
     with pytest.raises(SystemExit):
         compare.main(["train", "f16", "--root", str(tmp_path)])
-    assert "train takes one of f32_s0, bf16_s0, f32_s1, got 'f16'" in capsys.readouterr().err
+    error = capsys.readouterr().err
+    assert "train takes one of f32_s0, bf16_s0, f32_s1, bf16_s1" in error and "got 'f16'" in error
+
+
+def test_round_two_reads_the_paired_bf16_scores_with_an_interval_over_the_seeds(tmp_path):
+    assert compare.paired_verdict([0.49, 0.51, 0.50])["verdict"] == "equal"
+    assert compare.paired_verdict([0.40, 0.42, 0.41])["verdict"] == "worse"
+    wide = compare.paired_verdict([0.30, 0.50, 0.70])
+    assert wide["verdict"] == "undecided" and wide["mean"] == pytest.approx(0.5)
+    assert wide["half_width"] == pytest.approx(4.302653 * 0.2 / 3**0.5)
+    with pytest.raises(SystemExit, match="not done yet: bf16_vs_f32, bf16_vs_f32_s1"):
+        compare.report_round2(tmp_path)
+    names = [*compare.PAIRED, *compare.SEED_PAIRS]
+    for name, score in zip(names, [0.42, 0.45, 0.44, 0.52, 0.5], strict=True):
+        write_match(tmp_path, name, score)
+    table = compare.report_round2(tmp_path)
+    assert "| bf16_s2 vs f32_s2 | 0.440 | [0.390, 0.490] |" in table
+    assert "mean 0.437" in table and "**worse**" in table
+
+
+def test_the_readme_table_is_the_report_of_the_committed_runs(tmp_path):
+    import shutil
+
+    shutil.copytree(PATH.parent / "runs", tmp_path / "runs")
+    table = compare.report(tmp_path / "runs")
+    readme = (PATH.parent / "README.md").read_text()
+    for line in table.splitlines():
+        assert line in readme, line
