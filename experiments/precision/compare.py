@@ -157,6 +157,12 @@ def match(root: Path, name: str) -> dict:
         base = arm.partition("@")[0]
         if not trained(root, base):
             raise SystemExit(f"error: match {name} needs arm {base} trained first (train {base})")
+        if not (root / base / "checkpoints").is_dir():
+            raise SystemExit(
+                f"error: match {name} needs arm {base}'s checkpoints, and {root / base} has "
+                "none (the committed runs folder keeps metrics only): train it under another "
+                "--root (training is deterministic for a seed)"
+            )
         if "@" in arm:
             as_float32(root, base)
     print(f"{name}: playing {GAMES} games at {SIMULATIONS} simulations", flush=True)

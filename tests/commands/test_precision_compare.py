@@ -71,6 +71,10 @@ def test_a_match_before_its_arms_are_trained_and_bad_names_are_refused_in_one_li
 ):
     with pytest.raises(SystemExit, match="needs arm bf16_s0 trained first"):
         compare.match(tmp_path, "bf16_vs_f32")
+    write_run(tmp_path, "bf16_s1", [1.0] * compare.ITERATIONS, [0.5] * compare.ITERATIONS)
+    write_run(tmp_path, "f32_s1", [1.0] * compare.ITERATIONS, [0.5] * compare.ITERATIONS)
+    with pytest.raises(SystemExit, match="needs arm bf16_s1's checkpoints"):
+        compare.match(tmp_path, "bf16_vs_f32_s1")
     with pytest.raises(SystemExit):
         compare.main(["train", "f16", "--root", str(tmp_path)])
     error = capsys.readouterr().err
