@@ -117,7 +117,8 @@ def test_the_dataset_is_made_once_the_learner_resumes_bit_identically_and_scores
     scored = json.loads(out.read_text())
     assert scored["own"]["positions"] == len(data["value"]) and scored["fresh"]["positions"] > 0
     assert scored["own"]["policy_loss"] >= scored["own"]["target_entropy"] - 1e-4
-    assert (tmp_path / "heldout" / "dataset" / "manifest.json").is_file()  # the fresh games are kept
+    # The fresh games are kept.
+    assert (tmp_path / "heldout" / "dataset" / "manifest.json").is_file()
     # Other settings in the same workdir: refused in one line, nothing overwritten.
     other = smoke(2)
     other.data.nodes = 31
