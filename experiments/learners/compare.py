@@ -63,6 +63,13 @@ ARMS = {
             ["--config.data.games=2400", *DATA[1:], "--config.data.holdout_shards=2", *RUN],
         )
     ],
+    # The registered protocol's replication (README, "Second seeds"): the best arm and AlphaZero
+    # were within 0.1 of each other, so each runs again under seed 1.
+    "alphazero_s1": [("az", "configs/gardner.py:cpu", None, [*RUN, "--config.seed=1"])],
+    "supervised_az_s1": [
+        ("sup", "configs/supervised.py:cpu", 0.5, [*HALF_DATA, *RUN, "--config.seed=1"]),
+        ("az", "configs/gardner.py:cpu", None, [*RUN, "--init_from={previous}", "--config.seed=1"]),
+    ],
 }
 EVALUATION = {"games": 400, "nodes": (100, 1000), "simulations": 32, "variant": "gardner"}
 
