@@ -230,6 +230,18 @@ def plot(root: Path) -> Path:
     return path
 
 
+def match_row(root: Path, name: str) -> str:
+    """The report's table row of a played match (diagnostics marked so)."""
+    model, opponent = ALL_MATCHES[name]
+    m = json.loads(match_path(root, name).read_text())
+    low, high = m["score_ci95"]
+    label = f"{model} vs {opponent}" + (" (diagnostic)" if name in DIAGNOSTICS else "")
+    return (
+        f"| {label} | {m['score']:.3f} | [{low:.3f}, {high:.3f}] | "
+        f"{m['wins']}-{m['draws']}-{m['losses']} |"
+    )
+
+
 def report(root: Path) -> str:
     missing = [arm for arm in ARMS if not trained(root, arm)]
     missing += [name for name in MATCHES if not match_path(root, name).exists()]
@@ -250,21 +262,8 @@ def report(root: Path) -> str:
             f"{last['f32_s0']:.3f} / {last['bf16_s0']:.3f} / {last['f32_s1']:.3f} |"
         )
     lines += ["", "| match | score | 95% interval | W-D-L |", "|---|---|---|---|"]
-    for name, (model, opponent) in MATCHES.items():
-        m = json.loads(match_path(root, name).read_text())
-        low, high = m["score_ci95"]
-        lines.append(
-            f"| {model} vs {opponent} | {m['score']:.3f} | [{low:.3f}, {high:.3f}] | "
-            f"{m['wins']}-{m['draws']}-{m['losses']} |"
-        )
-    for name, (model, opponent) in DIAGNOSTICS.items():
-        if match_path(root, name).exists():
-            m = json.loads(match_path(root, name).read_text())
-            low, high = m["score_ci95"]
-            lines.append(
-                f"| {model} vs {opponent} (diagnostic) | {m['score']:.3f} | "
-                f"[{low:.3f}, {high:.3f}] | {m['wins']}-{m['draws']}-{m['losses']} |"
-            )
+    lines += [match_row(root, name) for name in MATCHES]
+    lines += [match_row(root, name) for name in DIAGNOSTICS if match_path(root, name).exists()]
     seconds = gaps["iteration_seconds"]
     lines += [
         "",
