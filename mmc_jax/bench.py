@@ -89,7 +89,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from mmc_jax import rules as R
-from mmc_jax.infra import startup
+from mmc_jax.infra import cli, startup
 
 
 class Rows:
@@ -1061,15 +1061,7 @@ def _iteration_gardner(args) -> dict:
         state = iteration(state, rules_b, jax.random.key(10 + i))[0]
     _, trajectory = play(state.params, state.game_state, key)
     _, samples = targets(trajectory, state.replay, key)
-    saved = {
-        "params": state.params,
-        "opt_state": state.opt_state,
-        "game_state": state.game_state,
-        "iteration": np.asarray(1, np.int64),
-        "frames": np.asarray(1, np.int64),
-        "games": np.asarray(1, np.int64),
-        "replay": state.replay,
-    }
+    saved = _saved_tree(state)
     arms = {
         "total": lambda: iteration(state, rules_b, key)[1],
         "total_before": lambda: iteration_before(state, rules_b, key)[1],
@@ -1159,15 +1151,7 @@ def _iteration_joat(args) -> dict:
     update = jax.jit(meta.meta_update, static_argnames=("config", "mesh"))
     keys = jax.random.split(key, num_tasks)
     step_before = meta.make_meta_step(before_dict, mesh, donate=False)
-    saved = {
-        "params": state.params,
-        "opt_state": state.opt_state,
-        "game_state": state.game_state,
-        "iteration": np.asarray(1, np.int64),
-        "frames": np.asarray(1, np.int64),
-        "games": np.asarray(1, np.int64),
-        "replay": state.replay,
-    }
+    saved = _saved_tree(state)
     rounds = int(config.meta.updates_per_iteration)
     arms = {
         "total": lambda: step(state, table, weights, key, eps)[1],
@@ -1601,23 +1585,8 @@ def _print_row(row):
     print(line, flush=True)
 
 
-def _int_at_least(minimum: int):
-    """An argparse type: an int >= `minimum`, else a one-line usage error."""
-
-    def parse(text: str) -> int:
-        try:
-            value = int(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
-        if value < minimum:
-            raise argparse.ArgumentTypeError(f"must be >= {minimum}, got {value}")
-        return value
-
-    parse.__name__ = "int"  # argparse names the type in its messages
-    return parse
-
-
-POSITIVE, NON_NEGATIVE = _int_at_least(1), _int_at_least(0)
+# argparse types (argparse prefixes the flag to their one-line errors).
+POSITIVE, NON_NEGATIVE = cli.integer_arg("the value", 1), cli.integer_arg("the value", 0)
 
 
 def _seconds(text: str) -> float:
@@ -1663,6 +1632,24 @@ def _add_output_flags(parser, rows: str | None) -> None:
         )
 
 
+def _add_list(parser, flag: str, default: list, help: str, **kwargs) -> None:
+    """A flag taking one or more values (one row or arm each), e.g. --batch-sizes 64 256."""
+    parser.add_argument(flag, nargs="+", default=default, help=help, **kwargs)
+
+
+def _add_rounds(parser, default: int, what: str) -> None:
+    """--repeats: how many timed rounds `what` (their median or fastest is reported)."""
+    parser.add_argument(
+        "--repeats", type=POSITIVE, default=default, help=f"{what} (default {default})"
+    )
+
+
+def _add_network_flags(parser) -> None:
+    """--blocks and --channels of the benchmarked network."""
+    parser.add_argument("--blocks", type=POSITIVE, default=2, help="residual blocks (default 2)")
+    parser.add_argument("--channels", type=POSITIVE, default=32, help="network width (default 32)")
+
+
 def _check_json_out(parser, path: str | None) -> None:
     """Refuses, in one line, a --json-out that cannot be written, before minutes of work."""
     if path is None:
@@ -1675,6 +1662,21 @@ def _check_json_out(parser, path: str | None) -> None:
         parser.error(f"--json-out {path}: cannot write it ({error.strerror or error})")
 
 
+def _saved_tree(state) -> dict:
+    """What a checkpoint of `state` (an AlphaZero or JOAT training state) writes, for timing the
+    checkpoint part of an iteration."""
+    one = np.asarray(1, np.int64)
+    return {
+        "params": state.params,
+        "opt_state": state.opt_state,
+        "game_state": state.game_state,
+        "iteration": one,
+        "frames": one,
+        "games": one,
+        "replay": state.replay,
+    }
+
+
 def _has_pgx() -> bool:
     try:
         import pgx  # noqa: F401
@@ -1683,69 +1685,55 @@ def _has_pgx() -> bool:
     return True
 
 
-def _add_env_parser(sub) -> None:
+def _env_flags(p) -> None:
     """The `env` subcommand: random-play env steps per second."""
-    env = sub.add_parser("env", help="random-play env steps per second (mask + step + reset)")
-    env.add_argument(
+    _add_list(
+        p,
         "--batch-sizes",
+        [1, 64, 512, 4096],
+        "games in parallel, one row each (default 1 64 512 4096)",
         type=POSITIVE,
-        nargs="+",
-        default=[1, 64, 512, 4096],
-        help="games in parallel, one row each (default 1 64 512 4096)",
     )
-    env.add_argument(
+    _add_list(
+        p,
         "--variants",
-        nargs="+",
-        default=["gardner"],
-        help="variants in the batch (several = a mixed batch); default gardner",
+        ["gardner"],
+        "variants in the batch (several = a mixed batch); default gardner",
     )
-    env.add_argument("--scan-length", type=POSITIVE, default=32, help="plies per jitted scan")
-    env.add_argument(
-        "--repeats",
-        type=POSITIVE,
-        default=5,
-        help="timed rounds per batch size, one scan of every arm each, round-robin (default 5)",
-    )
-    env.add_argument(
+    p.add_argument("--scan-length", type=POSITIVE, default=32, help="plies per jitted scan")
+    _add_rounds(p, 5, "timed rounds per batch size, one scan of every arm each, round-robin")
+    p.add_argument(
         "--movegen-batch",
         type=NON_NEGATIVE,
         default=4096,
         help="batch for the legal-moves-per-second count (0 skips it)",
     )
-    env.add_argument("--vs-pgx", action="store_true", help="also run pgx gardner_chess")
-    env.add_argument(
+    p.add_argument("--vs-pgx", action="store_true", help="also run pgx gardner_chess")
+    p.add_argument(
         "--mixed",
         action="store_true",
         help="also run a batch of random rule-space combinations (one per game) per batch size",
     )
-    env.add_argument("--seed", type=int, default=0, help="seed of the --mixed combinations")
-    _add_output_flags(env, "batch size, then move generation")
+    p.add_argument("--seed", type=int, default=0, help="seed of the --mixed combinations")
 
 
-def _add_selfplay_parser(sub) -> None:
+def _selfplay_flags(p) -> None:
     """The `selfplay` subcommand: self-play moves/s with mctx search."""
-    sp = sub.add_parser("selfplay", help="self-play moves/s with mctx search (gardner)")
-    sp.add_argument("--batch", type=POSITIVE, default=64, help="games in parallel (default 64)")
-    sp.add_argument("--plies", type=POSITIVE, default=8, help="plies per timed scan (default 8)")
-    sp.add_argument(
+    p.add_argument("--batch", type=POSITIVE, default=64, help="games in parallel (default 64)")
+    p.add_argument("--plies", type=POSITIVE, default=8, help="plies per timed scan (default 8)")
+    p.add_argument(
         "--simulations", type=POSITIVE, default=32, help="search simulations per move (default 32)"
     )
-    sp.add_argument("--blocks", type=POSITIVE, default=2, help="residual blocks (default 2)")
-    sp.add_argument("--channels", type=POSITIVE, default=32, help="network width (default 32)")
-    sp.add_argument(
+    _add_network_flags(p)
+    p.add_argument(
         "--dtype",
         choices=("float32", "bfloat16"),
         default="float32",
         help="the network's computation dtype in every arm (default float32; the accelerator "
         "presets compute in bfloat16)",
     )
-    sp.add_argument(
-        "--repeats",
-        type=POSITIVE,
-        default=5,
-        help="timed rounds, one scan of every arm each, round-robin (default 5)",
-    )
-    sp.add_argument(
+    _add_rounds(p, 5, "timed rounds, one scan of every arm each, round-robin")
+    p.add_argument(
         "--breakdown",
         action="store_true",
         help=(
@@ -1753,132 +1741,153 @@ def _add_selfplay_parser(sub) -> None:
             "network, rules, mctx bookkeeping, and the rest (glue)"
         ),
     )
-    sp.add_argument(
+    p.add_argument(
         "--memory-batch",
         type=NON_NEGATIVE,
         default=0,
         help="also report peak memory of one searched ply at this batch (e.g. 1024; 0 skips)",
     )
-    sp.add_argument("--vs-pgx", action="store_true", help="same search over pgx gardner_chess")
-    _add_output_flags(
-        sp, "measurement: moves/s of every arm, then --breakdown, then --memory-batch"
-    )
+    p.add_argument("--vs-pgx", action="store_true", help="same search over pgx gardner_chess")
 
 
-def _add_learner_parser(sub) -> None:
+def _learner_flags(p) -> None:
     """The `learner` subcommand: learner and JOAT inner-loop steps/s."""
-    lp = sub.add_parser(
-        "learner", help="learner and JOAT inner-loop steps/s against a Python loop of steps"
-    )
-    lp.add_argument("--batch", type=POSITIVE, default=128, help="minibatch size (default 128)")
-    lp.add_argument(
+    p.add_argument("--batch", type=POSITIVE, default=128, help="minibatch size (default 128)")
+    p.add_argument(
         "--steps", type=POSITIVE, default=8, help="minibatches of the learner epoch (default 8)"
     )
-    lp.add_argument("--tasks", type=POSITIVE, default=4, help="JOAT tasks (default 4)")
-    lp.add_argument(
+    p.add_argument("--tasks", type=POSITIVE, default=4, help="JOAT tasks (default 4)")
+    p.add_argument(
         "--inner-steps", type=POSITIVE, default=4, help="JOAT inner steps per task (default 4)"
     )
-    lp.add_argument("--blocks", type=POSITIVE, default=2, help="residual blocks (default 2)")
-    lp.add_argument("--channels", type=POSITIVE, default=32, help="network width (default 32)")
-    lp.add_argument(
-        "--repeats", type=POSITIVE, default=5, help="timed rounds over all arms (default 5)"
-    )
-    _add_output_flags(lp, None)
+    _add_network_flags(p)
+    _add_rounds(p, 5, "timed rounds over all arms")
 
 
-def _add_iteration_parser(sub) -> None:
+def _iteration_flags(p) -> None:
     """The `iteration` subcommand: one training iteration split into parts."""
-    ip = sub.add_parser(
-        "iteration",
-        help="one training iteration split into self-play/targets/learner/checkpoint/other",
-    )
-    ip.add_argument(
+    _add_list(
+        p,
         "--configs",
-        nargs="+",
+        ["gardner", "joat"],
+        "which runs to time (default both)",
         choices=("gardner", "joat"),
-        default=["gardner", "joat"],
-        help="which runs to time (default both)",
     )
-    ip.add_argument("--gardner-preset", default="cpu", help="configs/gardner.py preset (cpu)")
-    ip.add_argument("--joat-preset", default="quick", help="configs/joat.py preset (quick)")
-    ip.add_argument("--repeats", type=POSITIVE, default=3, help="timed rounds (default 3)")
-    _add_output_flags(ip, "config")
+    p.add_argument("--gardner-preset", default="cpu", help="configs/gardner.py preset (cpu)")
+    p.add_argument("--joat-preset", default="quick", help="configs/joat.py preset (quick)")
+    _add_rounds(p, 3, "timed rounds")
 
 
-def _add_memory_parser(sub) -> None:
+def _memory_flags(p) -> None:
     """The `memory` subcommand: bytes per replay sample, memory of one iteration."""
-    mp = sub.add_parser(
-        "memory", help="bytes per replay sample and XLA's memory analysis of one iteration"
-    )
-    mp.add_argument(
+    _add_list(
+        p,
         "--configs",
-        nargs="+",
-        default=["gardner:full"],
-        help="NAME:PRESET of configs/NAME.py, one row each (default gardner:full)",
+        ["gardner:full"],
+        "NAME:PRESET of configs/NAME.py, one row each (default gardner:full)",
     )
-    _add_output_flags(mp, "config")
 
 
-def _add_processes_parser(sub) -> None:
+def _processes_flags(p) -> None:
     """The `processes` subcommand: the overhead of several processes."""
-    pp = sub.add_parser(
-        "processes",
-        help="multi-process overhead: 2 processes x 1 device vs 1 process x 2 devices (gloo)",
-    )
-    pp.add_argument(
+    p.add_argument(
         "--config",
         default="configs/gardner.py:cpu",
         help="train config (default configs/gardner.py:cpu)",
     )
-    pp.add_argument(
-        "--iterations", type=_int_at_least(2), default=6, help="iterations per run (default 6)"
+    p.add_argument(
+        "--iterations",
+        type=cli.integer_arg("the value", 2),
+        default=6,
+        help="iterations per run (default 6)",
     )
-    pp.add_argument("--repeats", type=POSITIVE, default=2, help="runs per layout (default 2)")
-    _add_output_flags(pp, "training run")
+    _add_rounds(p, 2, "runs per layout")
 
 
-def _add_xla_flags_parser(sub) -> None:
+def _xla_flags_flags(p) -> None:
     """The `xla-flags` subcommand: XLA's defaults vs the project's flags."""
-    xp = sub.add_parser(
-        "xla-flags",
-        help="self-play and learner with XLA's defaults vs the project's flags (processes)",
-    )
-    xp.add_argument(
+    _add_list(
+        p,
         "--batch-sizes",
+        [64, 256],
+        "self-play batches, one row each (default 64 256)",
         type=POSITIVE,
-        nargs="+",
-        default=[64, 256],
-        help="self-play batches, one row each (default 64 256)",
     )
-    xp.add_argument(
-        "--rounds", type=POSITIVE, default=2, help="alternated runs per arm (default 2)"
-    )
-    _add_output_flags(xp, "child run")
+    p.add_argument("--rounds", type=POSITIVE, default=2, help="alternated runs per arm (default 2)")
 
 
-def _add_move_parser(sub) -> None:
+def _move_flags(p) -> None:
     """The `move` subcommand: seconds per engine move of models side by side."""
-    mv = sub.add_parser(
-        "move", help="seconds per engine move (one game, B = 1) of models side by side"
-    )
-    mv.add_argument(
+    _add_list(
+        p,
         "--models",
-        nargs="+",
-        default=["gardner-cpu"],
-        help="shipped names, exported models or runs; ratios are to the first (default "
-        "gardner-cpu)",
+        ["gardner-cpu"],
+        "shipped names, exported models or runs; ratios are to the first (default gardner-cpu)",
     )
-    mv.add_argument("--variant", default="gardner", help="the variant played (default gardner)")
-    mv.add_argument(
+    p.add_argument("--variant", default="gardner", help="the variant played (default gardner)")
+    _add_list(
+        p,
         "--simulations",
+        [256],
+        "simulations per move, one row each (default 256: the engine's default)",
         type=POSITIVE,
-        nargs="+",
-        default=[256],
-        help="simulations per move, one row each (default 256: the engine's default)",
     )
-    mv.add_argument("--positions", type=POSITIVE, default=8, help="positions timed (default 8)")
-    mv.add_argument("--repeats", type=POSITIVE, default=3, help="rounds (default 3)")
-    _add_output_flags(mv, "simulation count")
+    p.add_argument("--positions", type=POSITIVE, default=8, help="positions timed (default 8)")
+    _add_rounds(p, 3, "rounds")
+
+
+# The subcommands: (name, help, the function adding its flags, what one row of its output is:
+# --time-limit skips rows past the limit; None: no rows, no --time-limit).
+_SUBCOMMANDS = (
+    (
+        "env",
+        "random-play env steps per second (mask + step + reset)",
+        _env_flags,
+        "batch size, then move generation",
+    ),
+    (
+        "selfplay",
+        "self-play moves/s with mctx search (gardner)",
+        _selfplay_flags,
+        "measurement: moves/s of every arm, then --breakdown, then --memory-batch",
+    ),
+    (
+        "learner",
+        "learner and JOAT inner-loop steps/s against a Python loop of steps",
+        _learner_flags,
+        None,
+    ),
+    (
+        "iteration",
+        "one training iteration split into self-play/targets/learner/checkpoint/other",
+        _iteration_flags,
+        "config",
+    ),
+    (
+        "memory",
+        "bytes per replay sample and XLA's memory analysis of one iteration",
+        _memory_flags,
+        "config",
+    ),
+    (
+        "processes",
+        "multi-process overhead: 2 processes x 1 device vs 1 process x 2 devices (gloo)",
+        _processes_flags,
+        "training run",
+    ),
+    (
+        "xla-flags",
+        "self-play and learner with XLA's defaults vs the project's flags (processes)",
+        _xla_flags_flags,
+        "child run",
+    ),
+    (
+        "move",
+        "seconds per engine move (one game, B = 1) of models side by side",
+        _move_flags,
+        "simulation count",
+    ),
+)
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -1888,14 +1897,10 @@ def _parser() -> argparse.ArgumentParser:
         description="Speed and memory benchmarks of mmc_jax (see the module docstring).",
     )
     sub = parser.add_subparsers(dest="benchmark", required=True)
-    _add_env_parser(sub)
-    _add_selfplay_parser(sub)
-    _add_learner_parser(sub)
-    _add_iteration_parser(sub)
-    _add_memory_parser(sub)
-    _add_processes_parser(sub)
-    _add_xla_flags_parser(sub)
-    _add_move_parser(sub)
+    for name, help, add_flags, rows in _SUBCOMMANDS:
+        subparser = sub.add_parser(name, help=help)
+        add_flags(subparser)
+        _add_output_flags(subparser, rows)
     return parser
 
 

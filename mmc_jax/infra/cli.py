@@ -55,7 +55,7 @@ def integer_arg(flag: str, minimum: int):
         except ValueError:
             raise argparse.ArgumentTypeError(f"{flag} must be an integer, got {text!r}") from None
         if value < minimum:
-            kind = "positive" if minimum == 1 else "non-negative"
+            kind = {1: "positive", 0: "non-negative"}.get(minimum, f">= {minimum}")
             raise argparse.ArgumentTypeError(f"{flag} must be {kind}, got {value}")
         return value
 
