@@ -481,12 +481,6 @@ def evaluate_params(
 class AlphaZero(SelfPlayAlgorithm):
     """AlphaZero on `config.variant` (configs/gardner.py)."""
 
-    name = "alphazero"
-    batch_field = "selfplay.batch_size"
-
-    def prepare_config(self, config):
-        return prepare_config(config)
-
     def setup(self, config, mesh):
         rules_b = R.batch(list(config.variants), int(config.selfplay.batch_size))
         return sharding.put_sharded(jax.device_get(rules_b), mesh)
@@ -563,4 +557,4 @@ class AlphaZero(SelfPlayAlgorithm):
         return evaluate_params(config, params, key)
 
 
-ALGORITHM = AlphaZero()
+ALGORITHM = AlphaZero("alphazero", batch_field="selfplay.batch_size", prepare=prepare_config)

@@ -819,12 +819,6 @@ def _check_playable(state: MetaState, variants: tuple[str, ...]) -> None:
 class JOAT(SelfPlayAlgorithm):
     """JOAT / Reptile meta-training over several variants (configs/joat.py)."""
 
-    name = "joat"
-    batch_field = "meta.games_per_task"
-
-    def prepare_config(self, config):
-        return prepare_meta_config(config)
-
     def make_mesh(self, config, devices=None):
         return sharding.make_mesh(devices, int(config.meta.get("task_parallel", 1)))
 
@@ -944,4 +938,4 @@ class JOAT(SelfPlayAlgorithm):
         return _restore_error(error, config)
 
 
-ALGORITHM = JOAT()
+ALGORITHM = JOAT("joat", batch_field="meta.games_per_task", prepare=prepare_meta_config)

@@ -69,6 +69,7 @@ from mmc_jax.search import recon_score as S
 from mmc_jax.training.algorithm import (
     CompiledStep,
     ReplicatedAlgorithm,
+    ReplicatedState,
     check_at_least_one,
 )
 
@@ -284,23 +285,15 @@ def minibatch(examples: Examples, key, size: int) -> dict:
     }  # fmt: skip
 
 
-@struct.dataclass(kw_only=True)
-class ReconTrainState:
-    """What a recon run trains and checkpoints: the network's parameters and Adam's state."""
-
-    params: dict
-    opt_state: tuple
-
-
-def init_train_state(config: TrainConfig) -> ReconTrainState:
+def init_train_state(config: TrainConfig) -> ReplicatedState:
     """Fresh parameters (key `fold_in(seed, 2**30)` is never an iteration's) and optimizer."""
     params = recon_net.init_params(
         config.search, jax.random.fold_in(jax.random.key(config.seed), 2**30)
     )
-    return ReconTrainState(params=params, opt_state=make_optimizer(config).init(params))
+    return ReplicatedState(params=params, opt_state=make_optimizer(config).init(params))
 
 
-def iteration(state: ReconTrainState, rules, key, config: TrainConfig):
+def iteration(state: ReplicatedState, rules, key, config: TrainConfig):
     """One self-play + learning iteration (jittable): (state, metrics of float32 scalars)."""
     play_key, learn_key = jax.random.split(key)
     examples, stats = selfplay(state.params, rules, play_key, config)
@@ -318,7 +311,7 @@ def iteration(state: ReconTrainState, rules, key, config: TrainConfig):
     )
     loss, policy, value, world = losses.mean(axis=0)
     metrics = dict(stats, loss=loss, policy=policy, value=value, world=world)
-    return ReconTrainState(params=params, opt_state=opt_state), metrics
+    return ReplicatedState(params=params, opt_state=opt_state), metrics
 
 
 # ----------------------------------------------------------------------------- config
@@ -326,27 +319,21 @@ def iteration(state: ReconTrainState, rules, key, config: TrainConfig):
 
 def train_config(config: ml_collections.ConfigDict) -> TrainConfig:
     """The static `TrainConfig` of a run config (configs/recon.py)."""
+
+    def read(cast, section: str, *names: str) -> dict:
+        return {name: cast(config[section][name]) for name in names}
+
     return TrainConfig(
         variant=str(config.variant),
-        games=int(config.selfplay.games),
-        max_plies=int(config.selfplay.max_plies),
-        belief_size=int(config.selfplay.belief_size),
-        moves_per_board=int(config.selfplay.moves_per_board),
-        search=L.SearchConfig(
-            worlds=int(config.search.worlds),
-            candidates=int(config.search.candidates),
-            blocks=int(config.network.blocks),
-            channels=int(config.network.channels),
-            world_hidden=int(config.network.world_hidden),
-        ),
-        updates=int(config.learner.updates),
-        minibatch=int(config.learner.minibatch),
-        learning_rate=float(config.learner.learning_rate),
-        weight_decay=float(config.learner.weight_decay),
-        explore=float(config.selfplay.explore),
-        adjudicate=float(config.selfplay.adjudicate),
-        anchor=float(config.learner.anchor),
         seed=int(config.seed),
+        search=L.SearchConfig(
+            **read(int, "search", "worlds", "candidates"),
+            **read(int, "network", "blocks", "channels", "world_hidden"),
+        ),
+        **read(int, "selfplay", "games", "max_plies", "belief_size", "moves_per_board"),
+        **read(float, "selfplay", "explore", "adjudicate"),
+        **read(int, "learner", "updates", "minibatch"),
+        **read(float, "learner", "learning_rate", "weight_decay", "anchor"),
     )
 
 
@@ -395,12 +382,6 @@ def prepare_config(config: ml_collections.ConfigDict) -> ml_collections.ConfigDi
 
 class ReconAlgorithm(ReplicatedAlgorithm):
     """The learned recon agent's self-play training (configs/recon.py), on the run loop."""
-
-    name = "recon"
-    batch_field = "selfplay.games"
-
-    def prepare_config(self, config):
-        return prepare_config(config)
 
     def setup(self, config, mesh):
         rules = R.stack([R.get(config.variant, max_plies=int(config.selfplay.max_plies))])
@@ -483,7 +464,7 @@ class ReconAlgorithm(ReplicatedAlgorithm):
         return out
 
 
-ALGORITHM = ReconAlgorithm()
+ALGORITHM = ReconAlgorithm("recon", batch_field="selfplay.games", prepare=prepare_config)
 
 
 # ----------------------------------------------------------------------------- model files

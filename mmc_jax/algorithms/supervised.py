@@ -45,7 +45,6 @@ import jax
 import jax.numpy as jnp
 import ml_collections
 import numpy as np
-from flax import struct
 
 from mmc_jax import rules as R
 from mmc_jax import uci
@@ -56,6 +55,7 @@ from mmc_jax.training import learner
 from mmc_jax.training.algorithm import (
     CompiledStep,
     ReplicatedAlgorithm,
+    ReplicatedState,
     check_at_least_one,
     check_ranges,
 )
@@ -307,14 +307,6 @@ def labelled_batch(data: dict[str, np.ndarray], rows: np.ndarray) -> learner.Bat
 # ----------------------------------------------------------------------------- the algorithm
 
 
-@struct.dataclass(kw_only=True)
-class SupervisedState:
-    """Parameters and optimizer state (nothing else: the data is on the host)."""
-
-    params: Any
-    opt_state: Any
-
-
 def _network(config):
     return network_lib.make_network(config.network)
 
@@ -359,12 +351,6 @@ def prepare_config(config: ml_collections.ConfigDict) -> ml_collections.ConfigDi
 class Supervised(ReplicatedAlgorithm):
     """Supervised learning from Fairy-Stockfish's games (configs/supervised.py)."""
 
-    name = "supervised"
-    batch_field = "learner.batch_size"
-
-    def prepare_config(self, config):
-        return prepare_config(config)
-
     def setup(self, config, mesh):
         del config, mesh  # the data lives in the workdir: `load_data`
         return None
@@ -385,7 +371,7 @@ class Supervised(ReplicatedAlgorithm):
 
     def fresh_state(self, config, key):
         params = network_lib.init_params(_network(config), key, R.OBS_SHAPE)
-        return SupervisedState(params=params, opt_state=_optimizer(config).init(params))
+        return ReplicatedState(params=params, opt_state=_optimizer(config).init(params))
 
     def describe(self, config, mesh, state):
         data = config.data
@@ -424,7 +410,7 @@ class Supervised(ReplicatedAlgorithm):
                 _, scores = learner.loss_fn(params, network, valid, config.learner)
                 metrics["valid_policy_loss"] = scores["policy_loss"]
                 metrics["valid_value_loss"] = scores["value_loss"]
-            return SupervisedState(params=params, opt_state=opt_state), metrics
+            return ReplicatedState(params=params, opt_state=opt_state), metrics
 
         compiled = jax.jit(iteration, donate_argnums=0).lower(state, first, valid).compile()
         steps, size = int(config.learner.steps_per_iteration), int(config.learner.batch_size)
@@ -467,4 +453,4 @@ class Supervised(ReplicatedAlgorithm):
         )
 
 
-ALGORITHM = Supervised()
+ALGORITHM = Supervised("supervised", batch_field="learner.batch_size", prepare=prepare_config)

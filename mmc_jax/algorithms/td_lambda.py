@@ -34,7 +34,6 @@ and, as a value for the search, wherever a gardner model is accepted.
 from __future__ import annotations
 
 import functools
-from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -50,6 +49,7 @@ from mmc_jax.search import one_ply
 from mmc_jax.training.algorithm import (
     CompiledStep,
     ReplicatedAlgorithm,
+    ReplicatedState,
     check_at_least_one,
     check_ranges,
 )
@@ -114,14 +114,6 @@ def _expand(mask, like):
     return mask.reshape(mask.shape + (1,) * (like.ndim - mask.ndim))
 
 
-@struct.dataclass(kw_only=True)
-class TDState:
-    """Parameters and optimizer state (every iteration plays fresh games)."""
-
-    params: Any
-    opt_state: Any
-
-
 def _network(config):
     return network_lib.make_network(config.network)
 
@@ -130,7 +122,7 @@ def _optimizer(config):
     return optax.adamw(float(config.learner.learning_rate), weight_decay=1e-4)
 
 
-def iteration(state: TDState, rules, key, *, config):
+def iteration(state: ReplicatedState, rules, key, *, config):
     """One iteration (jittable): play, λ-returns, `learner.updates` Adam steps. (state,
     metrics)."""
     network, optimizer = _network(config), _optimizer(config)
@@ -175,7 +167,7 @@ def iteration(state: TDState, rules, key, *, config):
         "length": games.live.sum(axis=0).astype(jnp.float32).mean(),
         "decided": jnp.mean(ended & (jnp.abs(games.reward) > 0).any(axis=0)),
     }
-    return TDState(params=params, opt_state=opt_state), metrics
+    return ReplicatedState(params=params, opt_state=opt_state), metrics
 
 
 def prepare_config(config: ml_collections.ConfigDict) -> ml_collections.ConfigDict:
@@ -198,12 +190,6 @@ def prepare_config(config: ml_collections.ConfigDict) -> ml_collections.ConfigDi
 class TDLambda(ReplicatedAlgorithm):
     """TD(λ) with afterstate play (configs/td_lambda.py)."""
 
-    name = "td_lambda"
-    batch_field = "td.games"
-
-    def prepare_config(self, config):
-        return prepare_config(config)
-
     def setup(self, config, mesh):
         rules = R.batch(config.variant, int(config.td.games))
         rules = rules.replace(max_plies=jnp.full_like(rules.max_plies, int(config.td.max_plies)))
@@ -211,7 +197,7 @@ class TDLambda(ReplicatedAlgorithm):
 
     def fresh_state(self, config, key):
         params = network_lib.init_params(_network(config), key, R.OBS_SHAPE)
-        return TDState(params=params, opt_state=_optimizer(config).init(params))
+        return ReplicatedState(params=params, opt_state=_optimizer(config).init(params))
 
     def describe(self, config, mesh, state):
         return (
@@ -258,4 +244,4 @@ class TDLambda(ReplicatedAlgorithm):
         return alphazero.evaluate_params(config, params, key)
 
 
-ALGORITHM = TDLambda()
+ALGORITHM = TDLambda("td_lambda", batch_field="td.games", prepare=prepare_config)

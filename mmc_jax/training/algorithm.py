@@ -30,6 +30,7 @@ import jax
 import jax.numpy as jnp
 import ml_collections
 import numpy as np
+from flax import struct
 from jax.sharding import Mesh
 
 from mmc_jax.infra import sharding
@@ -66,9 +67,19 @@ class Algorithm(abc.ABC):
     name: str = "algorithm"
     batch_field: str  # the dotted config field split over the devices (0: fill the device)
 
-    @abc.abstractmethod
+    def __init__(
+        self,
+        name: str,
+        batch_field: str,
+        prepare: Callable[[ml_collections.ConfigDict], ml_collections.ConfigDict],
+    ):
+        """An algorithm declares its name (`config.algorithm`), its batch field and its config
+        check (`prepare`: a validated, locked copy of a config) where its instance is made."""
+        self.name, self.batch_field, self._prepare = name, batch_field, prepare
+
     def prepare_config(self, config: ml_collections.ConfigDict) -> ml_collections.ConfigDict:
         """A validated, locked copy of `config` (ValueError naming the problem)."""
+        return self._prepare(config)
 
     def make_mesh(self, config: ml_collections.ConfigDict, devices=None) -> Mesh:
         """The run's device mesh (default: one `data` axis over `devices`, default all)."""
@@ -202,6 +213,15 @@ def replicated_abstract(make_state: Callable[[], Any], mesh: Mesh) -> Any:
     abstract = jax.eval_shape(make_state)
     host = jax.tree.map(lambda x: np.zeros(x.shape, x.dtype), abstract)
     return sharding.abstract_with_shardings(abstract, sharding.replicated(host, mesh))
+
+
+@struct.dataclass(kw_only=True)
+class ReplicatedState:
+    """The state of a `ReplicatedAlgorithm` (TD(λ), supervised, recon): the network's parameters
+    and the optimizer's state, nothing else."""
+
+    params: Any
+    opt_state: Any
 
 
 class ReplicatedAlgorithm(Algorithm):
