@@ -63,6 +63,18 @@ ARMS = {
             ["--config.data.games=2400", *DATA[1:], "--config.data.holdout_shards=2", *RUN],
         )
     ],
+    # Round 3 (registered 2026-11-28 09:10 UTC, README): round 2 beat AlphaZero, so its data
+    # feeds AlphaZero: the first stage is `supervised_2400`'s run (the same dataset, remade
+    # within the budget) stopped at 36 CPU-minutes, AlphaZero from it for the other 24.
+    "supervised_2400_az": [
+        (
+            "sup",
+            "configs/supervised.py:cpu",
+            0.6,
+            ["--config.data.games=2400", *DATA[1:], "--config.data.holdout_shards=2", *RUN],
+        ),
+        ("az", "configs/gardner.py:cpu", None, [*RUN, "--init_from={previous}"]),
+    ],
     # The registered protocol's replication (README, "Second seeds"): the best arm and AlphaZero
     # were within 0.1 of each other, so each runs again under seed 1.
     "alphazero_s1": [("az", "configs/gardner.py:cpu", None, [*RUN, "--config.seed=1"])],
