@@ -63,7 +63,7 @@ ARMS = {
             ["--config.data.games=2400", *DATA[1:], "--config.data.holdout_shards=2", *RUN],
         )
     ],
-    # Round 3 (registered 2026-11-28 09:10 UTC, README): round 2 beat AlphaZero, so its data
+    # Round 3 (registered 2026-11-28 09:00 UTC, README): round 2 beat AlphaZero, so its data
     # feeds AlphaZero: the first stage is `supervised_2400`'s run (the same dataset, remade
     # within the budget) stopped at 36 CPU-minutes, AlphaZero from it for the other 24.
     "supervised_2400_az": [
