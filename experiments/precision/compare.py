@@ -50,12 +50,23 @@ ROUND2_MATCHES = {
     "bf16_vs_f32_s2": ("bf16_s2", "f32_s2"),
     "seed2_vs_seed1": ("f32_s2", "f32_s1"),
 }
-ALL_ARMS = {**ARMS, **ROUND2_ARMS}
-ALL_MATCHES = {**MATCHES, **DIAGNOSTICS, **ROUND2_MATCHES}
-# The paired bf16 matches (one per seed) and the float32 seed pairs round 2 reads.
+# Round 3 (registered in the README after round 2 read "undecided"): two more seed pairs, so
+# that five pairs can resolve the registered half-width of 0.1.
+ROUND3_ARMS = {
+    "bf16_s3": ("bfloat16", 3),
+    "f32_s3": ("float32", 3),
+    "bf16_s4": ("bfloat16", 4),
+    "f32_s4": ("float32", 4),
+}
+ROUND3_MATCHES = {"bf16_vs_f32_s3": ("bf16_s3", "f32_s3"), "bf16_vs_f32_s4": ("bf16_s4", "f32_s4")}
+ALL_ARMS = {**ARMS, **ROUND2_ARMS, **ROUND3_ARMS}
+ALL_MATCHES = {**MATCHES, **DIAGNOSTICS, **ROUND2_MATCHES, **ROUND3_MATCHES}
+# The paired bf16 matches (one per seed) and the float32 seed pairs rounds 2 and 3 read.
 PAIRED = ("bf16_vs_f32", "bf16_vs_f32_s1", "bf16_vs_f32_s2")
+PAIRED_ROUND3 = (*PAIRED, *ROUND3_MATCHES)
 SEED_PAIRS = ("seed1_vs_seed0", "seed2_vs_seed1")
-T_975_DF2 = 4.302653  # Student's t, 97.5% quantile, 2 degrees of freedom
+# Student's t, 97.5% quantile, by degrees of freedom (pairs - 1).
+T_975 = {2: 4.302653, 4: 2.776445}
 EQUAL_HALF_WIDTH = 0.1
 GAMES = 400
 SIMULATIONS = 32
@@ -283,13 +294,13 @@ def report(root: Path) -> str:
 
 
 def paired_verdict(bf16_scores: list[float]) -> dict:
-    """Round 2's reading: the mean of the paired bf16 scores, its t interval over the pairs,
-    and "equal" (the interval holds 0.5, half-width <= EQUAL_HALF_WIDTH), "worse" (below 0.5)
-    or "undecided"."""
+    """Rounds 2 and 3's reading: the mean of the paired bf16 scores, its t interval over the
+    pairs, and "equal" (the interval holds 0.5, half-width <= EQUAL_HALF_WIDTH), "worse"
+    (below 0.5) or "undecided"."""
     n = len(bf16_scores)
     mean = sum(bf16_scores) / n
     sd = math.sqrt(sum((x - mean) ** 2 for x in bf16_scores) / (n - 1))
-    half = T_975_DF2 * sd / math.sqrt(n)
+    half = T_975[n - 1] * sd / math.sqrt(n)
     low, high = mean - half, mean + half
     if high < 0.5:
         verdict = "worse"
@@ -300,11 +311,13 @@ def paired_verdict(bf16_scores: list[float]) -> dict:
     return {"mean": mean, "ci95": [low, high], "half_width": half, "verdict": verdict}
 
 
-def report_round2(root: Path) -> str:
-    names = [*PAIRED, *SEED_PAIRS]
+def report_round2(root: Path, round_: int = 2) -> str:
+    """Round 2's table and verdict over three seed pairs; `round_` 3: over five."""
+    paired = PAIRED if round_ == 2 else PAIRED_ROUND3
+    names = [*paired, *SEED_PAIRS]
     missing = [name for name in names if not match_path(root, name).exists()]
     if missing:
-        raise SystemExit(f"error: not done yet: {', '.join(missing)} (run `all --round 2`)")
+        raise SystemExit(f"error: not done yet: {', '.join(missing)} (run `all --round {round_}`)")
     scores = {name: json.loads(match_path(root, name).read_text()) for name in names}
     lines = ["| match | score | 95% interval over games |", "|---|---|---|"]
     for name in names:
@@ -312,14 +325,14 @@ def report_round2(root: Path) -> str:
         low, high = scores[name]["score_ci95"]
         score = scores[name]["score"]
         lines.append(f"| {model} vs {opponent} | {score:.3f} | [{low:.3f}, {high:.3f}] |")
-    verdict = paired_verdict([scores[name]["score"] for name in PAIRED])
+    verdict = paired_verdict([scores[name]["score"] for name in paired])
     low, high = verdict["ci95"]
     lines += [
         "",
-        f"bf16 against float32, paired by seed (n = {len(PAIRED)}): mean {verdict['mean']:.3f}, "
+        f"bf16 against float32, paired by seed (n = {len(paired)}): mean {verdict['mean']:.3f}, "
         f"95% interval over the pairs [{low:.3f}, {high:.3f}]: **{verdict['verdict']}**",
     ]
-    (root / "report_round2.json").write_text(
+    (root / f"report_round{round_}.json").write_text(
         json.dumps({"matches": scores, "paired": verdict}, indent=1) + "\n"
     )
     return "\n".join(lines)
@@ -345,8 +358,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("action", choices=("train", "match", "all", "report", "status"))
     parser.add_argument("name", nargs="?", help=f"train: one of {', '.join(ALL_ARMS)}; "
                         f"match: one of {', '.join(ALL_MATCHES)}")  # fmt: skip
-    parser.add_argument("--round", type=int, choices=(1, 2), default=1,
-                        help="all, report: round 1 or round 2 (more seeds)")  # fmt: skip
+    parser.add_argument("--round", type=int, choices=(1, 2, 3), default=1,
+                        help="all, report: round 1, 2 or 3 (more seeds)")  # fmt: skip
     parser.add_argument("--root", type=Path, default=DEFAULT_ROOT, help="the runs' folder")
     args = parser.parse_args(argv)
     choices = {"train": ALL_ARMS, "match": ALL_MATCHES}.get(args.action)
@@ -361,14 +374,18 @@ def main(argv: list[str] | None = None) -> int:
     elif args.action == "match":
         print(json.dumps(match(args.root, args.name)))
     elif args.action == "all":
-        arms, matches = (ARMS, MATCHES) if args.round == 1 else (ALL_ARMS, ROUND2_MATCHES)
+        arms, matches = {
+            1: (ARMS, MATCHES),
+            2: ({**ARMS, **ROUND2_ARMS}, ROUND2_MATCHES),
+            3: (ALL_ARMS, {**ROUND2_MATCHES, **ROUND3_MATCHES}),
+        }[args.round]
         for arm in arms:
             train(args.root, arm)
         for name in matches:
             match(args.root, name)
-        print(report(args.root) if args.round == 1 else report_round2(args.root))
+        print(report(args.root) if args.round == 1 else report_round2(args.root, args.round))
     elif args.action == "report":
-        print(report(args.root) if args.round == 1 else report_round2(args.root))
+        print(report(args.root) if args.round == 1 else report_round2(args.root, args.round))
     else:
         print(status(args.root))
     return 0

@@ -5,6 +5,7 @@ match is done. Written metrics and match files stand in for the runs (no trainin
 
 import importlib.util
 import json
+import statistics
 from pathlib import Path
 
 import pytest
@@ -97,6 +98,27 @@ def test_round_two_reads_the_paired_bf16_scores_with_an_interval_over_the_seeds(
     assert "mean 0.437" in table and "**worse**" in table
 
 
+def test_round_three_reads_five_pairs_with_the_t_quantile_of_four_degrees_of_freedom(tmp_path):
+    five = compare.paired_verdict([0.42, 0.55, 0.53, 0.50, 0.50])
+    sd = statistics.stdev([0.42, 0.55, 0.53, 0.50, 0.50])
+    assert five["half_width"] == pytest.approx(2.776445 * sd / 5**0.5)
+    assert five["verdict"] == "equal"  # what three pairs of that spread could not say
+    assert compare.paired_verdict([0.42, 0.55, 0.53])["verdict"] == "undecided"
+    for name, score in zip(compare.PAIRED, [0.42, 0.55, 0.53], strict=True):
+        write_match(tmp_path, name, score)
+    for name in compare.SEED_PAIRS:
+        write_match(tmp_path, name, 0.5)
+    with pytest.raises(
+        SystemExit, match=r"not done yet: bf16_vs_f32_s3, bf16_vs_f32_s4 \(run `all --round 3`\)"
+    ):
+        compare.report_round2(tmp_path, 3)
+    for name in compare.ROUND3_MATCHES:
+        write_match(tmp_path, name, 0.5)
+    table = compare.report_round2(tmp_path, 3)
+    assert "paired by seed (n = 5): mean 0.500" in table and "**equal**" in table
+    assert (tmp_path / "report_round3.json").exists()
+
+
 def test_the_readme_table_is_the_report_of_the_committed_runs(tmp_path):
     import shutil
 
@@ -104,4 +126,6 @@ def test_the_readme_table_is_the_report_of_the_committed_runs(tmp_path):
     table = compare.report(tmp_path / "runs")
     readme = (PATH.parent / "README.md").read_text()
     for line in table.splitlines():
+        assert line in readme, line
+    for line in compare.report_round2(tmp_path / "runs").splitlines():
         assert line in readme, line
