@@ -14,8 +14,9 @@ change.
 holds the first three and, with `checkpoint.save_replay`, the ring (read back in either layout
 it was ever written in; a checkpoint without it resumes with an empty ring and says so).
 `ReplicatedAlgorithm` is the base of the learners without a replay ring whose state every
-device holds whole (supervised, recon): a subclass makes a fresh state, the base places,
-templates and checkpoints it.
+device holds whole (`ReplicatedState`: TD(λ), supervised, recon): a subclass makes a fresh
+state, the base places, templates and checkpoints it. An algorithm's instance declares its
+name, batch field and config check (`Algorithm.__init__`).
 """
 
 from __future__ import annotations
