@@ -104,6 +104,11 @@ def _settings(config) -> dict[str, Any]:
     }
 
 
+# The dataset workers' engine start-up: the first `uciok` and the other start-up answers may
+# take many seconds on a loaded machine (10 s timed out beside a test suite, 2026-11-28).
+WORKER_ENGINE_TIMEOUTS = {"uci_timeout": 60.0, "handshake_timeout": 60.0}
+
+
 def play_shard(settings: dict[str, Any], index: int, engine: str | None = None) -> dict:
     """The arrays of shard `index`: `shard_games` engine games (module doc), in numpy."""
     variant = settings["variant"]
@@ -111,8 +116,9 @@ def play_shard(settings: dict[str, Any], index: int, engine: str | None = None) 
     limits = uci.Limits(nodes=settings["nodes"])
     k = settings["multipv"]
     fens, actions, probs, values = [], [], [], []
-    # A worker among others on a busy machine: the first `uciok` may take seconds there.
-    with uci.UciEngine(variant, engine, probe=False, uci_timeout=60.0) as player:
+    # A worker among others on a busy machine: the first `uciok` may take seconds there (the
+    # first wait is the shorter of the two timeouts, so both are raised).
+    with uci.UciEngine(variant, engine, probe=False, **WORKER_ENGINE_TIMEOUTS) as player:
         for _ in range(settings["shard_games"]):
             start = R.start_fen(variant)
             fen, moves, positions = start, [], []  # positions: (fen, ids, probs, score, turn)

@@ -60,6 +60,24 @@ def test_uci_info_lines_parse_to_depth_rank_move_and_score(line, parsed):
     assert uci.parse_info_line(line) == parsed
 
 
+def test_a_dataset_worker_waits_a_minute_for_its_engine_to_start(monkeypatch):
+    """The first `uciok` is awaited for the shorter of `uci_timeout` and `handshake_timeout`:
+    a worker beside other work once gave up after the default 10 s."""
+    opened = {}
+
+    class Recorder:
+        def __init__(self, variant, engine, **kwargs):
+            opened.update(kwargs)
+            raise RuntimeError("recorded")
+
+    monkeypatch.setattr(uci, "UciEngine", Recorder)
+    with pytest.raises(RuntimeError, match="recorded"):
+        supervised.play_shard(supervised._settings(smoke(1)), 0)
+    timeouts = [opened.get(k, d) for k, d in (("uci_timeout", uci.DEFAULT_UCI_TIMEOUT),
+                ("handshake_timeout", uci.DEFAULT_HANDSHAKE_TIMEOUT))]  # fmt: skip
+    assert min(timeouts) >= 60.0
+
+
 def smoke(iterations: int):
     config = supervised_config.get_config("smoke").copy_and_resolve_references()
     config.unlock()
