@@ -1025,7 +1025,7 @@ def _iteration_gardner(args) -> dict:
 
     from mmc_jax.algorithms import alphazero
     from mmc_jax.model import network as network_lib
-    from mmc_jax.training import learner, selfplay
+    from mmc_jax.training import learner, runloop, selfplay
 
     config, mesh = _filled_preset("gardner", args.gardner_preset)
     before_dict = _with_xla_conv_grad(config)
@@ -1061,7 +1061,7 @@ def _iteration_gardner(args) -> dict:
         state = iteration(state, rules_b, jax.random.key(10 + i))[0]
     _, trajectory = play(state.params, state.game_state, key)
     _, samples = targets(trajectory, state.replay, key)
-    saved = _saved_tree(state)
+    saved = runloop.checkpoint_state(alphazero.ALGORITHM, state, 1, 1, 1, save_replay=True)
     arms = {
         "total": lambda: iteration(state, rules_b, key)[1],
         "total_before": lambda: iteration_before(state, rules_b, key)[1],
@@ -1111,7 +1111,7 @@ def _iteration_joat(args) -> dict:
 
     from mmc_jax.algorithms import alphazero, meta
     from mmc_jax.model import network as network_lib
-    from mmc_jax.training import learner, selfplay
+    from mmc_jax.training import learner, runloop, selfplay
 
     config, mesh = _filled_preset("joat", args.joat_preset)
     before_dict = _with_xla_conv_grad(config)
@@ -1151,7 +1151,7 @@ def _iteration_joat(args) -> dict:
     update = jax.jit(meta.meta_update, static_argnames=("config", "mesh"))
     keys = jax.random.split(key, num_tasks)
     step_before = meta.make_meta_step(before_dict, mesh, donate=False)
-    saved = _saved_tree(state)
+    saved = runloop.checkpoint_state(meta.ALGORITHM, state, 1, 1, 1, save_replay=True)
     rounds = int(config.meta.updates_per_iteration)
     arms = {
         "total": lambda: step(state, table, weights, key, eps)[1],
@@ -1660,21 +1660,6 @@ def _check_json_out(parser, path: str | None) -> None:
         write_json(path, {"complete": False})
     except OSError as error:
         parser.error(f"--json-out {path}: cannot write it ({error.strerror or error})")
-
-
-def _saved_tree(state) -> dict:
-    """What a checkpoint of `state` (an AlphaZero or JOAT training state) writes, for timing the
-    checkpoint part of an iteration."""
-    one = np.asarray(1, np.int64)
-    return {
-        "params": state.params,
-        "opt_state": state.opt_state,
-        "game_state": state.game_state,
-        "iteration": one,
-        "frames": one,
-        "games": one,
-        "replay": state.replay,
-    }
 
 
 def _has_pgx() -> bool:
