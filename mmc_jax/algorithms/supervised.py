@@ -107,6 +107,11 @@ def _settings(config) -> dict[str, Any]:
 # The dataset workers' engine start-up: the first `uciok` and the other start-up answers may
 # take many seconds on a loaded machine (10 s timed out beside a test suite, 2026-11-28).
 WORKER_ENGINE_TIMEOUTS = {"uci_timeout": 60.0, "handshake_timeout": 60.0}
+# And one 100-node analysis gave no answer in 30 s beside a test suite at nice 19 (2026-11-28,
+# shard 51 of 96): a worker waits longer per move, and a shard whose engine times out or dies is
+# played again from its start with a fresh engine (the same seed: the same shard), so many times.
+WORKER_MOVE_TIMEOUT = 120.0
+SHARD_ATTEMPTS = 3
 
 
 def play_shard(settings: dict[str, Any], index: int, engine: str | None = None) -> dict:
@@ -131,7 +136,7 @@ def play_shard(settings: dict[str, Any], index: int, engine: str | None = None) 
                 if ply < settings["random_plies"]:
                     move = legal[int(rng.integers(len(legal)))]
                 else:
-                    analysed = player.analyse(start, moves, limits, k)
+                    analysed = player.analyse(start, moves, limits, k, WORKER_MOVE_TIMEOUT)
                     analysed = [(m, s) for m, s in analysed if m in legal]
                     if not analysed:  # the engine had nothing legal to say: a random move
                         analysed = [(legal[int(rng.integers(len(legal)))], 0.0)]
@@ -164,9 +169,21 @@ def play_shard(settings: dict[str, Any], index: int, engine: str | None = None) 
     }
 
 
+def play_shard_retrying(settings: dict[str, Any], index: int, engine: str | None = None) -> dict:
+    """`play_shard`, played again from its start (fresh engine, same shard) when the engine
+    times out or dies, up to SHARD_ATTEMPTS times in all; the last failure is raised."""
+    for attempt in range(1, SHARD_ATTEMPTS + 1):
+        try:
+            return play_shard(settings, index, engine)
+        except (uci.EngineTimeout, uci.EngineCrashed):
+            if attempt == SHARD_ATTEMPTS:
+                raise
+    raise AssertionError("unreachable")
+
+
 def _shard_job(job):
     settings, index, path, engine = job
-    arrays = play_shard(settings, index, engine)
+    arrays = play_shard_retrying(settings, index, engine)
     tmp = path + ".tmp.npz"
     np.savez_compressed(tmp, **arrays)
     os.replace(tmp, path)

@@ -78,6 +78,33 @@ def test_a_dataset_worker_waits_a_minute_for_its_engine_to_start(monkeypatch):
     assert min(timeouts) >= 60.0
 
 
+def test_a_shard_whose_engine_times_out_is_played_again_from_its_start(monkeypatch):
+    """A worker's engine that stops answering (it did once at nice 19 beside a test suite) costs
+    the shard's games, not the run: the shard is played again, up to SHARD_ATTEMPTS times."""
+    calls = []
+
+    def flaky(settings, index, engine=None):
+        calls.append(index)
+        if len(calls) < supervised.SHARD_ATTEMPTS:
+            raise uci.EngineTimeout("engine gave no answer")
+        return {"value": np.zeros(3, np.float32)}
+
+    monkeypatch.setattr(supervised, "play_shard", flaky)
+    assert len(supervised.play_shard_retrying({}, 7)["value"]) == 3
+    assert calls == [7] * supervised.SHARD_ATTEMPTS
+    calls.clear()
+    monkeypatch.setattr(supervised, "SHARD_ATTEMPTS", 2)  # every attempt fails: the error shows
+
+    def dead(settings, index, engine=None):
+        calls.append(index)
+        raise uci.EngineTimeout("engine gave no answer")
+
+    monkeypatch.setattr(supervised, "play_shard", dead)
+    with pytest.raises(uci.EngineTimeout):
+        supervised.play_shard_retrying({}, 7)
+    assert calls == [7, 7]
+
+
 def smoke(iterations: int):
     config = supervised_config.get_config("smoke").copy_and_resolve_references()
     config.unlock()
