@@ -6,6 +6,8 @@ is registered in experiments/recon/README.md ("No collapse") before the run.
     python experiments/recon/no_collapse.py evaluate     # 100 games of the final checkpoint
     python experiments/recon/no_collapse.py status       # spent, trained, evaluated; the curve
 
+`--run N` picks a registered run (RUNS; 1 by default), each in its own folder.
+
 `train` runs `python -m mmc_jax.train` as a child and stops it (SIGTERM: the iteration in
 progress is checkpointed) when the CPU time of its process tree reaches `--cpu-minutes`, with
 the equal-budget runner of experiments/learners/compare.py; what was spent is kept in
@@ -25,7 +27,6 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-DEFAULT_ROOT = ROOT / "runs" / "recon_no_collapse"
 
 _spec = importlib.util.spec_from_file_location(
     "learners_compare", ROOT / "experiments" / "learners" / "compare.py"
@@ -33,12 +34,20 @@ _spec = importlib.util.spec_from_file_location(
 budgeted = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(budgeted)
 
-# The registered run: one stage, the cpu preset as it is (its periodic evaluation against
-# entropy-pimc every 25 iterations included, and paid from the budget); `num_iterations` only
-# a cap.
-ARMS = {
-    "recon": [("recon", "configs/recon.py:cpu", None, ["--config.num_iterations=100000"])],
+# The registered runs (experiments/recon/README.md, "No collapse"), each one stage: the cpu
+# preset (its periodic evaluation against entropy-pimc every 25 iterations included, and paid
+# from the budget; `num_iterations` only a cap) with the run's overrides, and its default folder.
+RUNS = {
+    1: ([], "recon_no_collapse"),  # the preset as it is
+    2: (["--config.selfplay.explore=0.1"], "recon_no_collapse_run2"),  # one guard: exploration
 }
+
+
+def arms(run: int) -> dict:
+    overrides = ["--config.num_iterations=100000", *RUNS[run][0]]
+    return {"recon": [("recon", "configs/recon.py:cpu", None, overrides)]}
+
+
 CPU_MINUTES = 60.0
 EVALUATION = ["--agents", "learned,entropy-pimc", "--first-only", "--games", "100",
               "--max-plies", "100", "--seed", "0"]  # fmt: skip
@@ -92,8 +101,15 @@ def main(argv: list[str] | None = None) -> int:
         "information-gain sensing + PIMC (issue 47 item 4).",
     )
     parser.add_argument("action", choices=("train", "evaluate", "status"))
-    parser.add_argument("--root", type=Path, default=DEFAULT_ROOT, help="the run's folder")
+    parser.add_argument(
+        "--run", type=int, choices=sorted(RUNS), default=1, help="the registered run (default 1)"
+    )
+    parser.add_argument(
+        "--root", type=Path, help="the run's folder (default runs/<the run's name>)"
+    )
     args = parser.parse_args(argv)
+    if args.root is None:
+        args.root = ROOT / "runs" / RUNS[args.run][1]
     sys.path.insert(0, str(ROOT))
     args.root.mkdir(parents=True, exist_ok=True)
 
@@ -101,8 +117,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"[{time.strftime('%H:%M:%S')}] {line}", flush=True)
 
     if args.action == "train":
-        budgeted.train_arm("recon", args.root, CPU_MINUTES, sys.executable, log, arms=ARMS)
-        log(f"trained: {final_workdir(args.root)}; next: no_collapse.py evaluate")
+        budgeted.train_arm(
+            "recon", args.root, CPU_MINUTES, sys.executable, log, arms=arms(args.run)
+        )
+        log(f"trained: {final_workdir(args.root)}; next: no_collapse.py evaluate --run {args.run}")
     elif args.action == "evaluate":
         if not budgeted.read_budget(args.root, "recon").get("final"):
             parser.error(f"no finished run under {args.root} (run `train` first)")

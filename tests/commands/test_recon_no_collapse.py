@@ -27,12 +27,23 @@ def test_collapse_is_ten_passive_iterations_in_a_row():
 def test_the_run_trains_the_cpu_preset_to_its_budget_and_evaluate_needs_a_finished_run(
     tmp_path, capsys
 ):
-    (stage,) = no_collapse.ARMS["recon"]
+    (stage,) = no_collapse.arms(1)["recon"]
     assert stage[1] == "configs/recon.py:cpu" and stage[2] is None
-    assert no_collapse.budgeted.stage_limits("recon", 3600.0, no_collapse.ARMS) == [3600.0]
+    assert stage[3] == ["--config.num_iterations=100000"]  # run 1: the preset as it is
+    assert no_collapse.budgeted.stage_limits("recon", 3600.0, no_collapse.arms(1)) == [3600.0]
     command = no_collapse.evaluation_command(tmp_path)
     assert command[command.index("--checkpoint") + 1] == str(tmp_path / "recon" / "recon")
     assert command[command.index("--games") + 1] == "100"
     with pytest.raises(SystemExit):
         no_collapse.main(["evaluate", "--root", str(tmp_path)])
     assert "no finished run under" in capsys.readouterr().err
+
+
+def test_run_2_adds_only_its_registered_guard_and_has_its_own_folder(tmp_path, capsys):
+    (one,), (two,) = no_collapse.arms(1)["recon"], no_collapse.arms(2)["recon"]
+    assert two[:3] == one[:3]
+    assert two[3] == one[3] + ["--config.selfplay.explore=0.1"]
+    assert no_collapse.RUNS[1][1] != no_collapse.RUNS[2][1]
+    with pytest.raises(SystemExit):
+        no_collapse.main(["evaluate", "--run", "3"])
+    assert "invalid choice" in capsys.readouterr().err
