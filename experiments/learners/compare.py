@@ -83,7 +83,28 @@ ARMS = {
         ("az", "configs/gardner.py:cpu", None, [*RUN, "--init_from={previous}", "--config.seed=1"]),
     ],
 }
+# Round 4 (registered 2026-11-28 12:10 UTC, README, before round 3 was rated): the best
+# recipe on three more variants Fairy-Stockfish plays, its stages with `--config.variant`.
+# Both candidates are listed; the rule in the README picks the one that is run.
+ROUND4_RECIPES = ("supervised_2400", "supervised_2400_az")
+ROUND4_VARIANTS = ("atomic", "extinction", "mallet")
+for _recipe in ROUND4_RECIPES:
+    for _variant in ROUND4_VARIANTS:
+        ARMS[f"{_recipe}_{_variant}"] = [
+            (name, config, share, [*overrides, f"--config.variant={_variant}"])
+            for name, config, share, overrides in ARMS[_recipe]
+        ]
 EVALUATION = {"games": 400, "nodes": (100, 1000), "simulations": 32, "variant": "gardner"}
+
+
+def arm_variant(arm: str) -> str:
+    """The variant an arm learns and is rated on (the last `--config.variant` of its stages)."""
+    variant = EVALUATION["variant"]
+    for _, _, _, overrides in ARMS[arm]:
+        for override in overrides:
+            if override.startswith("--config.variant="):
+                variant = override.split("=", 1)[1]
+    return variant
 
 
 def process_tree_cpu_seconds(root_pid: int) -> float:
@@ -248,7 +269,7 @@ def evaluate_arm(arm: str, root: Path, python: str, log) -> dict:
         search = ["--search=one-ply"] if folder == "ladder_one_ply" else []
         command = [
             python, "-m", "mmc_jax.evaluate", "ladder", f"--checkpoint={budget['final']}",
-            f"--variant={EVALUATION['variant']}", f"--games={EVALUATION['games']}",
+            f"--variant={arm_variant(arm)}", f"--games={EVALUATION['games']}",
             f"--simulations={EVALUATION['simulations']}", "--chain-games=0", *search,
             "--nodes", *map(str, EVALUATION["nodes"]), f"--out={out}",
         ]  # fmt: skip

@@ -137,6 +137,33 @@ def test_a_td_model_is_also_rated_as_its_one_ply_player(tmp_path):
     assert "| td_lambda (one-ply) | td 60.0 | - | 0.900 [0.870, 0.930] | - | - | - |" in table
 
 
+def test_round_4_runs_each_candidate_recipe_on_its_variant_and_rates_it_there(
+    tmp_path, monkeypatch
+):
+    """A round-4 arm is its recipe's stages (shares, configs, the stage chaining) with the
+    variant added to every stage, and its ladder plays that variant."""
+    for recipe in compare.ROUND4_RECIPES:
+        for variant in compare.ROUND4_VARIANTS:
+            arm = compare.ARMS[f"{recipe}_{variant}"]
+            assert len(arm) == len(compare.ARMS[recipe])
+            for (name, config, share, overrides), base in zip(arm, compare.ARMS[recipe]):
+                assert (name, config, share) == base[:3]
+                assert overrides == [*base[3], f"--config.variant={variant}"]
+            assert compare.arm_variant(f"{recipe}_{variant}") == variant
+    assert compare.arm_variant("supervised_2400") == "gardner"
+    commands = []
+    monkeypatch.setattr(compare.subprocess, "run", lambda command, **_: commands.append(command))
+    compare.write_budget(tmp_path, "supervised_2400_atomic", {"stages": {}, "final": "W"})
+    (tmp_path / "supervised_2400_atomic" / "ladder").mkdir(parents=True)
+    (tmp_path / "supervised_2400_atomic" / "ladder" / "ladder.json").write_text("{}")
+    compare.evaluate_arm("supervised_2400_atomic", tmp_path, "python", lambda _: None)
+    assert commands == []  # rated already: nothing is played again
+    (tmp_path / "supervised_2400_atomic" / "ladder" / "ladder.json").unlink()
+    with pytest.raises(FileNotFoundError):  # the fake run writes no ladder
+        compare.evaluate_arm("supervised_2400_atomic", tmp_path, "python", lambda _: None)
+    assert "--variant=atomic" in commands[0]
+
+
 def test_the_elo_column_is_the_difference_to_fsf_100_from_the_score():
     assert compare.elo_difference(0.5) == 0.0
     assert compare.elo_difference(10 / 11) == pytest.approx(400.0)
