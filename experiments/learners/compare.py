@@ -23,6 +23,7 @@ import argparse
 import json
 import math
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -94,6 +95,12 @@ for _recipe in ROUND4_RECIPES:
             (name, config, share, [*overrides, f"--config.variant={_variant}"])
             for name, config, share, overrides in ARMS[_recipe]
         ]
+# Amendment 4 (registered 2026-11-28 12:15 UTC, README, before round 3 was run again): a
+# stage listed here starts from another arm's finished dataset (the same settings and seed: its
+# shards are the ones the stage would make, bit for bit) and is charged the dataset's measured
+# cost instead of making it again: (arm, stage) of the dataset, CPU seconds charged.
+# 2,400 games x 0.77 CPU-s (data_cost.py, the cost the round-3 split was sized on).
+PREPAID = {("supervised_2400_az", "sup"): (("supervised_2400", "sup"), 2400 * 0.77)}
 EVALUATION = {"games": 400, "nodes": (100, 1000), "simulations": 32, "variant": "gardner"}
 
 
@@ -168,6 +175,25 @@ def stage_limits(arm: str, total_seconds: float, arms: dict | None = None) -> li
     return [total_seconds * (1 - fixed if share is None else share) for share in shares]
 
 
+def prepay(root: Path, arm: str, stage: str, workdir: Path) -> dict:
+    """Copies the dataset PREPAID names into `workdir` (the stage not started yet) and returns
+    the budget record's new fields: what is charged for it and where it came from."""
+    (source_arm, source_stage), charge = PREPAID[arm, stage]
+    source = root / source_arm / source_stage / "dataset"
+    manifest = source / "manifest.json"
+    if not manifest.exists():
+        raise SystemExit(f"error: {arm}/{stage} starts from {source}, which is not there")
+    if (workdir / "dataset").exists() or (workdir / "checkpoints").exists():
+        raise SystemExit(f"error: {workdir} was started already; move it aside to start anew")
+    shutil.copytree(source, workdir / "dataset")
+    return {
+        "cpu_seconds": charge,
+        "prepaid": charge,
+        "prepaid_from": f"{source_arm}/{source_stage}",
+        "prepaid_shards": len(json.loads(manifest.read_text())["shards"]),
+    }
+
+
 def train_arm(
     arm: str, root: Path, cpu_minutes: float, python: str, log, arms: dict | None = None
 ) -> dict:
@@ -190,6 +216,11 @@ def train_arm(
             log(f"{arm}/{name}: done ({record['cpu_seconds'] / 60:.1f} CPU-min)")
             previous = workdir
             continue
+        if (arm, name) in PREPAID and "prepaid" not in record:
+            record.update(prepay(root, arm, name, workdir))
+            write_budget(root, arm, budget)
+            log(f"{arm}/{name}: dataset of {record['prepaid_from']}, charged "
+                f"{record['prepaid'] / 60:.1f} CPU-min")  # fmt: skip
         args = [o.replace("{previous}", str(previous)) for o in overrides]
         command = [python, "-m", "mmc_jax.train", f"--config={config}", f"--workdir={workdir}"]
         command += args

@@ -97,6 +97,37 @@ def test_a_stage_that_saved_no_checkpoint_is_an_error_not_a_start(tmp_path, monk
     assert len((tmp_path / "calls").read_text().splitlines()) == 1  # the second never started
 
 
+def test_a_prepaid_stage_starts_from_the_named_dataset_and_is_charged_its_cost(
+    tmp_path, monkeypatch
+):
+    """Amendment 4: the stage copies the other arm's dataset before it starts, its budget
+    counts on from the charge, and a stage started before cannot be prepaid over."""
+    fake = tmp_path / "python"
+    fake.write_text(FAKE_TRAINER.format(python=sys.executable))
+    fake.chmod(0o755)
+    monkeypatch.setenv("FAKE_CALLS", str(tmp_path / "calls"))
+    monkeypatch.setattr(compare, "POLL_SECONDS", 0.2)
+    root = tmp_path / "root"
+    source = root / "supervised_2400" / "sup" / "dataset"
+    source.mkdir(parents=True)
+    (source / "manifest.json").write_text(json.dumps({"shards": [{"index": 0}, {"index": 1}]}))
+    (source / "shard-00000.npz").write_bytes(b"games")
+    registered = compare.PREPAID[("supervised_2400_az", "sup")]
+    assert registered == (("supervised_2400", "sup"), pytest.approx(2400 * 0.77))
+    monkeypatch.setitem(
+        compare.PREPAID, ("supervised_2400_az", "sup"), (("supervised_2400", "sup"), 1.0)
+    )
+    budget = compare.train_arm("supervised_2400_az", root, 0.05, str(fake), print)  # 3 s
+    sup = budget["stages"]["sup"]
+    assert sup["prepaid"] == 1.0 and sup["prepaid_from"] == "supervised_2400/sup"
+    assert sup["prepaid_shards"] == 2
+    assert 1.8 <= sup["cpu_seconds"] <= 1.8 + 3 * 0.2 * 2  # 0.6 of 3 s, the charge included
+    copied = root / "supervised_2400_az" / "sup" / "dataset" / "shard-00000.npz"
+    assert copied.read_bytes() == b"games"
+    with pytest.raises(SystemExit, match="was started already"):
+        compare.prepay(root, "supervised_2400_az", "sup", root / "supervised_2400_az" / "sup")
+
+
 def test_the_report_reads_the_ladder(tmp_path):
     root = tmp_path
     compare.write_budget(
