@@ -301,7 +301,7 @@ def load_dataset(config, workdir: str, chunk: int = 512) -> dict[str, np.ndarray
     obs, masks = [], []
     for begin in range(0, len(data["fen"]), chunk):
         fens = list(data["fen"][begin : begin + chunk])
-        states = R.stack([R.from_fen(str(f), variant) for f in fens])
+        states = R.from_fens(fens, variant)
         rules = R.batch(variant, len(fens))
         o, m = jax.device_get(_observe_fn()(rules, states))
         obs.append(o)

@@ -215,7 +215,9 @@ def test_batch_accepts_specs():
 # ----------------------------------------------------------------------------- impossible input
 
 
-@pytest.mark.parametrize("call", ["legal_moves", "result", "fog_fen", "perft", "from_fen"])
+@pytest.mark.parametrize(
+    "call", ["legal_moves", "result", "fog_fen", "perft", "from_fen", "from_fens"]
+)
 @pytest.mark.parametrize(
     "variant, fen, message",
     [
@@ -228,10 +230,41 @@ def test_batch_accepts_specs():
     ],
 )
 def test_impossible_positions_are_rejected(call, variant, fen, message):
-    args = {"perft": (variant, fen, 1), "from_fen": (fen, variant)}.get(call, (variant, fen))
+    args = {
+        "perft": (variant, fen, 1),
+        "from_fen": (fen, variant),
+        "from_fens": ([R.start_fen(variant), fen], variant),  # the second of a batch
+    }.get(call, (variant, fen))
     with pytest.raises(ValueError) as info:
         getattr(R, call)(*args)
     assert message in str(info.value)
+
+
+@pytest.mark.parametrize("variant", ["gardner", "atomic", "dark", "goal=king", "extinction"])
+def test_from_fens_is_from_fen_of_each_stacked(variant):
+    """The batched loader of datasets equals one `from_fen` per FEN, finished games (kings
+    gone where that ends a game) and a batch longer than one chunk included."""
+    fens = [
+        R.start_fen(variant),
+        "k4/5/5/5/Q3K w - - 0 1",  # Black in check, White to move: Black may not be in check
+        "5/5/5/5/4K b - - 0 1",
+        "k4/1K3/5/5/Q4 w - - 0 1",
+        "r1k2/1p3/5/3P1/R3K b - - 3 17",
+    ]
+    fens = [f for f in fens if _possible(variant, f)]
+    fens = (fens * (R.CHUNK // len(fens) + 2))[: R.CHUNK + 3]
+    got = R.from_fens(fens, variant)
+    want = R.stack([R.from_fen(f, variant) for f in fens])
+    for a, b in zip(jax.tree.leaves(got), jax.tree.leaves(want), strict=True):
+        np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+
+
+def _possible(variant, fen):
+    try:
+        R.validate_position(variant, fen)
+    except ValueError:
+        return False
+    return True
 
 
 @pytest.mark.parametrize(
