@@ -129,3 +129,5 @@ def test_the_readme_table_is_the_report_of_the_committed_runs(tmp_path):
         assert line in readme, line
     for line in compare.report_round2(tmp_path / "runs").splitlines():
         assert line in readme, line
+    for line in compare.report_round2(tmp_path / "runs", 3).splitlines():
+        assert line in readme, line
