@@ -109,7 +109,8 @@ def _settings(config) -> dict[str, Any]:
 WORKER_ENGINE_TIMEOUTS = {"uci_timeout": 60.0, "handshake_timeout": 60.0}
 # And one 100-node analysis gave no answer in 30 s beside a test suite at nice 19 (2026-11-28,
 # shard 51 of 96): a worker waits longer per move, and a shard whose engine times out or dies is
-# played again from its start with a fresh engine (the same seed: the same shard), so many times.
+# played again from its start with a fresh engine (the same seed: the same shard), up to
+# SHARD_ATTEMPTS times in all.
 WORKER_MOVE_TIMEOUT = 120.0
 SHARD_ATTEMPTS = 3
 
