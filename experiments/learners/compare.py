@@ -84,7 +84,7 @@ ARMS = {
         ("az", "configs/gardner.py:cpu", None, [*RUN, "--init_from={previous}", "--config.seed=1"]),
     ],
 }
-# Round 4 (registered 2026-11-28 12:10 UTC, README, before round 3 was rated): the best
+# Round 4 (registered 2026-11-28 11:47 UTC, README, before round 3 was rated): the best
 # recipe on three more variants Fairy-Stockfish plays, its stages with `--config.variant`.
 # Both candidates are listed; the rule in the README picks the one that is run.
 ROUND4_RECIPES = ("supervised_2400", "supervised_2400_az")
@@ -95,7 +95,7 @@ for _recipe in ROUND4_RECIPES:
             (name, config, share, [*overrides, f"--config.variant={_variant}"])
             for name, config, share, overrides in ARMS[_recipe]
         ]
-# Amendment 4 (registered 2026-11-28 12:15 UTC, README, before round 3 was run again): a
+# Amendment 4 (registered 2026-11-28 12:03 UTC, README, before round 3 was run again): a
 # stage listed here starts from another arm's finished dataset (the same settings and seed: its
 # shards are the ones the stage would make, bit for bit) and is charged the dataset's measured
 # cost instead of making it again: (arm, stage) of the dataset, CPU seconds charged.
