@@ -182,7 +182,11 @@ def prepay(root: Path, arm: str, stage: str, workdir: Path) -> dict:
     source = root / source_arm / source_stage / "dataset"
     manifest = source / "manifest.json"
     if not manifest.exists():
-        raise SystemExit(f"error: {arm}/{stage} starts from {source}, which is not there")
+        raise SystemExit(
+            f"error: {arm}/{stage} starts from {source}, which is not there: make it with "
+            f"`python experiments/learners/compare.py train {source_arm}` (deterministic: the "
+            "same shards), then run this again"
+        )
     if (workdir / "dataset").exists() or (workdir / "checkpoints").exists():
         raise SystemExit(f"error: {workdir} was started already; move it aside to start anew")
     shutil.copytree(source, workdir / "dataset")

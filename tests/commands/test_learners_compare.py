@@ -108,6 +108,8 @@ def test_a_prepaid_stage_starts_from_the_named_dataset_and_is_charged_its_cost(
     monkeypatch.setenv("FAKE_CALLS", str(tmp_path / "calls"))
     monkeypatch.setattr(compare, "POLL_SECONDS", 0.2)
     root = tmp_path / "root"
+    with pytest.raises(SystemExit, match="compare.py train supervised_2400`"):
+        compare.train_arm("supervised_2400_az", root, 0.05, str(fake), print)
     source = root / "supervised_2400" / "sup" / "dataset"
     source.mkdir(parents=True)
     (source / "manifest.json").write_text(json.dumps({"shards": [{"index": 0}, {"index": 1}]}))
@@ -176,8 +178,8 @@ def test_round_4_runs_each_candidate_recipe_on_its_variant_and_rates_it_there(
     for recipe in compare.ROUND4_RECIPES:
         for variant in compare.ROUND4_VARIANTS:
             arm = compare.ARMS[f"{recipe}_{variant}"]
-            assert len(arm) == len(compare.ARMS[recipe])
-            for (name, config, share, overrides), base in zip(arm, compare.ARMS[recipe]):
+            pairs = zip(arm, compare.ARMS[recipe], strict=True)
+            for (name, config, share, overrides), base in pairs:
                 assert (name, config, share) == base[:3]
                 assert overrides == [*base[3], f"--config.variant={variant}"]
             assert compare.arm_variant(f"{recipe}_{variant}") == variant
