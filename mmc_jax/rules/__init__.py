@@ -295,17 +295,6 @@ def from_fen(fen: str, variant: str | Variant | None = None) -> State:
     )
 
 
-_from_positions = jax.jit(jax.vmap(game.from_position))
-
-
-def _mirror_ranks(x: np.ndarray) -> np.ndarray:
-    """`notation.mirror_bits` of uint32 bitboards, elementwise."""
-    r = [np.uint32(m) for m in T.RANK_MASKS]
-    return (
-        ((x & r[0]) << 4) | ((x & r[1]) << 2) | (x & r[2]) | ((x & r[3]) >> 2) | ((x & r[4]) >> 4)
-    )
-
-
 def from_fens(fens: Sequence[str], variant: str | Variant) -> State:
     """A batched State [N] of FENs, each checked as `from_fen(fen, variant)` checks it (the
     first impossible one raises the same ValueError), in chunks of one compiled program each:
@@ -326,10 +315,8 @@ def from_fens(fens: Sequence[str], variant: str | Variant) -> State:
         missing = ((kings & own) == 0) | ((kings & occ & ~own) == 0)
         suspect |= missing
         if v.capture != "atomic" or not missing.all():
-            _, in_check = analyse_positions(
-                get(name), _mirror_ranks(pieces), _mirror_ranks(occ & ~own)
-            )
-            suspect |= np.asarray(in_check, bool) & ~missing
+            (in_check,) = _chunked(_waiting_side_in_check_chunk, get(name), pieces, own)
+            suspect |= in_check.astype(bool) & ~missing
     for i in np.flatnonzero(suspect):
         _validate(name, str(fens[i]).split()[0], positions[i].turn)
     columns = (
@@ -339,14 +326,9 @@ def from_fens(fens: Sequence[str], variant: str | Variant) -> State:
         np.asarray([p.halfmove for p in positions], np.int32),
         np.asarray([p.fullmove for p in positions], np.int32),
     )
-    chunks = []
-    for start in range(0, len(positions), CHUNK):
-        part = [c[start : start + CHUNK] for c in columns]
-        pad = CHUNK - len(part[0])
-        part = [np.concatenate([c, np.repeat(c[:1], pad, axis=0)]) for c in part]
-        out = jax.device_get(_from_positions(*part))
-        chunks.append(jax.tree.map(lambda x, n=CHUNK - pad: x[:n], out))
-    return jax.device_put(jax.tree.map(lambda *xs: np.concatenate(xs), *chunks))
+    leaves = _chunked(_from_positions_chunk, None, *columns)
+    structure = jax.tree.structure(jax.eval_shape(game.from_position, *(c[0] for c in columns)))
+    return jax.device_put(jax.tree.unflatten(structure, leaves))
 
 
 def to_fen(state: State) -> str:
@@ -383,6 +365,24 @@ def _children_chunk(rules, pieces, own, from_sq, to_sq, plane):
         return game.mirror(new_pieces), game.mirror(occ & ~new_own)
 
     return jax.vmap(one)(pieces, own, from_sq, to_sq, plane)
+
+
+@jax.jit
+def _from_positions_chunk(rules, pieces, own, turn, halfmove, fullmove):
+    del rules
+    states = jax.vmap(game.from_position)(pieces, own, turn, halfmove, fullmove)
+    return jax.tree.leaves(states)
+
+
+@jax.jit
+def _waiting_side_in_check_chunk(rules, pieces, own):
+    """Whether the side not to move is in check, seen as if it were to move (`_validate`)."""
+
+    def one(p, o):
+        occ = p[0] | p[1] | p[2] | p[3] | p[4] | p[5]
+        return game.analyse(rules, game.mirror(p), game.mirror(occ & ~o)).in_check
+
+    return (jax.vmap(one)(pieces, own),)
 
 
 def _chunked(fn, rules, *arrays):
