@@ -7,6 +7,7 @@ experiments/learners/README.md before any result.
     python experiments/learners/compare.py evaluate supervised       # its ladder (FSF 100/1000)
     python experiments/learners/compare.py report                    # the table, every arm
     python experiments/learners/compare.py status
+    python experiments/learners/compare.py park supervised           # a run in progress, to git
 
 `train` runs the arm's stages (`ARMS`) as `python -m mmc_jax.train` children and stops each when
 the CPU time of its whole process tree (the trainer, its dataset workers, their engines) reaches
@@ -15,11 +16,19 @@ progress and stops. CPU time, not wall time, so that the arms are equal on a mac
 other work. What each stage spent is kept in `<root>/<arm>/budget.json`; a killed `train`
 resumes the stage where its checkpoint is, counting on from what was recorded (the CPU time
 since the last record, at most one poll interval, is lost to the count: it is charged as 0).
+
+A run outlives its machine through git: `park ARM` (the arm stopped: SIGTERM to `train`'s
+process group checkpoints the iteration in progress) packs what its resume needs into
+`experiments/learners/parked/ARM.tar.gz` (each stage's latest checkpoint, metrics, logs, the
+budget record and an unfinished stage's dataset; no older checkpoint, no event file), to be
+committed; on a fresh clone `train ARM` unpacks it when the arm's folder is absent and goes on
+from it, the same run continuing. Once the arm is rated, delete the archive.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import math
 import os
@@ -27,6 +36,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import tarfile
 import time
 from pathlib import Path
 
@@ -101,6 +111,7 @@ for _recipe in ROUND4_RECIPES:
 # cost instead of making it again: (arm, stage) of the dataset, CPU seconds charged.
 # 2,400 games x 0.77 CPU-s (data_cost.py, the cost the round-3 split was sized on).
 PREPAID = {("supervised_2400_az", "sup"): (("supervised_2400", "sup"), 2400 * 0.77)}
+PARKED = ROOT / "experiments" / "learners" / "parked"
 EVALUATION = {"games": 400, "nodes": (100, 1000), "simulations": 32, "variant": "gardner"}
 
 
@@ -198,12 +209,93 @@ def prepay(root: Path, arm: str, stage: str, workdir: Path) -> dict:
     }
 
 
+def _parked_members(root: Path, arm: str) -> list[Path]:
+    """The files of `root/arm` a resume needs, relative to `root`: per stage the latest
+    checkpoint (the highest step), metrics, plots, logs; a stage's dataset while the stage
+    is unfinished (its manifest only once done); the budget record. No lock, no event file."""
+    budget = read_budget(root, arm)
+    members = []
+    for path in sorted((root / arm).rglob("*")):
+        if not path.is_file():
+            continue
+        parts = path.relative_to(root / arm).parts
+        if parts[-1] in ("lock.json", "budget.json.tmp") or "tensorboard" in parts:
+            continue
+        if len(parts) >= 3 and parts[1] == "checkpoints":
+            steps = [int(p.name) for p in (root / arm / parts[0] / "checkpoints").iterdir()
+                     if p.name.isdigit()]  # fmt: skip
+            if not parts[2].isdigit() or int(parts[2]) != max(steps):
+                continue
+        if len(parts) >= 3 and parts[1] == "dataset" and parts[2] != "manifest.json":
+            if budget["stages"].get(parts[0], {}).get("done"):
+                continue
+        members.append(path.relative_to(root))
+    return members
+
+
+def park(root: Path, arm: str, archive: Path, log) -> Path:
+    """Packs what resuming `arm` needs (`_parked_members`) into `archive` (replaced
+    atomically), holding each stage's workdir lock so that a live run is refused."""
+    from mmc_jax.infra import storage
+
+    if not budget_path(root, arm).exists():
+        raise SystemExit(f"error: {root / arm} holds no run of {arm} to park")
+    stages = [p for p in sorted((root / arm).iterdir()) if (p / "lock.json").exists()]
+    with contextlib.ExitStack() as locks:
+        for stage in stages:
+            try:
+                locks.enter_context(storage.workdir_lock(stage))
+            except storage.WorkdirBusy as error:
+                raise SystemExit(f"error: {error}; stop `train {arm}` first") from None
+        members = _parked_members(root, arm)
+        archive.parent.mkdir(parents=True, exist_ok=True)
+        temporary = archive.with_name(archive.name + ".tmp")
+        with tarfile.open(temporary, "w:gz") as tar:
+            for member in members:
+                tar.add(root / member, arcname=str(member))
+        os.replace(temporary, archive)
+    budget = read_budget(root, arm)
+    spent = sum(r["cpu_seconds"] for r in budget["stages"].values()) / 60
+    size = archive.stat().st_size / 1e6
+    log(f"{arm}: parked at {spent:.1f} CPU-min in {archive} ({size:.1f} MB, {len(members)} "
+        f"files); commit it, and `train {arm}` on a fresh clone resumes it")  # fmt: skip
+    return archive
+
+
+def unpark(root: Path, arm: str, archive: Path, log) -> bool:
+    """Unpacks `archive` into `root` when the arm's folder is absent (never over a run
+    that is there); returns whether it did."""
+    if (root / arm).exists() or not archive.exists():
+        return False
+    root.mkdir(parents=True, exist_ok=True)
+    try:
+        with tarfile.open(archive, "r:gz") as tar:
+            names = tar.getnames()
+            if not names or any(Path(n).parts[0] != arm for n in names):
+                raise SystemExit(f"error: {archive} does not hold a parked {arm}")
+            tar.extractall(root, filter="data")
+    except (tarfile.TarError, OSError, EOFError) as error:
+        shutil.rmtree(root / arm, ignore_errors=True)
+        raise SystemExit(f"error: {archive} cannot be unpacked ({error})") from None
+    log(f"{arm}: resumed from {archive} (parked: delete it once the arm is rated)")
+    return True
+
+
 def train_arm(
-    arm: str, root: Path, cpu_minutes: float, python: str, log, arms: dict | None = None
+    arm: str,
+    root: Path,
+    cpu_minutes: float,
+    python: str,
+    log,
+    arms: dict | None = None,
+    parked: Path | None = None,
 ) -> dict:
     """Runs (or resumes) every stage of `arm` to its CPU budget; returns the budget record.
-    `arms`: the table of arms (default `ARMS`; experiments/recon/no_collapse.py passes its own)."""
+    `arms`: the table of arms (default `ARMS`; experiments/recon/no_collapse.py passes its own).
+    `parked`: an archive of `park` to start from when the arm's folder is absent."""
     arms = ARMS if arms is None else arms
+    if parked is not None:
+        unpark(root, arm, parked, log)
     budget = read_budget(root, arm)
     if budget.get("cpu_minutes", cpu_minutes) != cpu_minutes:
         raise SystemExit(
@@ -378,8 +470,10 @@ def _elo_cell(ladder: dict, opponent: str) -> str:
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("command", choices=("train", "evaluate", "report", "status"))
-    parser.add_argument("arm", nargs="?", choices=tuple(ARMS), help="the arm (train, evaluate)")
+    parser.add_argument("command", choices=("train", "evaluate", "report", "status", "park"))
+    parser.add_argument(
+        "arm", nargs="?", choices=tuple(ARMS), help="the arm (train, evaluate, park)"
+    )
     parser.add_argument("--root", default="runs/learners", help="where the arms' workdirs go")
     parser.add_argument(
         "--cpu-minutes", type=float, default=60.0,
@@ -387,7 +481,7 @@ def main(argv=None) -> int:
     )  # fmt: skip
     parser.add_argument("--python", default=sys.executable, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
-    if args.command in ("train", "evaluate") and args.arm is None:
+    if args.command in ("train", "evaluate", "park") and args.arm is None:
         parser.error(f"{args.command} needs an arm: one of {', '.join(ARMS)}")
     if not args.cpu_minutes > 0 or not math.isfinite(args.cpu_minutes):
         parser.error(f"--cpu-minutes must be a positive number, got {args.cpu_minutes}")
@@ -397,7 +491,8 @@ def main(argv=None) -> int:
         print(f"[{time.strftime('%H:%M:%S')}] {line}", flush=True)
 
     if args.command == "train":
-        budget = train_arm(args.arm, root, args.cpu_minutes, args.python, log)
+        parked = PARKED / f"{args.arm}.tar.gz"
+        budget = train_arm(args.arm, root, args.cpu_minutes, args.python, log, parked=parked)
         log(f"{args.arm}: trained, final checkpoint {budget['final']}")
         log(f"next: python experiments/learners/compare.py evaluate {args.arm} --root {root}")
     elif args.command == "evaluate":
@@ -405,13 +500,18 @@ def main(argv=None) -> int:
         print(report(root))
     elif args.command == "report":
         print(report(root))
+    elif args.command == "park":
+        park(root, args.arm, PARKED / f"{args.arm}.tar.gz", log)
     else:
         for arm in ARMS:
             budget = read_budget(root, arm)
             spent = sum(r["cpu_seconds"] for r in budget["stages"].values()) / 60
             done = "final" in budget
             evaluated = (root / arm / "ladder" / "ladder.json").exists()
-            print(f"{arm}: {spent:.1f} CPU-min spent, trained {done}, evaluated {evaluated}")
+            parked = " (parked)" if (PARKED / f"{arm}.tar.gz").exists() else ""
+            print(
+                f"{arm}: {spent:.1f} CPU-min spent, trained {done}, evaluated {evaluated}{parked}"
+            )
     return 0
 
 

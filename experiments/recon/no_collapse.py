@@ -5,6 +5,7 @@ is registered in experiments/recon/README.md ("No collapse") before the run.
     python experiments/recon/no_collapse.py train        # to 60 CPU-minutes; resumable
     python experiments/recon/no_collapse.py evaluate     # 100 games of the final checkpoint
     python experiments/recon/no_collapse.py status       # spent, trained, evaluated; the curve
+    python experiments/recon/no_collapse.py park         # a stopped run into git; `train` resumes
 
 `--run N` picks a registered run (RUNS; 1 by default), each in its own folder.
 
@@ -13,7 +14,9 @@ progress is checkpointed) when the CPU time of its process tree reaches `--cpu-m
 the equal-budget runner of experiments/learners/compare.py; what was spent is kept in
 `<root>/recon/budget.json`, so a killed `train` resumes counting. CPU time, not wall time: the
 machine is shared. `evaluate` plays the final checkpoint, never a snapshot chosen afterwards,
-with experiments/recon/run.py.
+with experiments/recon/run.py. `park` packs a stopped run into
+`experiments/recon/parked/<folder>.tar.gz` to commit; `train` on a fresh clone goes on from it
+(the learners comparison's `park`).
 """
 
 from __future__ import annotations
@@ -54,6 +57,10 @@ EVALUATION = ["--agents", "learned,entropy-pimc", "--first-only", "--games", "10
 # Collapse, as registered: at least 90% of an iteration's self-play games end undecided (no
 # king taken: `selfplay/decisive`, before the material adjudication), 10 iterations in a row.
 PASSIVE_SHARE, PASSIVE_RUN = 0.9, 10
+
+
+def parked_archive(run: int) -> Path:
+    return ROOT / "experiments" / "recon" / "parked" / f"{RUNS[run][1]}.tar.gz"
 
 
 def final_workdir(root: Path) -> Path:
@@ -100,7 +107,7 @@ def main(argv: list[str] | None = None) -> int:
         description="The final checkpoint of a CPU-budgeted recon self-play run against "
         "information-gain sensing + PIMC (issue 47 item 4).",
     )
-    parser.add_argument("action", choices=("train", "evaluate", "status"))
+    parser.add_argument("action", choices=("train", "evaluate", "status", "park"))
     parser.add_argument(
         "--run", type=int, choices=sorted(RUNS), default=1, help="the registered run (default 1)"
     )
@@ -118,9 +125,18 @@ def main(argv: list[str] | None = None) -> int:
 
     if args.action == "train":
         budgeted.train_arm(
-            "recon", args.root, CPU_MINUTES, sys.executable, log, arms=arms(args.run)
+            "recon",
+            args.root,
+            CPU_MINUTES,
+            sys.executable,
+            log,
+            arms=arms(args.run),
+            parked=parked_archive(args.run),
         )
         log(f"trained: {final_workdir(args.root)}; next: no_collapse.py evaluate --run {args.run}")
+    elif args.action == "park":
+        budgeted.park(args.root, "recon", parked_archive(args.run), log)
+        return 0
     elif args.action == "evaluate":
         if not budgeted.read_budget(args.root, "recon").get("final"):
             parser.error(f"no finished run under {args.root} (run `train` first)")

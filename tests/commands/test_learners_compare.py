@@ -130,6 +130,83 @@ def test_a_prepaid_stage_starts_from_the_named_dataset_and_is_charged_its_cost(
         compare.prepay(root, "supervised_2400_az", "sup", root / "supervised_2400_az" / "sup")
 
 
+def test_a_parked_arm_resumes_on_a_fresh_root_from_where_it_stopped(tmp_path, monkeypatch):
+    """`park` keeps what a resume needs (the latest checkpoint of each stage, metrics, logs,
+    an unfinished stage's dataset, the budget), `train` on a root without the arm unpacks it
+    and runs only what is left, counting on from the parked CPU time; an arm that is there is
+    never overwritten by its archive."""
+    root = tmp_path / "root"
+    arm = root / "supervised_az"
+    for stage in ("sup", "az"):
+        for step in (3, 12):
+            (arm / stage / "checkpoints" / str(step)).mkdir(parents=True)
+            (arm / stage / "checkpoints" / str(step) / "state").write_text(f"{stage} {step}")
+        (arm / stage / "tensorboard").mkdir()
+        (arm / stage / "tensorboard" / "events").write_text("e")
+        (arm / stage / "metrics.jsonl").write_text(f'{{"step": 12, "stage": "{stage}"}}\n')
+        (arm / stage / "lock.json").write_text("{}")
+        (arm / stage / "dataset").mkdir()
+        (arm / stage / "dataset" / "manifest.json").write_text("{}")
+        (arm / stage / "dataset" / "shard-00000.npz").write_text("positions")
+    (arm / "az.log").write_text("log")
+    budget = {"arm": "supervised_az", "cpu_minutes": 0.05,
+              "stages": {"sup": {"cpu_seconds": 1.5, "done": True},
+                         "az": {"cpu_seconds": 0.5, "done": False}}}  # fmt: skip
+    compare.write_budget(root, "supervised_az", budget)
+    archive = tmp_path / "parked" / "supervised_az.tar.gz"
+    compare.park(root, "supervised_az", archive, print)
+    fresh = tmp_path / "fresh"
+    assert compare.unpark(fresh, "supervised_az", archive, print)
+    kept = sorted(str(p.relative_to(fresh)) for p in fresh.rglob("*") if p.is_file())
+    assert kept == [
+        "supervised_az/az.log",
+        "supervised_az/az/checkpoints/12/state",
+        "supervised_az/az/dataset/manifest.json",
+        "supervised_az/az/dataset/shard-00000.npz",  # the unfinished stage's data
+        "supervised_az/az/metrics.jsonl",
+        "supervised_az/budget.json",
+        "supervised_az/sup/checkpoints/12/state",
+        "supervised_az/sup/dataset/manifest.json",  # the finished stage's: its manifest only
+        "supervised_az/sup/metrics.jsonl",
+    ]
+    assert (fresh / "supervised_az/az/checkpoints/12/state").read_text() == "az 12"
+    # A root that has the arm keeps it: the archive is not unpacked over it.
+    (arm / "budget.json").write_text(json.dumps({**budget, "note": "newer"}))
+    assert not compare.unpark(root, "supervised_az", archive, print)
+    assert json.loads((arm / "budget.json").read_text())["note"] == "newer"
+    # The resume on the fresh root: only the unfinished stage runs, from 0.5 CPU-s on.
+    fake = tmp_path / "python"
+    fake.write_text(FAKE_TRAINER.format(python=sys.executable))
+    fake.chmod(0o755)
+    monkeypatch.setenv("FAKE_CALLS", str(tmp_path / "calls"))
+    monkeypatch.setattr(compare, "POLL_SECONDS", 0.2)
+    again = tmp_path / "again"
+    done = compare.train_arm("supervised_az", again, 0.05, str(fake), print, parked=archive)
+    (call,) = (tmp_path / "calls").read_text().splitlines()
+    assert f"--workdir={again / 'supervised_az' / 'az'}" in call.split()
+    assert done["stages"]["sup"] == {"cpu_seconds": 1.5, "done": True}
+    assert 1.5 <= done["stages"]["az"]["cpu_seconds"] <= 1.5 + 3 * 0.2 * 2
+
+
+def test_park_refuses_a_running_arm_and_unpark_a_damaged_archive(tmp_path):
+    from mmc_jax.infra import storage
+
+    root = tmp_path / "root"
+    compare.write_budget(root, "alphazero", {"arm": "alphazero", "stages": {}})
+    with pytest.raises(SystemExit, match="holds no run of td_lambda"):
+        compare.park(root, "td_lambda", tmp_path / "td.tar.gz", print)
+    (root / "alphazero" / "az").mkdir()
+    archive = tmp_path / "alphazero.tar.gz"
+    with storage.workdir_lock(root / "alphazero" / "az"):  # a live trainer's lock
+        with pytest.raises(SystemExit, match="stop `train alphazero` first"):
+            compare.park(root, "alphazero", archive, print)
+    assert not archive.exists()
+    archive.write_bytes(b"not a tar archive")
+    with pytest.raises(SystemExit, match="cannot be unpacked"):
+        compare.unpark(tmp_path / "fresh", "alphazero", archive, print)
+    assert not (tmp_path / "fresh" / "alphazero").exists()
+
+
 def test_the_report_reads_the_ladder(tmp_path):
     root = tmp_path
     compare.write_budget(

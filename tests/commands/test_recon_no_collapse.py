@@ -47,3 +47,11 @@ def test_run_2_adds_only_its_registered_guard_and_has_its_own_folder(tmp_path, c
     with pytest.raises(SystemExit):
         no_collapse.main(["evaluate", "--run", "3"])
     assert "invalid choice" in capsys.readouterr().err
+
+
+def test_a_parked_run_goes_to_its_own_archive_and_park_needs_a_run(tmp_path, capsys):
+    archives = {no_collapse.parked_archive(run) for run in no_collapse.RUNS}
+    assert len(archives) == len(no_collapse.RUNS)  # each run its own archive
+    assert all(a.parent == no_collapse.ROOT / "experiments" / "recon" / "parked" for a in archives)
+    with pytest.raises(SystemExit, match="holds no run of recon to park"):
+        no_collapse.main(["park", "--root", str(tmp_path)])
