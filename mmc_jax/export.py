@@ -8,7 +8,10 @@ net is about 250 KB) and `<out>/model.json` (the run config, the observation lay
 checkpoint and step, frames trained, and the command that trained it). Every CLI that takes a
 checkpoint (`evaluate`, `play`, `adapt --init_from`, `analyse`) takes such a folder, or the name
 of a model shipped in `mmc_jax/data/models` (`python -m mmc_jax.export --list`). A model of
-another observation layout is refused with the command to re-export it. `--out` inside a run's
+another observation layout is refused with the command to re-export it. A reconnaissance run
+(`configs/recon.py`) exports to `<out>/model.msgpack` (its own format: the parameters and the
+search sizes) with the same card; the recon agents (`experiments/recon/run.py --checkpoint`,
+`play --variant recon`) take that folder. `--out` inside a run's
 workdir (or its checkpoints) is refused: the export would shadow the run's checkpoints. Exporting
 an exported (or shipped) model copies it, its card keeping where the parameters came from.
 """
@@ -19,6 +22,8 @@ import argparse
 import json
 import os
 import sys
+
+import jax
 
 from mmc_jax.infra import checkpoint, cli
 
@@ -50,6 +55,10 @@ def main(argv: list[str] | None = None) -> int:
             f"--out {args.out}: inside the run in {run}, where an export would shadow its "
             f"checkpoints; write it elsewhere, e.g. --out {run.rstrip('/')}-model"
         )
+    recon_card = _export_recon(parser, args)
+    if recon_card is not None:
+        print(recon_card)
+        return 0
     model = cli.open_or_fail(parser, args.checkpoint, args.step, "--checkpoint")
     config = model.config
     if model.exported:  # a copy: the card keeps where the parameters came from
@@ -72,6 +81,47 @@ def main(argv: list[str] | None = None) -> int:
     size = sum(os.path.getsize(os.path.join(out, f)) for f in os.listdir(out))
     print(f"wrote {out} ({size / 1024:.0f} KB): step {info['step']} of {info['source']}")
     return 0
+
+
+def _export_recon(parser: argparse.ArgumentParser, args) -> str | None:
+    """Exports a reconnaissance run (or copies a recon model) into `args.out` and returns the
+    line to print; None when `args.checkpoint` is not one (the board-game export follows)."""
+    from mmc_jax.algorithms import recon
+
+    source = args.checkpoint
+    if not (os.path.isfile(source) or os.path.isfile(os.path.join(source, recon.MODEL_FILE))):
+        try:  # a workdir: its config names the algorithm (no parameters read)
+            saved = checkpoint.load_metadata(source).get("config") or {}
+        except (FileNotFoundError, checkpoint.CheckpointDamaged, OSError, ValueError):
+            return None
+        if saved.get("algorithm") != recon.ALGORITHM.name:
+            return None
+    if args.step is not None:
+        parser.error("--step: a recon run exports its latest intact checkpoint; drop --step")
+    try:
+        params, search = recon.load_model(source)
+    except ValueError as error:
+        if os.path.isfile(source):
+            return None  # not a recon model file: the generic export says what it is
+        parser.error(f"--checkpoint {source}: {error}")
+    os.makedirs(args.out, exist_ok=True)
+    recon.save_model(os.path.join(args.out, recon.MODEL_FILE), params, search)
+    step = None
+    if os.path.isdir(os.path.join(source, checkpoint.CHECKPOINT_SUBDIR)):
+        step = checkpoint.load_metadata(source).get("step")
+    info = {
+        "format": recon.MODEL_FORMAT,
+        "config": {"algorithm": recon.ALGORITHM.name, "search": dict(search._asdict())},
+        "source": os.path.abspath(source),
+        "step": step,
+        "command": args.command or "(not recorded)",
+        "description": f"recon: ReconNet {search.blocks}x{search.channels}, step {step}",
+        "num_params": int(sum(x.size for x in jax.tree.leaves(params))),
+    }
+    with open(os.path.join(args.out, checkpoint.EXPORT_FILE), "w", encoding="utf-8") as handle:
+        json.dump(info, handle, indent=1)
+    size = sum(os.path.getsize(os.path.join(args.out, f)) for f in os.listdir(args.out))
+    return f"wrote {args.out} ({size / 1024:.0f} KB): step {step} of {info['source']} (recon)"
 
 
 if __name__ == "__main__":

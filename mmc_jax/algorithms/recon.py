@@ -486,10 +486,16 @@ def save_model(path, params, search: L.SearchConfig) -> None:
     os.replace(path + ".tmp", path)
 
 
+MODEL_FILE = "model.msgpack"  # the model file inside a folder `export` wrote
+
+
 def load_model(path) -> tuple[dict, L.SearchConfig]:
-    """(params, SearchConfig) of a model file (`save_model`) or of a training workdir (its
-    latest intact checkpoint). ValueError naming the path when it is neither."""
+    """(params, SearchConfig) of a model file (`save_model`), of a folder `python -m
+    mmc_jax.export` wrote (its `MODEL_FILE`) or of a training workdir (its latest intact
+    checkpoint). ValueError naming the path when it is none of them."""
     path = os.fspath(path)
+    if os.path.isdir(path) and os.path.isfile(os.path.join(path, MODEL_FILE)):
+        path = os.path.join(path, MODEL_FILE)
     if os.path.isdir(path):
         return _load_workdir(path)
     try:

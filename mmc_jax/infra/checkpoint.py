@@ -929,6 +929,12 @@ def _open_exported(path: str | os.PathLike) -> Model:
         raise ValueError(
             f"{storage.join(folder, EXPORT_FILE)} is not an exported model's card ({error!r})"
         ) from None
+    if config.get("algorithm") == "recon":
+        raise ValueError(
+            f"{folder} holds a reconnaissance model (configs/recon.py), which the board-game "
+            "commands cannot play: give it to the recon agents (`experiments/recon/run.py "
+            f"--agents learned,entropy-pimc --checkpoint {folder}`, `play --variant recon`)"
+        )
     if record.get("observation_layout") != observation_layout(config):
         raise ValueError(
             f"the model in {folder} was exported for the observation layout "

@@ -253,6 +253,29 @@ def test_a_resumed_run_equals_an_unbroken_run_and_saves_a_model(trained, tmp_pat
     assert not list(workdir.rglob("*.pkl")) and not list(unbroken_dir.rglob("*.pkl"))
 
 
+def test_export_writes_a_recon_run_as_a_model_folder_the_agents_load(trained, tmp_path, capsys):
+    """`python -m mmc_jax.export` on a recon workdir: `model.msgpack` and a card in the folder,
+    the same parameters through `load_model(folder)`; `--step` and the board-game loaders
+    refuse it in one line each."""
+    from mmc_jax import export
+    from mmc_jax.infra import checkpoint
+
+    unbroken, workdir = trained
+    out = tmp_path / "model"
+    assert export.main(["--checkpoint", str(workdir), "--out", str(out), "--command", "c"]) == 0
+    assert "(recon)" in capsys.readouterr().out
+    card = json.loads((out / "model.json").read_text())
+    assert card["step"] == 2 and card["command"] == "c" and card["format"] == TL.MODEL_FORMAT
+    params, search = TL.load_model(out)
+    assert search == SEARCH
+    chex.assert_trees_all_equal(params, unbroken.params)
+    with pytest.raises(SystemExit):
+        export.main(["--checkpoint", str(workdir), "--out", str(tmp_path / "b"), "--step", "1"])
+    assert "a recon run exports its latest" in capsys.readouterr().err
+    with pytest.raises(ValueError, match="holds a reconnaissance model"):
+        checkpoint.load_model(str(out))
+
+
 @pytest.mark.parametrize(
     "field, value, message",
     [
