@@ -10,7 +10,9 @@ Presets (the part after the colon):
 
   cpu      python -m mmc_jax.train --config configs/recon.py:cpu --workdir runs/recon
       A 2-core CPU: 2x32 trunk, 64 games x up to 60 plies per iteration, 8 belief worlds x 32
-      candidates per search, 32 Adam steps of 256, 200 iterations (a cap: stop it on the clock
+      candidates per search, 32 Adam steps of 256 drawn from this iteration's decisions
+      (`--config.replay.iterations=4`: and from 2,048 kept of each of the 3 before), 200
+      iterations (a cap: stop it on the clock
       with SIGTERM or Ctrl-C and resume later). About a minute of compilation, then about
       20-30 s per iteration on a quiet 2-core CPU. Evaluation every 25 iterations: 32
       colour-balanced games against information-gain sensing + PIMC (`entropy-pimc`).
@@ -78,6 +80,13 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
     config.learner.weight_decay = 1e-4
     config.learner.anchor = 0.5  # share of the world value's target that is the prior's value
 
+    # Replay across iterations: the learner draws its minibatches from this iteration's
+    # decisions and from `rows` decisions (and true boards) kept of each of the previous
+    # `iterations - 1` iterations (1: this iteration's alone, as the runs before 2026-11-28).
+    config.replay = ml_collections.ConfigDict()
+    config.replay.iterations = 1
+    config.replay.rows = 2048
+
     config.eval = ml_collections.ConfigDict()
     config.eval.every = 25  # iterations; 0 disables
     config.eval.num_games = 32  # colour-balanced games per opponent
@@ -102,6 +111,7 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
         config.network.world_hidden = 8
         config.learner.updates = 2
         config.learner.minibatch = 8
+        config.replay.rows = 16
         config.eval.every = 0
         config.eval.num_games = 2
 

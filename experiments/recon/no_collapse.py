@@ -43,6 +43,11 @@ _spec.loader.exec_module(budgeted)
 RUNS = {
     1: ([], "recon_no_collapse"),  # the preset as it is
     2: (["--config.selfplay.explore=0.1"], "recon_no_collapse_run2"),  # one guard: exploration
+    # Run 2 did not collapse but scored 0.51: its guard plus replay across 4 iterations.
+    3: (
+        ["--config.selfplay.explore=0.1", "--config.replay.iterations=4"],
+        "recon_no_collapse_run3",
+    ),
 }
 
 

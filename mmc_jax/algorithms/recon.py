@@ -10,7 +10,8 @@ target stays the search's; the value targets are the results of the games as pla
 remedy should self-play settle into passivity again (earlier runs, whose search squashed q,
 ended with both sides requesting pawn captures onto empty squares, a pass that risks nothing,
 until the ply cap); the README's run does not use it. Then `updates` Adam steps on minibatches
-drawn from that iteration's examples:
+drawn from that iteration's examples (with `replay_iterations` K > 1, also from `replay_rows`
+decisions and true boards kept of each of the K - 1 iterations before: `ReplayState`):
 
   policy   cross-entropy to the search's improved policy, at both phases (windows at the
            sense phase, requests at the move phase);
@@ -47,7 +48,7 @@ from __future__ import annotations
 import functools
 import math
 import os
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -90,6 +91,8 @@ class TrainConfig(NamedTuple):
     explore: float = 0.0  # share of self-play moves replaced by a random requestable move
     adjudicate: float = 0.2  # a capped game's result: tanh(this x White's material lead)
     anchor: float = 0.5  # the world value's target: this share is the prior's own value
+    replay_iterations: int = 1  # K: minibatches also from what K - 1 earlier iterations kept
+    replay_rows: int = 2048  # decisions (and true boards) each iteration keeps for the replay
     seed: int = 0
 
 
@@ -285,23 +288,99 @@ def minibatch(examples: Examples, key, size: int) -> dict:
     }  # fmt: skip
 
 
-def init_train_state(config: TrainConfig) -> ReplicatedState:
-    """Fresh parameters (key `fold_in(seed, 2**30)` is never an iteration's) and optimizer."""
+@struct.dataclass(kw_only=True)
+class ReplayState:
+    """The state of a run with replay across iterations (`replay_iterations` K > 1): the
+    parameters, Adam's state and `replay`, the rows kept of the last K - 1 iterations
+    (`Examples` with leading axes [K - 1, rows], the newest first; a slot not filled yet has
+    weight 0). The replay is learner state: every checkpoint holds it, so a resume is exact."""
+
+    params: Any
+    opt_state: Any
+    replay: Examples
+
+
+def kept_rows(config: TrainConfig) -> tuple[int, int]:
+    """(decision rows, true-board rows) an iteration keeps for the replay: `replay_rows`, at
+    most what one iteration has (2 x games x max_plies decisions, games x max_plies boards)."""
+    turns = config.games * config.max_plies
+    return min(config.replay_rows, 2 * turns), min(config.replay_rows, turns)
+
+
+def empty_replay(config: TrainConfig) -> Examples:
+    """The replay of a fresh run: K - 1 slots of zeros, every weight 0 (nothing drawn)."""
+    decisions, boards = kept_rows(config)
+    slots = config.replay_iterations - 1
+    actions = recon.NUM_ACTIONS
+    return Examples(
+        obs=jnp.zeros((slots, decisions, 5, 5, recon_net.OBS_CHANNELS), jnp.float32),
+        mask=jnp.zeros((slots, decisions, actions), bool),
+        target=jnp.zeros((slots, decisions, actions), jnp.float32),
+        result=jnp.zeros((slots, decisions), jnp.float32),
+        weight=jnp.zeros((slots, decisions), jnp.float32),
+        world=jnp.zeros((slots, boards, recon_net.WORLD_FEATURES), jnp.float32),
+        world_result=jnp.zeros((slots, boards), jnp.float32),
+        world_weight=jnp.zeros((slots, boards), jnp.float32),
+    )
+
+
+def keep(examples: Examples, key, config: TrainConfig) -> Examples:
+    """`kept_rows` live decisions and live true boards of one iteration, drawn without
+    replacement (Gumbel top-k over the live rows; where fewer are live, the rest are padding
+    rows and keep their weight 0)."""
+    decisions, boards = kept_rows(config)
+    decision_key, board_key = jax.random.split(key)
+
+    def draw(key, weight, count):
+        noise = jax.random.gumbel(key, weight.shape)
+        return jax.lax.top_k(noise + jnp.log(weight), count)[1]
+
+    i = draw(decision_key, examples.weight, decisions)
+    j = draw(board_key, examples.world_weight, boards)
+    return Examples(
+        obs=examples.obs[i], mask=examples.mask[i], target=examples.target[i],
+        result=examples.result[i], weight=examples.weight[i], world=examples.world[j],
+        world_result=examples.world_result[j], world_weight=examples.world_weight[j],
+    )  # fmt: skip
+
+
+def with_replay(examples: Examples, replay: Examples) -> Examples:
+    """This iteration's examples followed by every replay slot's rows (one pool to draw from)."""
+    return jax.tree.map(
+        lambda new, old: jnp.concatenate([new, old.reshape((-1,) + old.shape[2:])]),
+        examples,
+        replay,
+    )
+
+
+def pushed(replay: Examples, kept: Examples) -> Examples:
+    """The replay with `kept` as its newest slot and its oldest slot dropped."""
+    return jax.tree.map(lambda old, new: jnp.concatenate([new[None], old[:-1]]), replay, kept)
+
+
+def init_train_state(config: TrainConfig) -> ReplicatedState | ReplayState:
+    """Fresh parameters (key `fold_in(seed, 2**30)` is never an iteration's) and optimizer;
+    with replay across iterations (K > 1), an empty replay too."""
     params = recon_net.init_params(
         config.search, jax.random.fold_in(jax.random.key(config.seed), 2**30)
     )
-    return ReplicatedState(params=params, opt_state=make_optimizer(config).init(params))
+    opt_state = make_optimizer(config).init(params)
+    if config.replay_iterations > 1:
+        return ReplayState(params=params, opt_state=opt_state, replay=empty_replay(config))
+    return ReplicatedState(params=params, opt_state=opt_state)
 
 
-def iteration(state: ReplicatedState, rules, key, config: TrainConfig):
+def iteration(state: ReplicatedState | ReplayState, rules, key, config: TrainConfig):
     """One self-play + learning iteration (jittable): (state, metrics of float32 scalars)."""
     play_key, learn_key = jax.random.split(key)
     examples, stats = selfplay(state.params, rules, play_key, config)
     optimizer = make_optimizer(config)
+    replay = config.replay_iterations > 1
+    pool = with_replay(examples, state.replay) if replay else examples
 
     def update(carry, key):
         params, opt_state = carry
-        batch = minibatch(examples, key, config.minibatch)
+        batch = minibatch(pool, key, config.minibatch)
         (loss, parts), grads = jax.value_and_grad(loss_fn, has_aux=True)(params, batch, config)
         updates, opt_state = optimizer.update(grads, opt_state, params)
         return (optax.apply_updates(params, updates), opt_state), jnp.stack([loss, *parts])
@@ -311,6 +390,11 @@ def iteration(state: ReplicatedState, rules, key, config: TrainConfig):
     )
     loss, policy, value, world = losses.mean(axis=0)
     metrics = dict(stats, loss=loss, policy=policy, value=value, world=world)
+    if replay:  # this iteration keeps its rows (a key no other draw uses)
+        metrics["pool"] = pool.weight.sum()
+        kept = keep(examples, jax.random.fold_in(key, 2**30), config)
+        replay_state = pushed(state.replay, kept)
+        return ReplayState(params=params, opt_state=opt_state, replay=replay_state), metrics
     return ReplicatedState(params=params, opt_state=opt_state), metrics
 
 
@@ -334,6 +418,9 @@ def train_config(config: ml_collections.ConfigDict) -> TrainConfig:
         **read(float, "selfplay", "explore", "adjudicate"),
         **read(int, "learner", "updates", "minibatch"),
         **read(float, "learner", "learning_rate", "weight_decay", "anchor"),
+        # Runs before replay existed recorded no `replay` section: theirs was 1 iteration.
+        replay_iterations=int(config.get("replay", {}).get("iterations", 1)),
+        replay_rows=int(config.get("replay", {}).get("rows", 2048)),
     )
 
 
@@ -355,6 +442,8 @@ def prepare_config(config: ml_collections.ConfigDict) -> ml_collections.ConfigDi
                                 "selfplay.moves_per_board", "search.worlds", "search.candidates",
                                 "network.channels", "network.world_hidden", "learner.updates",
                                 "learner.minibatch", "num_iterations"))  # fmt: skip
+    if "replay" in config:
+        check_at_least_one(config, ("replay.iterations", "replay.rows"))
     _check(int(config.network.blocks) >= 0, "config.network.blocks must be >= 0")
     finite = {
         "learner.learning_rate": (0.0, 10.0),
@@ -393,6 +482,14 @@ class ReconAlgorithm(ReplicatedAlgorithm):
         del key  # the seed's own key: the parameters of TrainConfig's seed
         return init_train_state(train_config(config))
 
+    def checkpoint_contents(self, state, save_replay: bool) -> dict:
+        """`params` and `opt_state`, and the replay of a run with replay across iterations
+        (learner state: saved whatever `checkpoint.save_replay` says, so a resume is exact)."""
+        saved = super().checkpoint_contents(state, save_replay)
+        if isinstance(state, ReplayState):
+            saved["replay"] = state.replay
+        return saved
+
     def describe(self, config, mesh, state):
         search = train_config(config).search
         size = sum(int(np.prod(x.shape)) for x in jax.tree.leaves(state.params))
@@ -428,6 +525,8 @@ class ReconAlgorithm(ReplicatedAlgorithm):
                 "train/value_loss": metrics["value"],
                 "train/world_loss": metrics["world"],
             }
+            if "pool" in metrics:  # the live decisions the minibatches were drawn from
+                record["replay/decisions"] = int(round(metrics["pool"]))
             return state, record
 
         return CompiledStep(step)

@@ -39,13 +39,16 @@ def test_the_run_trains_the_cpu_preset_to_its_budget_and_evaluate_needs_a_finish
     assert "no finished run under" in capsys.readouterr().err
 
 
-def test_run_2_adds_only_its_registered_guard_and_has_its_own_folder(tmp_path, capsys):
+def test_runs_2_and_3_add_only_their_registered_guards_and_have_their_own_folders(tmp_path, capsys):
     (one,), (two,) = no_collapse.arms(1)["recon"], no_collapse.arms(2)["recon"]
     assert two[:3] == one[:3]
     assert two[3] == one[3] + ["--config.selfplay.explore=0.1"]
     assert no_collapse.RUNS[1][1] != no_collapse.RUNS[2][1]
+    (three,) = no_collapse.arms(3)["recon"]
+    assert three[:3] == one[:3] and three[3] == two[3] + ["--config.replay.iterations=4"]
+    assert len({name for _, name in no_collapse.RUNS.values()}) == len(no_collapse.RUNS)
     with pytest.raises(SystemExit):
-        no_collapse.main(["evaluate", "--run", "3"])
+        no_collapse.main(["evaluate", "--run", "4"])
     assert "invalid choice" in capsys.readouterr().err
 
 

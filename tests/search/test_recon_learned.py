@@ -16,6 +16,7 @@ from pathlib import Path
 import chex
 import jax
 import jax.numpy as jnp
+import ml_collections
 import numpy as np
 import optax
 import pytest
@@ -274,6 +275,70 @@ def test_export_writes_a_recon_run_as_a_model_folder_the_agents_load(trained, tm
     assert "a recon run exports its latest" in capsys.readouterr().err
     with pytest.raises(ValueError, match="holds a reconnaissance model"):
         checkpoint.load_model(str(out))
+
+
+def test_replay_keeps_live_rows_newest_first_and_pools_them_with_this_iteration():
+    config = CONFIG._replace(replay_iterations=3, replay_rows=4)
+    n = 2 * config.games * config.max_plies
+    assert TL.kept_rows(config) == (4, 4)
+    assert TL.kept_rows(config._replace(replay_rows=10**6)) == (n, n // 2)
+    empty = TL.empty_replay(config)
+    chex.assert_shape(empty.obs, (2, 4, 5, 5, recon_net.OBS_CHANNELS))
+    assert float(empty.weight.sum()) == 0 and float(empty.world_weight.sum()) == 0
+
+    def examples(first: float, live: int) -> TL.Examples:
+        rows, boards = np.arange(n, dtype=np.float32), np.arange(n // 2, dtype=np.float32)
+        return TL.Examples(
+            obs=jnp.broadcast_to((first + rows)[:, None, None, None],
+                                 (n, 5, 5, recon_net.OBS_CHANNELS)),
+            mask=jnp.ones((n, recon.NUM_ACTIONS), bool),
+            target=jnp.zeros((n, recon.NUM_ACTIONS), jnp.float32),
+            result=jnp.asarray(first + rows), weight=jnp.asarray(rows < live, jnp.float32),
+            world=jnp.broadcast_to((first + boards)[:, None], (n // 2, recon_net.WORLD_FEATURES)),
+            world_result=jnp.asarray(first + boards),
+            world_weight=jnp.asarray(boards < live, jnp.float32),
+        )  # fmt: skip
+
+    # Three live rows of many: all three are kept, the fourth row kept is padding (weight 0).
+    kept = TL.keep(examples(0.0, 3), jax.random.key(0), config)
+    live = sorted(float(r) for r, w in zip(kept.result, kept.weight, strict=True) if w == 1)
+    assert live == [0.0, 1.0, 2.0] and float(kept.weight.sum()) == 3
+    assert float(kept.world_weight.sum()) == 3
+    np.testing.assert_array_equal(kept.obs[:, 0, 0, 0], kept.result)  # rows stay whole
+    # Plenty live: four distinct live rows (without replacement).
+    many = TL.keep(examples(100.0, n), jax.random.key(1), config)
+    assert len(set(np.asarray(many.result).tolist())) == 4 and float(many.weight.sum()) == 4
+    replay = TL.pushed(TL.pushed(empty, kept), many)
+    np.testing.assert_array_equal(replay.result[0], many.result)  # newest first
+    np.testing.assert_array_equal(replay.result[1], kept.result)
+    replay = TL.pushed(replay, kept)
+    np.testing.assert_array_equal(replay.result[1], many.result)  # the oldest slot dropped
+    pool = TL.with_replay(examples(0.0, 3), replay)
+    assert pool.obs.shape[0] == n + 2 * 4 and pool.world.shape[0] == n // 2 + 2 * 4
+    assert float(pool.weight.sum()) == 3 + 3 + 4
+
+
+def test_a_run_with_replay_resumes_bit_identically_and_draws_from_the_kept_rows(tmp_path):
+    """Replay across iterations (`--config.replay.iterations`): the replay is in every
+    checkpoint, a resumed run equals an unbroken one, replay included, and the second
+    iteration draws from its own decisions plus the first's kept rows."""
+    config = run_config(2, replay__iterations=3)
+    unbroken = runloop.run(TL.ALGORITHM, config, tmp_path / "unbroken", stream=None).state
+    assert isinstance(unbroken, TL.ReplayState)
+    workdir = tmp_path / "run"
+    runloop.run(TL.ALGORITHM, run_config(1, replay__iterations=3), workdir, stream=None)
+    resumed = runloop.run(TL.ALGORITHM, config, workdir, stream=None).state
+    chex.assert_trees_all_equal(resumed, unbroken)
+    records = [json.loads(line) for line in (workdir / "metrics.jsonl").read_text().splitlines()]
+    first, second = records
+    kept = min(TL.kept_rows(TL.train_config(config))[0], 2 * first["selfplay/frames"])
+    assert first["replay/decisions"] == 2 * first["selfplay/frames"]
+    assert second["replay/decisions"] == 2 * second["selfplay/frames"] + kept
+    assert float(unbroken.replay.weight[0].sum()) == kept  # the newest slot: iteration 2's
+    # A run recorded before replay existed (no `replay` section) reads as one iteration.
+    old = run_config(1).to_dict()
+    del old["replay"]
+    assert TL.train_config(ml_collections.ConfigDict(old)).replay_iterations == 1
 
 
 @pytest.mark.parametrize(
