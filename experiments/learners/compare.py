@@ -431,6 +431,48 @@ def report(root: Path) -> str:
     return "\n".join(rows)
 
 
+# The registered read of the second seeds (README, "Second seeds"): each recipe's seeds
+# averaged against Fairy-Stockfish at 100 nodes, and supervised_az minus AlphaZero per seed
+# with its spread over the seeds.
+SEEDS = {
+    "alphazero": ("alphazero", "alphazero_s1"),
+    "supervised_az": ("supervised_az", "supervised_az_s1"),
+}
+
+
+def seeds_report(root: Path, opponent: str = "engine:nodes=100") -> str | None:
+    """The second seeds' table against `opponent` (None until every seed of `SEEDS` is
+    rated): per recipe each seed's score and their mean, then the difference of the two
+    recipes per seed, its mean and half its range (with two seeds, the spread is all there
+    is: no interval over seeds is claimed)."""
+    scores = {}
+    for recipe, arms in SEEDS.items():
+        for seed, arm in enumerate(arms):
+            ladder_file = root / arm / "ladder" / "ladder.json"
+            if not ladder_file.exists():
+                return None
+            ladder = json.loads(ladder_file.read_text())
+            rungs = {rung["opponent"]: rung for rung in _model(ladder)["rungs"]}
+            scores[recipe, seed] = rungs[opponent]["score"]
+    first, second = SEEDS
+    seeds = range(len(SEEDS[first]))
+
+    def cells(values, form):
+        return " | ".join(format(v, form) for v in values)
+
+    rows = [
+        f"| recipe | {cells((f'seed {s}' for s in seeds), 's')} | mean |",
+        "|---|" + "---|" * (len(seeds) + 1),
+    ]
+    for recipe in SEEDS:
+        values = [scores[recipe, s] for s in seeds]
+        rows.append(f"| {recipe} | {cells(values, '.3f')} | {sum(values) / len(values):.3f} |")
+    diffs = [scores[second, s] - scores[first, s] for s in seeds]
+    mean, half = sum(diffs) / len(diffs), (max(diffs) - min(diffs)) / 2
+    rows.append(f"| {second} - {first} | {cells(diffs, '+.3f')} | {mean:+.3f} (± {half:.3f}) |")
+    return "\n".join(rows)
+
+
 def _model(ladder: dict) -> dict:
     return ladder["models"][0]
 
@@ -500,6 +542,9 @@ def main(argv=None) -> int:
         print(report(root))
     elif args.command == "report":
         print(report(root))
+        seeds = seeds_report(root)
+        if seeds:
+            print(f"\nSecond seeds, against Fairy-Stockfish at 100 nodes:\n{seeds}")
     elif args.command == "park":
         park(root, args.arm, PARKED / f"{args.arm}.tar.gz", log)
     else:

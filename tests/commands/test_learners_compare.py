@@ -228,6 +228,27 @@ def test_the_report_reads_the_ladder(tmp_path):
     assert "| alphazero | az 60.2 | - | - | 0.250 [0.210, 0.290] | - | -191 [-230, -156] |" in table
 
 
+def test_the_second_seeds_are_read_as_registered_once_every_seed_is_rated(tmp_path):
+    """README, "Second seeds": per recipe the seeds and their mean against 100 nodes, then
+    supervised_az minus AlphaZero per seed, its mean and half its range; nothing before
+    every seed is rated."""
+    scores = {"alphazero": 0.20, "alphazero_s1": 0.26, "supervised_az": 0.21,
+              "supervised_az_s1": 0.23}  # fmt: skip
+    for arm, score in scores.items():
+        if arm == "supervised_az_s1":
+            assert compare.seeds_report(tmp_path) is None
+        rung = {"opponent": "engine:nodes=100", "score": score, "score_ci95": [0, 1]}
+        (tmp_path / arm / "ladder").mkdir(parents=True)
+        (tmp_path / arm / "ladder" / "ladder.json").write_text(
+            json.dumps({"models": [{"rungs": [rung]}]})
+        )
+    table = compare.seeds_report(tmp_path).splitlines()
+    assert table[0] == "| recipe | seed 0 | seed 1 | mean |"
+    assert table[2] == "| alphazero | 0.200 | 0.260 | 0.230 |"
+    assert table[3] == "| supervised_az | 0.210 | 0.230 | 0.220 |"
+    assert table[4] == "| supervised_az - alphazero | +0.010 | -0.030 | -0.010 (± 0.020) |"
+
+
 def test_a_td_model_is_also_rated_as_its_one_ply_player(tmp_path):
     root = tmp_path
     compare.write_budget(
