@@ -383,11 +383,21 @@ def ladders(arm: str) -> dict[str, str]:
 
 
 def evaluate_arm(arm: str, root: Path, python: str, log) -> dict:
-    """The arm's final checkpoint on the ladder (random, greedy, FSF at EVALUATION's nodes);
-    a TD(λ) model also as its one-ply player. Returns the first ladder's report."""
+    """The arm's final checkpoint exported to `<root>/<arm>/model` (`python -m mmc_jax.export`,
+    its card naming the command that trained it: what is rated is what can be shipped and
+    played), then on the ladder (random, greedy, FSF at EVALUATION's nodes); a TD(λ) model
+    also as its one-ply player. Returns the first ladder's report."""
     budget = read_budget(root, arm)
     if "final" not in budget:
         raise SystemExit(f"error: {arm} is not trained yet: run `train {arm}` first")
+    model = root / arm / "model"
+    if not (model / "model.json").exists():
+        command = [
+            python, "-m", "mmc_jax.export", f"--checkpoint={budget['final']}", f"--out={model}",
+            f"--command=python experiments/learners/compare.py train {arm}",
+        ]  # fmt: skip
+        log(f"{arm}: {' '.join(command)}")
+        subprocess.run(command, cwd=ROOT, check=True)
     for folder in ladders(arm).values():
         out = root / arm / folder
         if (out / "ladder.json").exists():

@@ -287,12 +287,23 @@ def test_round_4_runs_each_candidate_recipe_on_its_variant_and_rates_it_there(
     compare.write_budget(tmp_path, "supervised_2400_atomic", {"stages": {}, "final": "W"})
     (tmp_path / "supervised_2400_atomic" / "ladder").mkdir(parents=True)
     (tmp_path / "supervised_2400_atomic" / "ladder" / "ladder.json").write_text("{}")
+    (tmp_path / "supervised_2400_atomic" / "model").mkdir()
+    (tmp_path / "supervised_2400_atomic" / "model" / "model.json").write_text("{}")
     compare.evaluate_arm("supervised_2400_atomic", tmp_path, "python", lambda _: None)
-    assert commands == []  # rated already: nothing is played again
+    assert commands == []  # exported and rated already: nothing is done again
     (tmp_path / "supervised_2400_atomic" / "ladder" / "ladder.json").unlink()
     with pytest.raises(FileNotFoundError):  # the fake run writes no ladder
         compare.evaluate_arm("supervised_2400_atomic", tmp_path, "python", lambda _: None)
     assert "--variant=atomic" in commands[0]
+    # An arm without its exported model is exported first, its card naming the command.
+    (tmp_path / "supervised_2400_atomic" / "model" / "model.json").unlink()
+    commands.clear()
+    with pytest.raises(FileNotFoundError):
+        compare.evaluate_arm("supervised_2400_atomic", tmp_path, "python", lambda _: None)
+    export, ladder = commands
+    assert export[:3] == ["python", "-m", "mmc_jax.export"] and "--checkpoint=W" in export
+    assert "--command=python experiments/learners/compare.py train supervised_2400_atomic" in export
+    assert ladder[2] == "mmc_jax.evaluate"
 
 
 def test_the_elo_column_is_the_difference_to_fsf_100_from_the_score():
