@@ -10,8 +10,8 @@ checkpoint (`evaluate`, `play`, `adapt --init_from`, `analyse`) takes such a fol
 of a model shipped in `mmc_jax/data/models` (`python -m mmc_jax.export --list`). A model of
 another observation layout is refused with the command to re-export it. A reconnaissance run
 (`configs/recon.py`) exports to `<out>/model.msgpack` (its own format: the parameters and the
-search sizes) with the same card; the recon agents (`experiments/recon/run.py --checkpoint`,
-`play --variant recon`) take that folder. `--out` inside a run's
+search sizes) with the same card; the recon arena (`experiments/recon/run.py --agents
+learned,... --checkpoint`) takes that folder. `--out` inside a run's
 workdir (or its checkpoints) is refused: the export would shadow the run's checkpoints. Exporting
 an exported (or shipped) model copies it, its card keeping where the parameters came from.
 """

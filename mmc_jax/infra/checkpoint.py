@@ -932,8 +932,8 @@ def _open_exported(path: str | os.PathLike) -> Model:
     if config.get("algorithm") == "recon":
         raise ValueError(
             f"{folder} holds a reconnaissance model (configs/recon.py), which the board-game "
-            "commands cannot play: give it to the recon agents (`experiments/recon/run.py "
-            f"--agents learned,entropy-pimc --checkpoint {folder}`, `play --variant recon`)"
+            "commands cannot play: give it to the recon arena (`experiments/recon/run.py "
+            f"--agents learned,entropy-pimc --checkpoint {folder}`)"
         )
     if record.get("observation_layout") != observation_layout(config):
         raise ValueError(
