@@ -33,6 +33,18 @@ while True:
 """
 
 
+@pytest.fixture
+def fake_python(tmp_path, monkeypatch) -> str:
+    """`FAKE_TRAINER` as the runner's python, recording its calls in `tmp_path / "calls"`;
+    the budget polled every 0.2 s."""
+    fake = tmp_path / "python"
+    fake.write_text(FAKE_TRAINER.format(python=sys.executable))
+    fake.chmod(0o755)
+    monkeypatch.setenv("FAKE_CALLS", str(tmp_path / "calls"))
+    monkeypatch.setattr(compare, "POLL_SECONDS", 0.2)
+    return str(fake)
+
+
 def test_the_cpu_time_of_a_process_tree_counts_its_children():
     child = subprocess.Popen(
         [sys.executable, "-c", "import subprocess, sys; subprocess.run([sys.executable, '-c', "
@@ -56,16 +68,11 @@ def test_stages_split_the_budget_and_the_open_one_takes_the_rest():
     assert compare.stage_limits("alphazero", 3600.0) == [3600.0]
 
 
-def test_every_stage_stops_at_its_share_and_the_next_starts_from_it(tmp_path, monkeypatch):
-    fake = tmp_path / "python"
-    fake.write_text(FAKE_TRAINER.format(python=sys.executable))
-    fake.chmod(0o755)
+def test_every_stage_stops_at_its_share_and_the_next_starts_from_it(tmp_path, fake_python):
     calls = tmp_path / "calls"
-    monkeypatch.setenv("FAKE_CALLS", str(calls))
-    monkeypatch.setattr(compare, "POLL_SECONDS", 0.2)
     root = tmp_path / "root"
     lines = []
-    budget = compare.train_arm("supervised_az", root, 0.05, str(fake), lines.append)  # 3 s
+    budget = compare.train_arm("supervised_az", root, 0.05, fake_python, lines.append)  # 3 s
     stages = budget["stages"]
     assert list(stages) == ["sup", "az"] and all(s["done"] for s in stages.values())
     for record in stages.values():  # stopped at the share, give or take one poll
@@ -76,40 +83,32 @@ def test_every_stage_stops_at_its_share_and_the_next_starts_from_it(tmp_path, mo
     assert budget["final"] == str(root / "supervised_az" / "az")
     assert json.loads((root / "supervised_az" / "budget.json").read_text()) == budget
     # Done stages are not run again; another budget for the same arm is refused.
-    again = compare.train_arm("supervised_az", root, 0.05, str(fake), lines.append)
+    again = compare.train_arm("supervised_az", root, 0.05, fake_python, lines.append)
     assert again["stages"] == stages and len(calls.read_text().splitlines()) == 2
     with pytest.raises(SystemExit, match="started with --cpu-minutes 0.05"):
-        compare.train_arm("supervised_az", root, 60, str(fake), lines.append)
+        compare.train_arm("supervised_az", root, 60, fake_python, lines.append)
 
 
-def test_a_stage_that_saved_no_checkpoint_is_an_error_not_a_start(tmp_path, monkeypatch):
+def test_a_stage_that_saved_no_checkpoint_is_an_error_not_a_start(
+    tmp_path, monkeypatch, fake_python
+):
     # Amendment 3's failure: the supervised stage spent its budget on the dataset alone.
-    fake = tmp_path / "python"
-    fake.write_text(FAKE_TRAINER.format(python=sys.executable))
-    fake.chmod(0o755)
-    monkeypatch.setenv("FAKE_CALLS", str(tmp_path / "calls"))
     monkeypatch.setenv("FAKE_NO_CHECKPOINT", "1")
-    monkeypatch.setattr(compare, "POLL_SECONDS", 0.2)
     with pytest.raises(SystemExit, match="supervised_az/sup spent its 0.0 CPU-min without saving"):
-        compare.train_arm("supervised_az", tmp_path / "root", 0.02, str(fake), print)
+        compare.train_arm("supervised_az", tmp_path / "root", 0.02, fake_python, print)
     budget = compare.read_budget(tmp_path / "root", "supervised_az")
     assert not budget["stages"]["sup"]["done"] and "az" not in budget["stages"]
     assert len((tmp_path / "calls").read_text().splitlines()) == 1  # the second never started
 
 
 def test_a_prepaid_stage_starts_from_the_named_dataset_and_is_charged_its_cost(
-    tmp_path, monkeypatch
+    tmp_path, monkeypatch, fake_python
 ):
     """Amendment 4: the stage copies the other arm's dataset before it starts, its budget
     counts on from the charge, and a stage started before cannot be prepaid over."""
-    fake = tmp_path / "python"
-    fake.write_text(FAKE_TRAINER.format(python=sys.executable))
-    fake.chmod(0o755)
-    monkeypatch.setenv("FAKE_CALLS", str(tmp_path / "calls"))
-    monkeypatch.setattr(compare, "POLL_SECONDS", 0.2)
     root = tmp_path / "root"
     with pytest.raises(SystemExit, match="compare.py train supervised_2400`"):
-        compare.train_arm("supervised_2400_az", root, 0.05, str(fake), print)
+        compare.train_arm("supervised_2400_az", root, 0.05, fake_python, print)
     source = root / "supervised_2400" / "sup" / "dataset"
     source.mkdir(parents=True)
     (source / "manifest.json").write_text(json.dumps({"shards": [{"index": 0}, {"index": 1}]}))
@@ -119,7 +118,7 @@ def test_a_prepaid_stage_starts_from_the_named_dataset_and_is_charged_its_cost(
     monkeypatch.setitem(
         compare.PREPAID, ("supervised_2400_az", "sup"), (("supervised_2400", "sup"), 1.0)
     )
-    budget = compare.train_arm("supervised_2400_az", root, 0.05, str(fake), print)  # 3 s
+    budget = compare.train_arm("supervised_2400_az", root, 0.05, fake_python, print)  # 3 s
     sup = budget["stages"]["sup"]
     assert sup["prepaid"] == 1.0 and sup["prepaid_from"] == "supervised_2400/sup"
     assert sup["prepaid_shards"] == 2
@@ -130,7 +129,7 @@ def test_a_prepaid_stage_starts_from_the_named_dataset_and_is_charged_its_cost(
         compare.prepay(root, "supervised_2400_az", "sup", root / "supervised_2400_az" / "sup")
 
 
-def test_a_parked_arm_resumes_on_a_fresh_root_from_where_it_stopped(tmp_path, monkeypatch):
+def test_a_parked_arm_resumes_on_a_fresh_root_from_where_it_stopped(tmp_path, fake_python):
     """`park` keeps what a resume needs (the latest checkpoint of each stage, metrics, logs,
     an unfinished stage's dataset, the budget), `train` on a root without the arm unpacks it
     and runs only what is left, counting on from the parked CPU time; an arm that is there is
@@ -175,13 +174,8 @@ def test_a_parked_arm_resumes_on_a_fresh_root_from_where_it_stopped(tmp_path, mo
     assert not compare.unpark(root, "supervised_az", archive, print)
     assert json.loads((arm / "budget.json").read_text())["note"] == "newer"
     # The resume on the fresh root: only the unfinished stage runs, from 0.5 CPU-s on.
-    fake = tmp_path / "python"
-    fake.write_text(FAKE_TRAINER.format(python=sys.executable))
-    fake.chmod(0o755)
-    monkeypatch.setenv("FAKE_CALLS", str(tmp_path / "calls"))
-    monkeypatch.setattr(compare, "POLL_SECONDS", 0.2)
     again = tmp_path / "again"
-    done = compare.train_arm("supervised_az", again, 0.05, str(fake), print, parked=archive)
+    done = compare.train_arm("supervised_az", again, 0.05, fake_python, print, parked=archive)
     (call,) = (tmp_path / "calls").read_text().splitlines()
     assert f"--workdir={again / 'supervised_az' / 'az'}" in call.split()
     assert done["stages"]["sup"] == {"cpu_seconds": 1.5, "done": True}
