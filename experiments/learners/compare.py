@@ -17,8 +17,9 @@ other work. What each stage spent is kept in `<root>/<arm>/budget.json`; a kille
 resumes the stage where its checkpoint is, counting on from what was recorded (the CPU time
 since the last record, at most one poll interval, is lost to the count: it is charged as 0).
 
-A run outlives its machine through git: `park ARM` (the arm stopped: SIGTERM to `train`'s
-process group checkpoints the iteration in progress) packs what its resume needs into
+SIGTERM or Ctrl-C to `train` stops the stage's child (it checkpoints the iteration in
+progress), counts its CPU time to its end and leaves the stage unfinished. A run outlives its
+machine through git: `park ARM` (the arm stopped) packs what its resume needs into
 `experiments/learners/parked/ARM.tar.gz` (each stage's latest checkpoint, metrics, logs, the
 budget record and an unfinished stage's dataset; no older checkpoint, no event file), to be
 committed; on a fresh clone `train ARM` unpacks it when the arm's folder is absent and goes on
@@ -37,6 +38,7 @@ import signal
 import subprocess
 import sys
 import tarfile
+import threading
 import time
 from pathlib import Path
 
@@ -281,6 +283,32 @@ def unpark(root: Path, arm: str, archive: Path, log) -> bool:
     return True
 
 
+class _StopSignals:
+    """SIGTERM / SIGINT to the runner while a stage's child runs: the child is asked to stop
+    (SIGTERM: it checkpoints the iteration in progress) and the runner keeps counting its CPU
+    time until it has, instead of dying with the work since its last poll uncounted."""
+
+    def __init__(self, child: subprocess.Popen):
+        self.child, self.by, self.previous = child, None, {}
+        if threading.current_thread() is threading.main_thread():
+            for signum in (signal.SIGTERM, signal.SIGINT):
+                self.previous[signum] = signal.signal(signum, self._handle)
+
+    def _handle(self, signum, frame) -> None:
+        del frame
+        self.by = self.by or signal.Signals(signum).name
+        if self.child.poll() is None:
+            self.child.send_signal(signal.SIGTERM)
+
+    def __enter__(self) -> _StopSignals:
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        for signum, handler in self.previous.items():
+            signal.signal(signum, handler)
+        self.previous = {}
+
+
 def train_arm(
     arm: str,
     root: Path,
@@ -328,25 +356,34 @@ def train_arm(
             spent_before, stopped, started = record["cpu_seconds"], False, time.time()
             used = 0.0
             last_note = started
-            while child.poll() is None:
-                time.sleep(POLL_SECONDS)
-                # Never down: a child that exits before its parent waits for it takes its
-                # CPU time out of the tree's count; what was counted stays spent.
-                used = max(used, process_tree_cpu_seconds(child.pid))
-                record["cpu_seconds"] = spent_before + used
-                write_budget(root, arm, budget)
-                if not stopped and record["cpu_seconds"] >= limit:
-                    log(f"{arm}/{name}: budget reached ({limit / 60:.1f} CPU-min); stopping")
-                    child.send_signal(signal.SIGTERM)
-                    stopped = True
-                if time.time() - last_note > 120:
-                    last_note = time.time()
-                    rate = used / max(time.time() - started, 1e-9)
-                    eta = (limit - record["cpu_seconds"]) / max(rate, 1e-9)
-                    log(
-                        f"{arm}/{name}: {record['cpu_seconds'] / 60:.1f} of {limit / 60:.1f} "
-                        f"CPU-min ({rate:.2f} cores), about {eta / 60:.0f} min to go"
-                    )
+            with _StopSignals(child) as interrupted:
+                while child.poll() is None:
+                    time.sleep(POLL_SECONDS)
+                    # Never down: a child that exits before its parent waits for it takes its
+                    # CPU time out of the tree's count; what was counted stays spent.
+                    used = max(used, process_tree_cpu_seconds(child.pid))
+                    record["cpu_seconds"] = spent_before + used
+                    write_budget(root, arm, budget)
+                    if not stopped and record["cpu_seconds"] >= limit:
+                        log(f"{arm}/{name}: budget reached ({limit / 60:.1f} CPU-min); stopping")
+                        child.send_signal(signal.SIGTERM)
+                        stopped = True
+                    if time.time() - last_note > 120:
+                        last_note = time.time()
+                        rate = used / max(time.time() - started, 1e-9)
+                        eta = (limit - record["cpu_seconds"]) / max(rate, 1e-9)
+                        log(
+                            f"{arm}/{name}: {record['cpu_seconds'] / 60:.1f} of {limit / 60:.1f} "
+                            f"CPU-min ({rate:.2f} cores), about {eta / 60:.0f} min to go"
+                        )
+        if interrupted.by and not stopped:  # counted to the child's end; not done
+            record["wall_seconds"] = record.get("wall_seconds", 0.0) + time.time() - started
+            write_budget(root, arm, budget)
+            raise SystemExit(
+                f"{arm}/{name}: stopped by {interrupted.by} at {record['cpu_seconds'] / 60:.1f} "
+                f"of {limit / 60:.1f} CPU-min, its iteration in progress checkpointed; "
+                f"`train {arm}` resumes it, `park {arm}` packs it for git"
+            )
         if child.returncode not in (0, -signal.SIGTERM) and not stopped:
             raise SystemExit(
                 f"error: {arm}/{name} failed (exit {child.returncode}); see "

@@ -5,8 +5,11 @@ ladder's JSON. A fake trainer stands in for `python -m mmc_jax.train` (no JAX he
 
 import importlib.util
 import json
+import os
+import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -87,6 +90,26 @@ def test_every_stage_stops_at_its_share_and_the_next_starts_from_it(tmp_path, fa
     assert again["stages"] == stages and len(calls.read_text().splitlines()) == 2
     with pytest.raises(SystemExit, match="started with --cpu-minutes 0.05"):
         compare.train_arm("supervised_az", root, 60, fake_python, lines.append)
+
+
+def test_a_stopped_runner_stops_its_stage_counts_it_to_the_end_and_does_not_finish_it(
+    tmp_path, fake_python
+):
+    """SIGTERM to `train` (a sitting's end, before `park`): the stage's child is stopped, its
+    CPU time is counted until it has ended, and the stage stays unfinished for the resume."""
+    root = tmp_path / "root"
+    before = signal.getsignal(signal.SIGTERM)
+    timer = threading.Timer(1.5, os.kill, (os.getpid(), signal.SIGTERM))
+    timer.start()
+    try:
+        with pytest.raises(SystemExit, match="alphazero/az: stopped by SIGTERM at"):
+            compare.train_arm("alphazero", root, 1.0, fake_python, print)
+    finally:
+        timer.cancel()
+    record = compare.read_budget(root, "alphazero")["stages"]["az"]
+    assert not record["done"] and 0.5 < record["cpu_seconds"] < 60
+    assert signal.getsignal(signal.SIGTERM) is before  # the runner's handler is gone
+    assert "final" not in compare.read_budget(root, "alphazero")
 
 
 def test_a_stage_that_saved_no_checkpoint_is_an_error_not_a_start(
