@@ -88,13 +88,13 @@ def _export_recon(parser: argparse.ArgumentParser, args) -> str | None:
     line to print; None when `args.checkpoint` is not one (the board-game export follows)."""
     from mmc_jax.algorithms import recon
 
-    source = args.checkpoint
+    source, meta = args.checkpoint, {}
     if not (os.path.isfile(source) or os.path.isfile(os.path.join(source, recon.MODEL_FILE))):
         try:  # a workdir: its config names the algorithm (no parameters read)
-            saved = checkpoint.load_metadata(source).get("config") or {}
+            meta = checkpoint.load_metadata(source)
         except (FileNotFoundError, checkpoint.CheckpointDamaged, OSError, ValueError):
             return None
-        if saved.get("algorithm") != recon.ALGORITHM.name:
+        if (meta.get("config") or {}).get("algorithm") != recon.ALGORITHM.name:
             return None
     if args.step is not None:
         parser.error("--step: a recon run exports its latest intact checkpoint; drop --step")
@@ -106,9 +106,7 @@ def _export_recon(parser: argparse.ArgumentParser, args) -> str | None:
         parser.error(f"--checkpoint {source}: {error}")
     os.makedirs(args.out, exist_ok=True)
     recon.save_model(os.path.join(args.out, recon.MODEL_FILE), params, search)
-    step = None
-    if os.path.isdir(os.path.join(source, checkpoint.CHECKPOINT_SUBDIR)):
-        step = checkpoint.load_metadata(source).get("step")
+    step = meta.get("step")  # a workdir's newest intact step (None for a model file or folder)
     info = {
         "format": recon.MODEL_FORMAT,
         "config": {"algorithm": recon.ALGORITHM.name, "search": dict(search._asdict())},
