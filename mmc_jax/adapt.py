@@ -523,12 +523,17 @@ def run_adaptation(
             [p for p in points_wanted if p not in {q["iteration"] for q in results["points"]}]
             or [0]
         )
+        stopped_at = None
         if last > 0:
-            _train_and_evaluate(
+            stopped_at = _train_and_evaluate(
                 run_config, workdir, params0, last, points_wanted, reached, evaluate_at, stream
             )
         storage.write_atomically(storage.join(workdir, TABLE_FILE), markdown_table(results))
         plot_curve(results, storage.join(workdir, metrics_lib.PLOTS_SUBDIR, PLOT_FILE))
+    if stopped_at is not None:
+        # The points played so far are in adaptation.json; a caller must not read the
+        # unfinished curve as the whole one.
+        raise runloop.Stopped(f"{workdir}: stopped by a signal at iteration {stopped_at}")
     return results
 
 
@@ -682,9 +687,10 @@ def _train_and_evaluate(
     reached: int,
     evaluate_at: Callable[[int, Any, int, float], None],
     stream,
-) -> None:
+) -> int | None:
     """Trains (resuming from the workdir's checkpoint) up to iteration `last`, evaluating the
-    wanted points past `reached` as the run loop reaches them."""
+    wanted points past `reached` as the run loop reaches them. Returns the iteration a signal
+    stopped the run at, or None when it reached `last`."""
     train_started = time.time()
 
     def on_eval(iteration: int, state: Any, record: dict[str, Any]) -> None:
@@ -698,7 +704,7 @@ def _train_and_evaluate(
 
     run_config.unlock()
     run_config.num_iterations = last
-    runloop.run(
+    result = runloop.run(
         alphazero.ALGORITHM,
         run_config,
         workdir,
@@ -707,6 +713,7 @@ def _train_and_evaluate(
         stream=stream,
         lock=False,  # held by the caller
     )
+    return int(result.record["iteration"]) if result.stopped else None
 
 
 # ---------------------------------------------------------------------------------------------
@@ -834,6 +841,8 @@ def main(argv) -> None:
         cli.fail(str(error))
     except KeyboardInterrupt:
         cli.fail("interrupted; re-run the same command to resume", status=130)
+    except runloop.Stopped as error:
+        cli.fail(f"{error}; the points played are kept: re-run the same command to resume")
     print(markdown_table(results), end="")
     print(verdict(results))
     print(f"written: {storage.join(workdir, RESULTS_FILE)}, {TABLE_FILE}, plots/{PLOT_FILE}")

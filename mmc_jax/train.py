@@ -66,7 +66,9 @@ def train(
     init_params: Any = None,
 ) -> dict[str, Any]:
     """Trains (or resumes) until `config.num_iterations`; returns the last metrics record plus
-    `iteration`, `start_iteration` and `compile_seconds` (see `runloop.run`)."""
+    `iteration`, `start_iteration`, `compile_seconds` and `stopped` (see `runloop.run`). A
+    signal (SIGTERM, Ctrl-C) ends the call early with `stopped` True: callers that go on to
+    use the run as finished use `train_to_end`."""
     result = runloop.run(
         algorithm_for(config),
         config,
@@ -76,6 +78,18 @@ def train(
         init_params=init_params,
     )
     return result.record
+
+
+Stopped = runloop.Stopped
+
+
+def train_to_end(config: ml_collections.ConfigDict, workdir: str | os.PathLike, **kwargs):
+    """`train`, raising `Stopped` when a signal ended the run early, so that a caller which
+    exports, scores or marks the run done never takes a stopped run for a finished one."""
+    record = train(config, workdir, **kwargs)
+    if record["stopped"]:
+        raise Stopped(f"{workdir}: stopped at iteration {record['iteration']}")
+    return record
 
 
 def start_from(init_from: str, config: ml_collections.ConfigDict) -> tuple[Any, str]:

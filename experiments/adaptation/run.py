@@ -192,7 +192,7 @@ def run_meta(workdir: Path, preset: Preset, holdout, joint: bool, log) -> dict:
     config = meta_config(preset, holdout, joint)
     log(f"stage pretrain/{stage.name}: {name} meta-training, held out {','.join(holdout)}")
     started = time.time()
-    result = train.train(config, stage, stream=log)
+    result = train.train_to_end(config, stage, stream=log)
     info = {
         "path": str(stage),
         "frames": int(result["frames"]),
@@ -239,7 +239,7 @@ def run_gardner(workdir: Path, preset: Preset, frames: int, gardner_from: str | 
     config = single_variant_config(preset, "gardner", frames)
     log(f"stage pretrain/gardner: {config.num_iterations} AlphaZero iterations on gardner")
     started = time.time()
-    result = train.train(config, stage, stream=log)
+    result = train.train_to_end(config, stage, stream=log)
     info = {"path": str(stage), "frames": int(result["frames"]), "seconds": time.time() - started}
     _mark_done(stage, info)
     log(f"stage pretrain/gardner done: {info['frames']} frames, {info['seconds']:.0f} s")
@@ -262,7 +262,7 @@ def run_reference(workdir: Path, preset: Preset, variant: str, log) -> dict | No
     )
     log(f"stage reference/{variant}: {config.num_iterations} iterations from scratch")
     started = time.time()
-    result = train.train(config, stage, stream=log)
+    result = train.train_to_end(config, stage, stream=log)
     info = {"path": str(stage), "frames": int(result["frames"]), "seconds": time.time() - started}
     _mark_done(stage, info)
     return info
@@ -540,6 +540,17 @@ def parse_args(argv=None):
 
 
 def main(argv=None) -> int:
+    from mmc_jax import train
+
+    try:
+        return _main(argv)
+    except train.Stopped as error:
+        # A signal stopped a stage: it is not marked done, and no later stage starts.
+        print(f"stopped ({error}): finished stages are kept; rerun the same command", flush=True)
+        return 143
+
+
+def _main(argv=None) -> int:
     args = parse_args(argv)
     preset = PRESETS[args.preset]
     workdir = Path(args.workdir).resolve()

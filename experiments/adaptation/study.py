@@ -558,7 +558,7 @@ def references(study: Study, variant: str, log) -> dict:
     workdir = study.workdir / "reference" / slug(variant)
     log(f"reference {variant}: {max(preset.reference_iterations)} iterations from scratch")
     started = time.time()
-    train.train(reference_config(preset, variant), workdir, stream=log)
+    train.train_to_end(reference_config(preset, variant), workdir, stream=log)
     frames = {}
     for iteration in preset.reference_iterations:
         frames[str(iteration)] = _frames_at(workdir, iteration)
@@ -619,7 +619,7 @@ def pretrain(study: Study, arm: str, seed: int, choice: dict | None, log, pack=N
     workdir = study.workdir / "pretrain" / f"{arm}_s{seed}"
     log(f"pretrain {arm} seed {seed}: {config.num_iterations} outer iterations")
     started = time.time()
-    result = train.train(config, workdir, stream=log)
+    result = train.train_to_end(config, workdir, stream=log)
     step = int(result["iteration"])
     optimizer = (
         f"inner {choice}, eps {config.meta.outer_lr} constant, k {config.meta.inner_steps}"
@@ -1259,7 +1259,7 @@ def long_run(study: Study, choice: dict, log) -> dict | None:
     config.checkpoint.keep_period = preset.long_every
     workdir = study.workdir / "long" / arm
     log(f"long run: {arm} to {preset.long_iterations} outer iterations (zero-shot means {means})")
-    train.train(config, workdir, stream=log)
+    train.train_to_end(config, workdir, stream=log)
     info = {"arm": arm, "zero_shot_means": means, "points": [], "complete": False}
     for step in range(preset.long_every, preset.long_iterations + 1, preset.long_every):
         out = study.path("models", "long", f"it{step}")
@@ -2223,6 +2223,7 @@ def main(argv=None) -> int:
         return 0
     complete = True
     if args.only != "report":
+        from mmc_jax import train
         from mmc_jax.infra import storage
 
         try:
@@ -2242,6 +2243,11 @@ def main(argv=None) -> int:
         except KeyboardInterrupt:
             log("interrupted: finished units are kept; rerun the same command to continue")
             return 130
+        except train.Stopped as error:
+            # A signal (a time limit's SIGTERM) stopped a training unit: it is not exported,
+            # recorded or packed, and no later unit starts.
+            log(f"stopped ({error}): finished units are kept; rerun the same command to continue")
+            return 143
     results = collect(study)
     text = report(study, results)
     plot(study, results)

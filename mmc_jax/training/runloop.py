@@ -71,12 +71,18 @@ from mmc_jax.training.algorithm import Algorithm
 PLOT_INTERVAL_SECONDS = 60.0
 
 
+class Stopped(RuntimeError):
+    """A run that a signal (SIGTERM, Ctrl-C) ended before its last iteration: its checkpoint is
+    kept and the same call resumes it. Raised by callers that would otherwise take the
+    stopped run for a finished one (export it, score it, mark it done)."""
+
+
 @dataclasses.dataclass
 class RunResult:
     """What `run` returns.
 
     state: the final state (on the mesh). record: the last metrics record (as written to
-    `metrics.jsonl`) plus `iteration`, `start_iteration` and `compile_seconds`.
+    `metrics.jsonl`) plus `iteration`, `start_iteration`, `compile_seconds` and `stopped`.
     start_iteration: where this call started (0, or the resumed iteration). stopped: True when
     a signal ended the run early.
     """
@@ -842,7 +848,8 @@ def _save(session: _Session, writer, state, done: int, frames: int, games: int) 
 
 def _final_record(session: _Session, record, start: int, stopped: bool, compile_seconds: float):
     """The record `run` returns: the last one written (read back when this call wrote none)
-    plus `iteration`, `start_iteration` and `compile_seconds`."""
+    plus `iteration`, `start_iteration`, `compile_seconds` and `stopped` (a signal ended the
+    call before `num_iterations`)."""
     if not record:
         records = metrics_lib.read_metrics(session.workdir)
         record = dict(records[-1]) if records else {}
@@ -852,5 +859,6 @@ def _final_record(session: _Session, record, start: int, stopped: bool, compile_
         else max(start, session.num_iterations),
         start_iteration=start,
         compile_seconds=compile_seconds,
+        stopped=stopped,
     )
     return record

@@ -103,3 +103,23 @@ def test_fog_says_the_head_to_head_match_is_skipped(tmp_path):
         "--workdir", str(tmp_path / "adapt2"),
     )  # fmt: skip
     assert "note: atomic has fog" not in clear.stdout
+
+
+def test_a_signal_that_stops_the_training_raises_stopped_not_a_short_curve(tmp_path, monkeypatch):
+    """A SIGTERM during the adaptation run (a time limit's) used to return the points played so
+    far as if they were the whole curve, and the study wrote that short curve as a cell. The
+    call now raises `Stopped`; the points played stay in the workdir for the resume."""
+    from configs import joat
+    from mmc_jax.training import runloop
+
+    def stopped_run(algorithm, config, workdir, **kwargs):
+        return runloop.RunResult(
+            state=None, record={"iteration": 1}, start_iteration=0, stopped=True
+        )
+
+    monkeypatch.setattr(runloop, "run", stopped_run)
+    with pytest.raises(runloop.Stopped, match="stopped by a signal at iteration 1"):
+        adapt.run_adaptation(
+            "atomic", "scratch", tmp_path / "adapt", config=joat.get_config("smoke"),
+            iterations=2, eval_at=[2], stream=None,
+        )  # fmt: skip

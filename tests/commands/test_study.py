@@ -223,6 +223,29 @@ def test_a_resumed_pretraining_unit_equals_an_unbroken_one_and_its_pack_round_tr
         study.unpack(other, pack)
 
 
+def test_a_stopped_pretraining_unit_is_not_exported_recorded_or_followed(tmp_path, monkeypatch):
+    """A GPU call's time limit SIGTERMed a pretraining run at iteration 83 of 100: the study
+    exported it, recorded it as finished (83 iterations) and packed it, then started the next
+    unit. A stopped unit now leaves no artefact, and the sitting ends there (rc 143)."""
+    from mmc_jax import train
+
+    calls = []
+
+    def stopped(config, workdir, **kwargs):
+        calls.append(Path(workdir).name)
+        return {"iteration": 1, "stopped": True}
+
+    monkeypatch.setattr(train, "train", stopped)
+    workdir = tmp_path / "w"
+    status = study.main(["--preset", "smoke", "--workdir", str(workdir), "--only", "pretrain"])
+    assert status == 143
+    assert calls == ["joint_s0"]  # no unit after the stopped one
+    artefacts = study.Study("smoke", study.PRESETS["smoke"], workdir, workdir / "artefacts")
+    assert artefacts.read("pretrain", "joint_s0.json") is None
+    assert not artefacts.pretrained_model("joint", 0).exists()
+    assert "stopped (" in (workdir / "study.log").read_text()
+
+
 def test_a_second_study_process_on_a_workdir_is_refused(tmp_path, capsys):
     from mmc_jax.infra import storage
 

@@ -253,12 +253,12 @@ def test_a_signal_stops_after_the_iteration_in_progress_and_resume_continues(tmp
 
     stream = io.StringIO()
     stopped = runloop.run(algorithm, smoke("alphazero", 3), tmp_path, on_eval=hook, stream=stream)
-    assert stopped.stopped and stopped.record["iteration"] == 1
+    assert stopped.stopped and stopped.record["iteration"] == 1 and stopped.record["stopped"]
     assert checkpoint.latest_step(tmp_path) == 1
     assert f"stopped by {signal.Signals(signum).name} after iteration 1" in stream.getvalue()
     resumed = runloop.run(algorithm, smoke("alphazero", 2), tmp_path, stream=None)
     assert resumed.start_iteration == 1 and not resumed.stopped
-    assert resumed.record["iteration"] == 2
+    assert resumed.record["iteration"] == 2 and not resumed.record["stopped"]
 
 
 def test_a_damaged_latest_checkpoint_resumes_from_the_one_before_and_an_unreadable_workdir_is_kept(
