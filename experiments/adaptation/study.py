@@ -597,6 +597,8 @@ def shared_references(study: Study, variant: str) -> bool:
 
 def pretrain(study: Study, arm: str, seed: int, choice: dict | None, log, pack=None) -> dict:
     """One pretraining run, exported into the artefacts (and added to `pack`)."""
+    import jax
+
     from mmc_jax import train
 
     done = study.read("pretrain", f"{arm}_s{seed}.json")
@@ -639,6 +641,8 @@ def pretrain(study: Study, arm: str, seed: int, choice: dict | None, log, pack=N
         "tasks_per_iteration": int(config.meta.num_tasks),
         "games_per_task": int(config.meta.games_per_task),
         "seconds": time.time() - started,
+        # The config fixes the run; the device only its floating-point rounding and its time.
+        "device": jax.devices()[0].device_kind,
     }
     export(workdir, step, study.pretrained_model(arm, seed), {"description": f"{arm} s{seed}"})
     study.write(info, "pretrain", f"{arm}_s{seed}.json")
