@@ -65,7 +65,10 @@ ARMS = {
         ("sup", "configs/supervised.py:cpu", 0.5, [*HALF_DATA, *RUN]),
         ("az", "configs/gardner.py:cpu", None, [*RUN, "--init_from={previous}"]),
     ],
-    "td_lambda": [("td", "configs/td_lambda.py:cpu", None, RUN)],
+    # Rated before the inverse-CDF minibatch sampler: it keeps the one it drew with.
+    "td_lambda": [
+        ("td", "configs/td_lambda.py:cpu", None, [*RUN, "--config.learner.sampler=gumbel"])
+    ],
     # Round 2 (registered 2026-11-28, README): the supervised recipe with the data it can now
     # afford (rules of a995ed5: 0.77 CPU-s a game) and two shards of held-out games.
     "supervised_2400": [
