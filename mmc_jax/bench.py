@@ -1172,9 +1172,54 @@ def _iteration_joat(args) -> dict:
     return _split("joat:" + args.joat_preset, seconds, first, num_tasks * games)
 
 
+def _iteration_recon(args) -> dict:
+    """One `configs/recon.py` iteration (with `--recon-replay` iterations of replay), whole
+    and in separately jitted parts; "before": the minibatch rows drawn with Gumbel noise over
+    the whole pool (`learner.sampler = "gumbel"`, the runs before 2026-11-28), "after": by
+    inverse CDF. Self-play writes its own targets (no separate part)."""
+    import functools
+
+    import ml_collections
+
+    from mmc_jax.algorithms import recon as recon_algorithm
+    from mmc_jax.training import runloop
+
+    config = ml_collections.ConfigDict(_load_preset("recon", args.recon_preset).to_dict())
+    config.replay.iterations = args.recon_replay
+    config = recon_algorithm.prepare_config(config)
+    after = recon_algorithm.train_config(config)._replace(sampler="inverse_cdf")
+    before = after._replace(sampler="gumbel")
+    algorithm = recon_algorithm.ALGORITHM
+    rules = algorithm.setup(config, algorithm.make_mesh(config))
+    state = recon_algorithm.init_train_state(after)
+    key = jax.random.key(1)
+    play = jax.jit(functools.partial(recon_algorithm.selfplay, config=after))
+    examples, _ = play(state.params, rules, key)
+    whole = {
+        c: jax.jit(functools.partial(recon_algorithm.iteration, config=c)) for c in (after, before)
+    }
+    learn = {
+        c: jax.jit(functools.partial(recon_algorithm.learn, config=c)) for c in (after, before)
+    }
+    saved = runloop.checkpoint_state(algorithm, state, 1, 1, 1, save_replay=True)
+    arms = {
+        "total": lambda: whole[after](state, rules, key)[1],
+        "total_before": lambda: whole[before](state, rules, key)[1],
+        "selfplay": lambda: play(state.params, rules, key)[1],
+        "learner": lambda: learn[after](state, examples, key)[1],
+        "learner_before": lambda: learn[before](state, examples, key)[1],
+        "checkpoint": lambda: _checkpoint_seconds(saved),
+    }
+    seconds, first = _interleaved(arms, args.repeats, not args.json)
+    seconds["targets"] = 0.0
+    name = f"recon:{args.recon_preset} (replay {args.recon_replay})"
+    return _split(name, seconds, first, int(config.selfplay.games))
+
+
 def bench_iteration(args) -> dict:
     """Seconds per training iteration, split into self-play / targets / learner / checkpoint /
-    other, before (XLA's convolution gradient) and after."""
+    other, before and after (gardner, joat: XLA's convolution gradient; recon: the Gumbel
+    minibatch sampler)."""
     result = {
         "benchmark": "iteration",
         "device": str(jax.devices()[0].device_kind),
@@ -1186,7 +1231,9 @@ def bench_iteration(args) -> dict:
     for which in args.configs:
         if not rows.may_start(which):
             continue
-        run = _iteration_gardner(args) if which == "gardner" else _iteration_joat(args)
+        run = {"gardner": _iteration_gardner, "joat": _iteration_joat, "recon": _iteration_recon}[
+            which
+        ](args)
         result["runs"].append(run)
         rows.record()
         if not args.json:
@@ -1755,11 +1802,19 @@ def _iteration_flags(p) -> None:
         p,
         "--configs",
         ["gardner", "joat"],
-        "which runs to time (default both)",
-        choices=("gardner", "joat"),
+        "which runs to time (default gardner and joat; recon: the learned recon agent's "
+        "iteration, before/after the inverse-CDF minibatch sampler)",
+        choices=("gardner", "joat", "recon"),
     )
     p.add_argument("--gardner-preset", default="cpu", help="configs/gardner.py preset (cpu)")
     p.add_argument("--joat-preset", default="quick", help="configs/joat.py preset (quick)")
+    p.add_argument("--recon-preset", default="cpu", help="configs/recon.py preset (cpu)")
+    p.add_argument(
+        "--recon-replay",
+        type=int,
+        default=4,
+        help="iterations of replay in the recon run (default 4: the registered run 3's)",
+    )
     _add_rounds(p, 3, "timed rounds")
 
 
@@ -1898,6 +1953,8 @@ def _check_args(parser, args) -> None:
             parser.error(str(e))
         if args.vs_pgx and args.variants != ["gardner"]:
             parser.error("--vs-pgx compares gardner only (pgx has no other variant)")
+    if getattr(args, "recon_replay", 1) < 1:
+        parser.error(f"--recon-replay must be at least 1 (1: no replay), got {args.recon_replay}")
     _check_json_out(parser, args.json_out)
     if getattr(args, "vs_pgx", False) and not _has_pgx():
         # pgx is a test/benchmark extra: without it, measure our arms and say so.

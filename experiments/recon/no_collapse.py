@@ -40,12 +40,15 @@ _spec.loader.exec_module(budgeted)
 # The registered runs (experiments/recon/README.md, "No collapse"), each one stage: the cpu
 # preset (its periodic evaluation against entropy-pimc every 25 iterations included, and paid
 # from the budget; `num_iterations` only a cap) with the run's overrides, and its default folder.
+# Runs 1-3 ran before the inverse-CDF minibatch sampler: they keep the sampler they drew with
+# (the same distribution, other draws), so that each reproduces bit for bit.
+GUMBEL = "--config.learner.sampler=gumbel"
 RUNS = {
-    1: ([], "recon_no_collapse"),  # the preset as it is
-    2: (["--config.selfplay.explore=0.1"], "recon_no_collapse_run2"),  # one guard: exploration
+    1: ([GUMBEL], "recon_no_collapse"),  # the preset as it is
+    2: ([GUMBEL, "--config.selfplay.explore=0.1"], "recon_no_collapse_run2"),  # exploration
     # Run 2 did not collapse but scored 0.51: its guard plus replay across 4 iterations.
     3: (
-        ["--config.selfplay.explore=0.1", "--config.replay.iterations=4"],
+        [GUMBEL, "--config.selfplay.explore=0.1", "--config.replay.iterations=4"],
         "recon_no_collapse_run3",
     ),
 }

@@ -67,6 +67,7 @@ from mmc_jax.rules import recon
 from mmc_jax.search import recon_belief as RB
 from mmc_jax.search import recon_learned as L
 from mmc_jax.search import recon_score as S
+from mmc_jax.training import learner
 from mmc_jax.training.algorithm import (
     CompiledStep,
     ReplicatedAlgorithm,
@@ -93,6 +94,7 @@ class TrainConfig(NamedTuple):
     anchor: float = 0.5  # the world value's target: this share is the prior's own value
     replay_iterations: int = 1  # K: minibatches also from what K - 1 earlier iterations kept
     replay_rows: int = 2048  # decisions (and true boards) each iteration keeps for the replay
+    sampler: str = "inverse_cdf"  # how minibatch rows are drawn (learner.draw_rows)
     seed: int = 0
 
 
@@ -276,11 +278,11 @@ def loss_fn(params, batch, config: TrainConfig):
     return policy + value_loss + world_loss, (policy, value_loss, world_loss)
 
 
-def minibatch(examples: Examples, key, size: int) -> dict:
+def minibatch(examples: Examples, key, size: int, sampler: str = "inverse_cdf") -> dict:
     """`size` live decisions and `size` live true boards, drawn uniformly with replacement."""
     decision_key, world_key = jax.random.split(key)
-    i = jax.random.categorical(decision_key, jnp.log(examples.weight), shape=(size,))
-    j = jax.random.categorical(world_key, jnp.log(examples.world_weight), shape=(size,))
+    i = learner.draw_rows(decision_key, examples.weight, size, sampler)
+    j = learner.draw_rows(world_key, examples.world_weight, size, sampler)
     return {
         "obs": examples.obs[i], "mask": examples.mask[i], "target": examples.target[i],
         "result": examples.result[i], "world": examples.world[j],
@@ -372,15 +374,24 @@ def init_train_state(config: TrainConfig) -> ReplicatedState | ReplayState:
 
 def iteration(state: ReplicatedState | ReplayState, rules, key, config: TrainConfig):
     """One self-play + learning iteration (jittable): (state, metrics of float32 scalars)."""
-    play_key, learn_key = jax.random.split(key)
+    play_key, _ = jax.random.split(key)
     examples, stats = selfplay(state.params, rules, play_key, config)
+    state, metrics = learn(state, examples, key, config)
+    return state, dict(stats, **metrics)
+
+
+def learn(state: ReplicatedState | ReplayState, examples: Examples, key, config: TrainConfig):
+    """The learner half of `iteration` (jittable; `key` the iteration's own): `updates` Adam
+    steps on minibatches from this iteration's examples (and the replay's rows), then the
+    replay keeps this iteration's rows. (state, metrics)."""
+    _, learn_key = jax.random.split(key)
     optimizer = make_optimizer(config)
     replay = config.replay_iterations > 1
     pool = with_replay(examples, state.replay) if replay else examples
 
     def update(carry, key):
         params, opt_state = carry
-        batch = minibatch(pool, key, config.minibatch)
+        batch = minibatch(pool, key, config.minibatch, config.sampler)
         (loss, parts), grads = jax.value_and_grad(loss_fn, has_aux=True)(params, batch, config)
         updates, opt_state = optimizer.update(grads, opt_state, params)
         return (optax.apply_updates(params, updates), opt_state), jnp.stack([loss, *parts])
@@ -389,7 +400,7 @@ def iteration(state: ReplicatedState | ReplayState, rules, key, config: TrainCon
         update, (state.params, state.opt_state), jax.random.split(learn_key, config.updates)
     )
     loss, policy, value, world = losses.mean(axis=0)
-    metrics = dict(stats, loss=loss, policy=policy, value=value, world=world)
+    metrics = dict(loss=loss, policy=policy, value=value, world=world)
     if replay:  # this iteration keeps its rows (a key no other draw uses)
         metrics["pool"] = pool.weight.sum()
         kept = keep(examples, jax.random.fold_in(key, 2**30), config)
@@ -421,6 +432,8 @@ def train_config(config: ml_collections.ConfigDict) -> TrainConfig:
         # Runs before replay existed recorded no `replay` section: theirs was 1 iteration.
         replay_iterations=int(config.get("replay", {}).get("iterations", 1)),
         replay_rows=int(config.get("replay", {}).get("rows", 2048)),
+        # Runs before the inverse-CDF sampler recorded no `sampler`: theirs was "gumbel".
+        sampler=str(config.learner.get("sampler", "gumbel")),
     )
 
 
@@ -444,6 +457,9 @@ def prepare_config(config: ml_collections.ConfigDict) -> ml_collections.ConfigDi
                                 "learner.minibatch", "num_iterations"))  # fmt: skip
     if "replay" in config:
         check_at_least_one(config, ("replay.iterations", "replay.rows"))
+    sampler = config.learner.get("sampler", "gumbel")
+    _check(sampler in learner.SAMPLERS,
+           f"config.learner.sampler={sampler!r}: one of {learner.SAMPLERS}")  # fmt: skip
     _check(int(config.network.blocks) >= 0, "config.network.blocks must be >= 0")
     finite = {
         "learner.learning_rate": (0.0, 10.0),

@@ -46,6 +46,7 @@ from mmc_jax.algorithms import alphazero
 from mmc_jax.infra import sharding
 from mmc_jax.model import network as network_lib
 from mmc_jax.search import one_ply
+from mmc_jax.training import learner
 from mmc_jax.training.algorithm import (
     CompiledStep,
     ReplicatedAlgorithm,
@@ -142,6 +143,7 @@ def iteration(state: ReplicatedState, rules, key, *, config):
     obs = games.obs.reshape((-1,) + games.obs.shape[2:])
     targets, weight = returns.reshape(-1), games.live.reshape(-1).astype(jnp.float32)
     mask = jnp.ones((config.learner.batch_size, R.NUM_ACTIONS), bool)
+    sampler = str(config.learner.get("sampler", "gumbel"))  # a config recorded before it
 
     def loss_fn(params, rows):
         _, value = network.apply({"params": params}, obs[rows], mask)
@@ -149,7 +151,7 @@ def iteration(state: ReplicatedState, rules, key, *, config):
 
     def update(carry, key):
         params, opt_state = carry
-        rows = jax.random.categorical(key, jnp.log(weight), shape=(config.learner.batch_size,))
+        rows = learner.draw_rows(key, weight, int(config.learner.batch_size), sampler)
         loss, grads = jax.value_and_grad(loss_fn)(params, rows)
         updates, opt_state = optimizer.update(grads, opt_state, params)
         return (optax.apply_updates(params, updates), opt_state), loss
@@ -178,6 +180,9 @@ def prepare_config(config: ml_collections.ConfigDict) -> ml_collections.ConfigDi
                                 "learner.batch_size", "checkpoint.every"))  # fmt: skip
     check_ranges(config, (("td.lam", 0.0, 1.0), ("td.epsilon", 0.0, 1.0),
                           ("learner.learning_rate", 1e-9, 10.0)))  # fmt: skip
+    sampler = config.learner.get("sampler", "gumbel")
+    if sampler not in learner.SAMPLERS:
+        raise ValueError(f"config.learner.sampler={sampler!r}: one of {learner.SAMPLERS}")
     if R.has_fog(config.variant):
         raise ValueError(
             f"config.variant={config.variant!r} has fog: the one-ply value player reads the "

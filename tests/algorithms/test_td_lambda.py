@@ -120,3 +120,7 @@ def test_td_configs_refuse_fog_and_bad_values_in_one_line():
     config.td.lam = 1.5
     with pytest.raises(ValueError, match=r"config.td.lam=1.5 must be a finite number in \[0.0"):
         td_lambda.prepare_config(config)
+    config = smoke(1)
+    config.learner.sampler = "fast"
+    with pytest.raises(ValueError, match=r"config.learner.sampler='fast': one of \("):
+        td_lambda.prepare_config(config)

@@ -292,6 +292,14 @@ def test_a_bad_time_limit_is_one_line_before_any_work(capsys, benchmark, value):
     assert last.startswith(f"python -m mmc_jax.bench {benchmark}: error: argument --time-limit")
 
 
+def test_iteration_refuses_a_recon_replay_below_one_in_one_line(capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        bench.main(["iteration", "--configs", "recon", "--recon-replay", "0"])
+    assert exit_info.value.code == 2
+    last = capsys.readouterr().err.strip().splitlines()[-1]
+    assert last.endswith("error: --recon-replay must be at least 1 (1: no replay), got 0"), last
+
+
 def test_a_json_out_that_cannot_be_written_is_one_line_before_any_work(capsys, tmp_path):
     with pytest.raises(SystemExit) as exit_info:
         bench.main(["learner", "--json-out", str(tmp_path / "no" / "such" / "folder.json")])

@@ -432,3 +432,16 @@ def test_auto_dtype_is_bfloat16_on_accelerators_and_float32_on_the_cpu():
         assert common.network(size, rule_planes="none").dtype == "float32"
     on_this_cpu = network.make_network(common.network("full", rule_planes="none"))
     assert on_this_cpu.dtype == jnp.float32
+
+
+@pytest.mark.parametrize("sampler", learner.SAMPLERS)
+def test_draw_rows_draws_rows_in_proportion_to_their_weights_never_a_zero_one(sampler):
+    """Both samplers draw the same distribution (the recon and TD(λ) minibatches): rows of
+    weight 0 (padding, at the ends too) never, the others in proportion to their weight."""
+    weight = jnp.array([0, 1, 3, 0, 0, 2, 0, 0], jnp.float32)
+    rows = np.asarray(learner.draw_rows(jax.random.key(0), weight, 60_000, sampler))
+    counts = np.bincount(rows, minlength=weight.shape[0])
+    assert counts[np.asarray(weight) == 0].sum() == 0
+    np.testing.assert_allclose(counts / rows.size, np.asarray(weight) / 6, atol=0.01)
+    with pytest.raises(ValueError, match="sampler 'fast'"):
+        learner.draw_rows(jax.random.key(0), weight, 4, "fast")

@@ -339,6 +339,10 @@ def test_a_run_with_replay_resumes_bit_identically_and_draws_from_the_kept_rows(
     old = run_config(1).to_dict()
     del old["replay"]
     assert TL.train_config(ml_collections.ConfigDict(old)).replay_iterations == 1
+    # One recorded before the inverse-CDF sampler draws as it did: Gumbel noise.
+    old = run_config(1).to_dict()
+    del old["learner"]["sampler"]
+    assert TL.train_config(ml_collections.ConfigDict(old)).sampler == "gumbel"
 
 
 @pytest.mark.parametrize(
@@ -348,6 +352,7 @@ def test_a_run_with_replay_resumes_bit_identically_and_draws_from_the_kept_rows(
         ("selfplay__adjudicate", float("inf"), "config.selfplay.adjudicate=inf must be a finite"),
         ("learner__anchor", 1.5, "config.learner.anchor=1.5 must be a finite number in [0.0, 1"),
         ("selfplay__games", 0, "config.selfplay.games must be at least 1, got 0"),
+        ("learner__sampler", "fast", "config.learner.sampler='fast': one of ('inverse_cdf',"),
     ],
 )
 def test_recon_configs_refuse_bad_values_in_one_line(field, value, message):
