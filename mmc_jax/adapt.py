@@ -404,7 +404,8 @@ def plot_curve(results: dict[str, Any], path: str) -> None:
     axes.set_ylabel("score (W + D/2)")
     axes.set_title(f"{results['variant']} from {os.path.basename(results['init_from'])}")
     axes.grid(alpha=0.3)
-    axes.legend(fontsize="small")
+    if names:  # a run stopped before its first point has no curve yet
+        axes.legend(fontsize="small")
     figure.tight_layout()
     metrics_lib.save_figure(figure, path)
 
@@ -489,16 +490,7 @@ def run_adaptation(
     network = network_lib.make_network(network_config)
     reference_model = checkpoint_lib.load_model(reference)[:2] if reference else None
     results_path = storage.join(workdir, RESULTS_FILE)
-    results = {
-        "variant": variant,
-        "init_from": label,
-        "seed": seed,
-        "init_seed": init_seed,
-        "settings": _recorded_settings(settings),
-        "reference": storage.absolute(reference) if reference else None,
-        "frames_per_iteration": alphazero.samples_per_iteration(run_config),
-        "points": [],
-    }
+    results = _new_results(variant, label, seed, init_seed, settings, reference, run_config)
     # One writer per workdir: the adaptation's results and its training run alike.
     with runloop.workdir_lock(workdir, log):
         previous = storage.read_text(results_path)
@@ -535,6 +527,20 @@ def run_adaptation(
         # unfinished curve as the whole one.
         raise runloop.Stopped(f"{workdir}: stopped by a signal at iteration {stopped_at}")
     return results
+
+
+def _new_results(variant, label, seed, init_seed, settings, reference, run_config) -> dict:
+    """What `adaptation.json` records before any point is played."""
+    return {
+        "variant": variant,
+        "init_from": label,
+        "seed": seed,
+        "init_seed": init_seed,
+        "settings": _recorded_settings(settings),
+        "reference": storage.absolute(reference) if reference else None,
+        "frames_per_iteration": alphazero.samples_per_iteration(run_config),
+        "points": [],
+    }
 
 
 @dataclasses.dataclass
