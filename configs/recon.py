@@ -80,8 +80,9 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
     config.learner.weight_decay = 1e-4
     config.learner.anchor = 0.5  # share of the world value's target that is the prior's value
     # How minibatch rows are drawn (learner.draw_rows): "inverse_cdf", or "gumbel", the same
-    # distribution drawn 300x slower, which the runs before 2026-11-28 used (set it to
-    # reproduce them; a config recorded without this field reads as "gumbel").
+    # distribution drawn with [rows, pool] Gumbel noise (57% of recon's learner time), which
+    # the runs before 2026-11-28 used (set it to reproduce them; a config recorded without
+    # this field reads as "gumbel").
     config.learner.sampler = "inverse_cdf"
 
     # Replay across iterations: the learner draws its minibatches from this iteration's

@@ -63,8 +63,9 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
     config.learner.batch_size = 1024 if size == "full" else 256
     config.learner.learning_rate = 1e-3
     # How minibatch rows are drawn (learner.draw_rows): "inverse_cdf", or "gumbel", the same
-    # distribution drawn 300x slower, which the runs before 2026-11-28 used (set it to
-    # reproduce them; a config recorded without this field reads as "gumbel").
+    # distribution drawn with [rows, pool] Gumbel noise (57% of recon's learner time), which
+    # the runs before 2026-11-28 used (set it to reproduce them; a config recorded without
+    # this field reads as "gumbel").
     config.learner.sampler = "inverse_cdf"
     config.eval = common.evaluation(every=50, num_games=128, num_simulations=32)
     config.checkpoint = common.checkpointing(every=5, max_to_keep=2, save_replay=False)

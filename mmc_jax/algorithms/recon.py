@@ -432,8 +432,7 @@ def train_config(config: ml_collections.ConfigDict) -> TrainConfig:
         # Runs before replay existed recorded no `replay` section: theirs was 1 iteration.
         replay_iterations=int(config.get("replay", {}).get("iterations", 1)),
         replay_rows=int(config.get("replay", {}).get("rows", 2048)),
-        # Runs before the inverse-CDF sampler recorded no `sampler`: theirs was "gumbel".
-        sampler=str(config.learner.get("sampler", "gumbel")),
+        sampler=learner.configured_sampler(config.learner),
     )
 
 
@@ -457,9 +456,7 @@ def prepare_config(config: ml_collections.ConfigDict) -> ml_collections.ConfigDi
                                 "learner.minibatch", "num_iterations"))  # fmt: skip
     if "replay" in config:
         check_at_least_one(config, ("replay.iterations", "replay.rows"))
-    sampler = config.learner.get("sampler", "gumbel")
-    _check(sampler in learner.SAMPLERS,
-           f"config.learner.sampler={sampler!r}: one of {learner.SAMPLERS}")  # fmt: skip
+    learner.configured_sampler(config.learner)
     _check(int(config.network.blocks) >= 0, "config.network.blocks must be >= 0")
     finite = {
         "learner.learning_rate": (0.0, 10.0),

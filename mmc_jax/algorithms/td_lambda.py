@@ -143,7 +143,7 @@ def iteration(state: ReplicatedState, rules, key, *, config):
     obs = games.obs.reshape((-1,) + games.obs.shape[2:])
     targets, weight = returns.reshape(-1), games.live.reshape(-1).astype(jnp.float32)
     mask = jnp.ones((config.learner.batch_size, R.NUM_ACTIONS), bool)
-    sampler = str(config.learner.get("sampler", "gumbel"))  # a config recorded before it
+    sampler = learner.configured_sampler(config.learner)
 
     def loss_fn(params, rows):
         _, value = network.apply({"params": params}, obs[rows], mask)
@@ -180,9 +180,7 @@ def prepare_config(config: ml_collections.ConfigDict) -> ml_collections.ConfigDi
                                 "learner.batch_size", "checkpoint.every"))  # fmt: skip
     check_ranges(config, (("td.lam", 0.0, 1.0), ("td.epsilon", 0.0, 1.0),
                           ("learner.learning_rate", 1e-9, 10.0)))  # fmt: skip
-    sampler = config.learner.get("sampler", "gumbel")
-    if sampler not in learner.SAMPLERS:
-        raise ValueError(f"config.learner.sampler={sampler!r}: one of {learner.SAMPLERS}")
+    learner.configured_sampler(config.learner)
     if R.has_fog(config.variant):
         raise ValueError(
             f"config.variant={config.variant!r} has fog: the one-ply value player reads the "

@@ -16,6 +16,8 @@ Everything here is pure and jittable. The learner config (`config.learner`) fiel
                      (default "decoupled"; "adamw" is "adam" with decoupled decay)
   value_loss_weight  weight of the value MSE in the total loss (default 1.0)
   batch_size         minibatch size used by `train_epoch`      (required there)
+  sampler            how `draw_rows` draws minibatch rows (recon, TD(λ)): "inverse_cdf" |
+                     "gumbel" (`configured_sampler`; absent: "gumbel", the older runs' draws)
 
 Weight decay applies to kernels only (ndim > 1), not to biases or LayerNorm scales.
 """
@@ -556,6 +558,15 @@ def replay_sample(
 
 # How `draw_rows` draws (`config.learner.sampler` of the recon and TD(λ) algorithms).
 SAMPLERS = ("inverse_cdf", "gumbel")
+
+
+def configured_sampler(learner_config: ml_collections.ConfigDict) -> str:
+    """`learner_config.sampler`, validated (ValueError naming the field); a config recorded
+    before the field existed drew with "gumbel", and reads so."""
+    sampler = str(learner_config.get("sampler", "gumbel"))
+    if sampler not in SAMPLERS:
+        raise ValueError(f"config.learner.sampler={sampler!r}: one of {SAMPLERS}")
+    return sampler
 
 
 def draw_rows(key: jax.Array, weight: jax.Array, size: int, sampler: str = "inverse_cdf"):
