@@ -63,6 +63,10 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
     # A game that reaches the ply cap scores tanh(this x White's material lead) for White in
     # training (0: a draw): keeps a value signal when self-play turns passive.
     config.selfplay.adjudicate = 0.2
+    # False: each slot plays one game through the scan of max_plies turns (a finished game's
+    # turns are padding: run 3's games lasted 19-29 plies). True: a finished game is replaced
+    # by a new one in its slot; the turns of the game cut by the scan's end do not train.
+    config.selfplay.refill = False
 
     config.search = ml_collections.ConfigDict()
     config.search.worlds = 8  # belief samples per search

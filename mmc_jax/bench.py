@@ -1186,14 +1186,24 @@ def _iteration_recon(args) -> dict:
 
     config = ml_collections.ConfigDict(_load_preset("recon", args.recon_preset).to_dict())
     config.replay.iterations = args.recon_replay
+    config.selfplay.games = args.recon_games or config.selfplay.games
     config = recon_algorithm.prepare_config(config)
-    after = recon_algorithm.train_config(config)._replace(sampler="inverse_cdf")
+    after = recon_algorithm.train_config(config)._replace(sampler="inverse_cdf", refill=False)
     before = after._replace(sampler="gumbel")
     algorithm = recon_algorithm.ALGORITHM
     rules = algorithm.setup(config, algorithm.make_mesh(config))
     state = recon_algorithm.init_train_state(after)
+    if args.recon_model:  # trained play: games as long as a run's (a fresh net's differ)
+        params, search = recon_algorithm.load_model(args.recon_model)
+        if search != after.search:
+            raise SystemExit(f"--recon-model {args.recon_model}: its sizes {search} are not "
+                             f"the preset's {after.search}")  # fmt: skip
+        state = state.replace(params=params)
     key = jax.random.key(1)
     play = jax.jit(functools.partial(recon_algorithm.selfplay, config=after))
+    play_refilled = jax.jit(
+        functools.partial(recon_algorithm.selfplay, config=after._replace(refill=True))
+    )
     examples, _ = play(state.params, rules, key)
     whole = {
         c: jax.jit(functools.partial(recon_algorithm.iteration, config=c)) for c in (after, before)
@@ -1206,6 +1216,7 @@ def _iteration_recon(args) -> dict:
         "total": lambda: whole[after](state, rules, key)[1],
         "total_before": lambda: whole[before](state, rules, key)[1],
         "selfplay": lambda: play(state.params, rules, key)[1],
+        "selfplay_refill": lambda: play_refilled(state.params, rules, key)[1],
         "learner": lambda: learn[after](state, examples, key)[1],
         "learner_before": lambda: learn[before](state, examples, key)[1],
         "checkpoint": lambda: _checkpoint_seconds(saved),
@@ -1213,7 +1224,26 @@ def _iteration_recon(args) -> dict:
     seconds, first = _interleaved(arms, args.repeats, not args.json)
     seconds["targets"] = 0.0
     name = f"recon:{args.recon_preset} (replay {args.recon_replay})"
-    return _split(name, seconds, first, int(config.selfplay.games))
+    run = _split(name, seconds, first, int(config.selfplay.games))
+    run["refill"] = _refill_split(seconds, play(state.params, rules, key)[1],
+                                  play_refilled(state.params, rules, key)[1])  # fmt: skip
+    run["model"] = args.recon_model or "fresh parameters"
+    return run
+
+
+def _refill_split(seconds: dict, off: dict, on: dict) -> dict:
+    """Self-play without and with refilled slots (`selfplay.refill`): seconds, the turns that
+    train (of whole games) and the games finished per iteration, and trained turns per second
+    on / off."""
+    arms = (("off", off, "selfplay"), ("on", on, "selfplay_refill"))
+    rate = {label: float(stats["turns"]) / seconds[arm] for label, stats, arm in arms}
+    return {
+        "seconds": {"off": seconds["selfplay"], "on": seconds["selfplay_refill"]},
+        "trained_turns": {"off": float(off["turns"]), "on": float(on["turns"])},
+        "games": {"off": float(off["games"]), "on": float(on["games"])},
+        "mean_game_length": {"off": float(off["plies"]), "on": float(on["plies"])},
+        "trained_turns_per_second_ratio": rate["on"] / rate["off"],
+    }
 
 
 def bench_iteration(args) -> dict:
@@ -1245,6 +1275,19 @@ def bench_iteration(args) -> dict:
                     flush=True,
                 )
             print(f"{run['config']}: iteration {run['iteration_speedup']:.1f}x faster", flush=True)
+            if "refill" in run:
+                refill = run["refill"]
+                print(
+                    f"{run['config']} self-play, refill off / on: "
+                    + ", ".join(
+                        f"{k} {v['off']:.1f} / {v['on']:.1f}"
+                        for k, v in refill.items()
+                        if isinstance(v, dict)
+                    )  # fmt: skip
+                    + f"; trained turns per second {refill['trained_turns_per_second_ratio']:.2f}x"
+                    + f" ({run['model']})",
+                    flush=True,
+                )
     return rows.finish()
 
 
@@ -1815,6 +1858,18 @@ def _iteration_flags(p) -> None:
         default=4,
         help="iterations of replay in the recon run (default 4: the registered run 3's)",
     )
+    p.add_argument(
+        "--recon-games",
+        type=int,
+        default=0,
+        help="self-play games per recon iteration (default: the preset's)",
+    )
+    p.add_argument(
+        "--recon-model",
+        default="",
+        help="recon model whose parameters play (e.g. experiments/recon/no_collapse_run3/model; "
+        "default fresh parameters, whose games are not a trained run's length)",
+    )
     _add_rounds(p, 3, "timed rounds")
 
 
@@ -1955,6 +2010,10 @@ def _check_args(parser, args) -> None:
             parser.error("--vs-pgx compares gardner only (pgx has no other variant)")
     if getattr(args, "recon_replay", 1) < 1:
         parser.error(f"--recon-replay must be at least 1 (1: no replay), got {args.recon_replay}")
+    if getattr(args, "recon_games", 0) < 0:
+        parser.error(f"--recon-games must be at least 1 (0: the preset's), got {args.recon_games}")
+    if getattr(args, "recon_model", "") and not os.path.exists(args.recon_model):
+        parser.error(f"--recon-model {args.recon_model}: no such file or folder")
     _check_json_out(parser, args.json_out)
     if getattr(args, "vs_pgx", False) and not _has_pgx():
         # pgx is a test/benchmark extra: without it, measure our arms and say so.

@@ -34,13 +34,15 @@ untouched, so every adjudicated result was 0 as well): the world value's target 
 anchored to the prior (`anchor`: half the target is the prior's own value of the board), so
 the searches keep preferring a material gain whatever self-play's results say.
 One iteration is one compiled function (`iteration`): the self-play turns as a scan over the
-ply cap (finished games absorb), then `updates` Adam steps as a scan, each on a minibatch drawn
-with replacement from that iteration's live decisions. `ALGORITHM` puts it behind the
-Algorithm contract (`mmc_jax.training.algorithm`), so `python -m mmc_jax.train --config
-configs/recon.py --workdir W` runs it in the one run loop: orbax checkpoints of the parameters
-and optimizer state, a bit-identical resume (keys are `fold_in(run key, iteration)`), SIGTERM,
-the workdir lock, progress with an ETA, metrics and plots. `save_model` / `load_model` write and
-read a play-only model (msgpack parameters and the search sizes).
+ply cap (finished games absorb; with `refill`, a finished game is replaced by a new one in its
+slot, and the game the scan cuts does not train), then `updates` Adam steps as a scan, each on
+a minibatch drawn with replacement from that iteration's live decisions. `ALGORITHM` puts it
+behind the Algorithm contract (`mmc_jax.training.algorithm`), so `python -m mmc_jax.train
+--config configs/recon.py --workdir W` runs it in the one run loop: orbax checkpoints of the
+parameters and optimizer state, a bit-identical resume (keys are `fold_in(run key,
+iteration)`), SIGTERM, the workdir lock, progress with an ETA, metrics and plots.
+`save_model` / `load_model` write and read a play-only model (msgpack parameters and the
+search sizes).
 """
 
 from __future__ import annotations
@@ -95,6 +97,7 @@ class TrainConfig(NamedTuple):
     replay_iterations: int = 1  # K: minibatches also from what K - 1 earlier iterations kept
     replay_rows: int = 2048  # decisions (and true boards) each iteration keeps for the replay
     sampler: str = "inverse_cdf"  # how minibatch rows are drawn (learner.draw_rows)
+    refill: bool = False  # a finished self-play game is replaced by a new one in its slot
     seed: int = 0
 
 
@@ -181,53 +184,146 @@ class Examples(NamedTuple):
 
 
 def selfplay(params, rules, key, config: TrainConfig):
-    """(Examples, stats) of `config.games` self-play games of `rules` [B] played to the end
-    (a scan over the ply cap: a finished game absorbs, its turns are padding). Jittable."""
+    """(Examples, stats) of self-play of `rules` [B] over a scan of `config.max_plies` turns,
+    both sides the learned agent. Without `refill`, each slot plays one game to its end (a
+    finished game absorbs, its turns are padding). With `refill`, a finished game is replaced
+    by a new one in its slot at the next turn (`_selfplay_refilled`). Jittable."""
+    if config.refill:
+        return _selfplay_refilled(params, rules, key, config)
     games = jax.vmap(functools.partial(start, size=config.belief_size))(rules)
-    one = functools.partial(selfplay_turn, config=config)
+    turn = _turn_fn(params, rules, key, config)
 
-    def turn(carry, t):
+    def absorbing(carry, t):
         games, rewards = carry
-        keys = jax.random.split(jax.random.fold_in(key, t), games.state.turn.shape[0])
-        games, record = jax.vmap(one, in_axes=(None, 0, 0, 0))(params, rules, games, keys)
+        games, record = turn(games, t)
         return (games, rewards + games.state.rewards), record
 
     rewards = jnp.zeros((config.games, 2), jnp.float32)
     (games, rewards), record = jax.lax.scan(
-        turn, (games, rewards), jnp.arange(config.max_plies)
+        absorbing, (games, rewards), jnp.arange(config.max_plies)
     )  # record: [T, B, ...]
     decisive = rewards[:, 0] != 0
     rewards = adjudicated(rewards, white_material_lead(games.state), config.adjudicate)
     live = record.live.reshape(-1).astype(jnp.float32)
+    result = jnp.broadcast_to(rewards[None], record.live.shape + (2,))
+    examples = _examples(record, result, live, config)
+    stats = {
+        "plies": games.state.ply.astype(jnp.float32).mean(),
+        "white": rewards[:, 0].mean(),
+        "decisive": decisive.astype(jnp.float32).mean(),
+        "turns": live.sum(),
+        "games": jnp.float32(config.games),
+    }
+    return examples, stats
+
+
+def _turn_fn(params, rules, key, config: TrainConfig):
+    """`turn(games, t) -> (games, TurnRecord [B])`: turn `t` of every game, vmapped."""
+    one = functools.partial(selfplay_turn, config=config)
+
+    def turn(games, t):
+        keys = jax.random.split(jax.random.fold_in(key, t), games.state.turn.shape[0])
+        return jax.vmap(one, in_axes=(None, 0, 0, 0))(params, rules, games, keys)
+
+    return turn
+
+
+class GameEnd(NamedTuple):
+    """What a turn of refilled self-play says about the game that ended in it, per slot [B]."""
+
+    ended: jax.Array  # bool, the slot's game ended in this turn
+    result: jax.Array  # float32[2] its result (White, Black), adjudicated at the cap
+    decisive: jax.Array  # bool, a king was taken (before adjudication)
+    plies: jax.Array  # float32, its length
+
+
+def _selfplay_refilled(params, rules, key, config: TrainConfig):
+    """`selfplay` with every finished game replaced by a new one in its slot: the scan of
+    `max_plies` turns plays as many whole games as fit (run 3's games lasted 19-29 plies of
+    the 60 turns, so without refill most turns were padding). Each turn's value targets are the
+    result of the game it belongs to (a reverse scan from each game's end); the turns of the
+    game still running when the scan ends have no result and weight 0, as in pgx's batched
+    AlphaZero. The games kept are therefore every slot's first game and those that fit after
+    it: later games are shorter on average than the first (a game of the full cap is always a
+    slot's first)."""
+    fresh = jax.vmap(functools.partial(start, size=config.belief_size))(rules)
+    turn = _turn_fn(params, rules, key, config)
+
+    def refilled(carry, t):
+        games, rewards = carry
+        games, record = turn(games, t)
+        rewards = rewards + games.state.rewards
+        ended = games.state.terminated  # every slot's game was live at the turn's start
+        lead = white_material_lead(games.state)
+        end = GameEnd(
+            ended=ended,
+            result=adjudicated(rewards, lead, config.adjudicate),
+            decisive=rewards[:, 0] != 0,
+            plies=games.state.ply.astype(jnp.float32),
+        )
+        games = jax.tree.map(
+            lambda new, old: jnp.where(ended.reshape((-1,) + (1,) * (old.ndim - 1)), new, old),
+            fresh, games,
+        )  # fmt: skip
+        return (games, jnp.where(ended[:, None], 0.0, rewards)), (record, end)
+
+    rewards = jnp.zeros((config.games, 2), jnp.float32)
+    _, (record, end) = jax.lax.scan(refilled, (fresh, rewards), jnp.arange(config.max_plies))
+
+    result, known = turn_results(end.ended, end.result)
+    weight = (record.live & known).reshape(-1).astype(jnp.float32)
+    examples = _examples(record, result, weight, config)
+    ended = end.ended.astype(jnp.float32)
+    count = jnp.maximum(ended.sum(), 1.0)
+    stats = {
+        "plies": (end.plies * ended).sum() / count,
+        "white": (end.result[..., 0] * ended).sum() / count,
+        "decisive": (end.decisive * ended).sum() / count,
+        "turns": weight.sum(),
+        "games": ended.sum(),
+    }
+    return examples, stats
+
+
+def turn_results(ended, result):
+    """(float32[T, B, 2], bool[T, B]): for each turn of each slot, the result of the game it
+    belongs to, the first game end at or after it (`ended` bool[T, B], `result` float32[T, B, 2]
+    the result where a game ended), and whether there is one (False: the game still running
+    when the scan ended)."""
+
+    def back(carry, end):
+        later, known = carry
+        ended_now, result_now = end
+        later = jnp.where(ended_now[:, None], result_now, later)
+        known = known | ended_now
+        return (later, known), (later, known)
+
+    slots = ended.shape[1]
+    carry = (jnp.zeros((slots, 2), jnp.float32), jnp.zeros(slots, bool))
+    return jax.lax.scan(back, carry, (ended, result), reverse=True)[1]
+
+
+def _examples(record: TurnRecord, result, weight, config: TrainConfig) -> Examples:
+    """The `Examples` of a scan's records [T, B]: `result` float32[T, B, 2] the result of each
+    turn's game (White, Black), `weight` float32[T x B] which turns train."""
     mover = record.mover.reshape(-1)
-    result = jnp.take_along_axis(
-        jnp.broadcast_to(rewards[None], record.live.shape + (2,)).reshape(-1, 2),
-        mover[:, None],
-        axis=-1,
-    )[:, 0]
+    result = jnp.take_along_axis(result.reshape(-1, 2), mover[:, None], axis=-1)[:, 0]
 
     def rows(x):
         return x.reshape((-1,) + x.shape[2:])
 
     sense, move = record.sense, record.move
     world = rows(record.world)
-    examples = Examples(
+    return Examples(
         obs=jnp.concatenate([rows(sense.obs), rows(move.obs)]),
         mask=jnp.concatenate([rows(sense.mask), rows(move.mask)]),
         target=jnp.concatenate([rows(sense.target), rows(move.target)]),
         result=jnp.concatenate([result, result]),
-        weight=jnp.concatenate([live, live]),
+        weight=jnp.concatenate([weight, weight]),
         world=world,
         world_result=anchored(result, world, config.anchor),
-        world_weight=live,
+        world_weight=weight,
     )
-    stats = {
-        "plies": games.state.ply.astype(jnp.float32).mean(),
-        "white": rewards[:, 0].mean(),
-        "decisive": decisive.astype(jnp.float32).mean(),
-        "turns": live.sum(),
-    }
-    return examples, stats
 
 
 def white_material_lead(state: recon.ReconState):
@@ -427,6 +523,8 @@ def train_config(config: ml_collections.ConfigDict) -> TrainConfig:
         ),
         **read(int, "selfplay", "games", "max_plies", "belief_size", "moves_per_board"),
         **read(float, "selfplay", "explore", "adjudicate"),
+        # Runs before refill existed recorded no `selfplay.refill`: theirs played one game a slot.
+        refill=bool(config.selfplay.get("refill", False)),
         **read(int, "learner", "updates", "minibatch"),
         **read(float, "learner", "learning_rate", "weight_decay", "anchor"),
         # Runs before replay existed recorded no `replay` section: theirs was 1 iteration.
@@ -529,7 +627,7 @@ class ReconAlgorithm(ReplicatedAlgorithm):
             metrics = {k: float(v) for k, v in jax.device_get(metrics).items()}
             record = {
                 "selfplay/frames": int(round(metrics["turns"])),
-                "selfplay/games": static.games,
+                "selfplay/games": int(round(metrics["games"])),
                 "selfplay/mean_game_length": metrics["plies"],
                 "selfplay/white_score": metrics["white"],
                 "selfplay/decisive": metrics["decisive"],

@@ -292,12 +292,20 @@ def test_a_bad_time_limit_is_one_line_before_any_work(capsys, benchmark, value):
     assert last.startswith(f"python -m mmc_jax.bench {benchmark}: error: argument --time-limit")
 
 
-def test_iteration_refuses_a_recon_replay_below_one_in_one_line(capsys):
+@pytest.mark.parametrize(
+    "flag, value, message",
+    [
+        ("--recon-replay", "0", "--recon-replay must be at least 1 (1: no replay), got 0"),
+        ("--recon-games", "-2", "--recon-games must be at least 1 (0: the preset's), got -2"),
+        ("--recon-model", "/no/model", "--recon-model /no/model: no such file or folder"),
+    ],
+)
+def test_iteration_refuses_bad_recon_flags_in_one_line(capsys, flag, value, message):
     with pytest.raises(SystemExit) as exit_info:
-        bench.main(["iteration", "--configs", "recon", "--recon-replay", "0"])
+        bench.main(["iteration", "--configs", "recon", flag, value])
     assert exit_info.value.code == 2
     last = capsys.readouterr().err.strip().splitlines()[-1]
-    assert last.endswith("error: --recon-replay must be at least 1 (1: no replay), got 0"), last
+    assert last.endswith("error: " + message), last
 
 
 def test_a_json_out_that_cannot_be_written_is_one_line_before_any_work(capsys, tmp_path):

@@ -40,16 +40,22 @@ def test_the_run_trains_the_cpu_preset_to_its_budget_and_evaluate_needs_a_finish
     assert "no finished run under" in capsys.readouterr().err
 
 
-def test_runs_2_and_3_add_only_their_registered_guards_and_have_their_own_folders(tmp_path, capsys):
+def test_runs_2_to_4_add_only_their_registered_changes_and_have_their_own_folders(capsys):
     (one,), (two,) = no_collapse.arms(1)["recon"], no_collapse.arms(2)["recon"]
     assert two[:3] == one[:3]
     assert two[3] == one[3] + ["--config.selfplay.explore=0.1"]
     assert no_collapse.RUNS[1][1] != no_collapse.RUNS[2][1]
     (three,) = no_collapse.arms(3)["recon"]
     assert three[:3] == one[:3] and three[3] == two[3] + ["--config.replay.iterations=4"]
+    # Run 4: run 3 drawn by the preset's sampler (inverse CDF), refilled slots, 32 of them.
+    (four,) = no_collapse.arms(4)["recon"]
+    assert four[:3] == one[:3]
+    assert four[3] == [x for x in three[3] if x != no_collapse.GUMBEL] + [
+        "--config.selfplay.refill=True", "--config.selfplay.games=32"
+    ]  # fmt: skip
     assert len({name for _, name in no_collapse.RUNS.values()}) == len(no_collapse.RUNS)
     with pytest.raises(SystemExit):
-        no_collapse.main(["evaluate", "--run", "4"])
+        no_collapse.main(["evaluate", "--run", "5"])
     assert "invalid choice" in capsys.readouterr().err
 
 

@@ -226,6 +226,38 @@ def test_a_training_step_changes_parameters_and_lowers_the_loss_on_a_fixed_batch
     assert after < float(before)
 
 
+def test_each_turn_takes_the_result_of_the_next_game_end_in_its_slot():
+    ended = np.zeros((5, 2), bool)
+    ended[[1, 3], 0] = True  # slot 0: games end at turns 1 and 3, turn 4 starts a third
+    ended[3, 1] = True  # slot 1: one game over turns 0-3
+    result = np.zeros((5, 2, 2), np.float32)
+    result[1, 0], result[3, 0], result[3, 1] = [1, -1], [0.5, -0.5], [-1, 1]
+    got, known = TL.turn_results(jnp.asarray(ended), jnp.asarray(result))
+    expected = np.zeros((5, 2, 2), np.float32)
+    expected[:2, 0], expected[2:4, 0], expected[:4, 1] = [1, -1], [0.5, -0.5], [-1, 1]
+    np.testing.assert_array_equal(got, expected)
+    np.testing.assert_array_equal(known, [[1, 1]] * 4 + [[0, 0]])
+
+
+def test_refilled_selfplay_plays_whole_games_back_to_back_and_drops_the_cut_one(trained):
+    """A 2-ply cap in a scan of 7 turns: every slot plays 3 whole games (turns 0-5), then a
+    fourth the scan cuts, whose turn does not train; each new game starts from the start."""
+    config = CONFIG._replace(refill=True, max_plies=7)
+    rules = R.stack([R.get("recon", max_plies=2)] * config.games)
+    play = jax.jit(functools.partial(TL.selfplay, config=config))
+    examples, stats = play(trained[0].params, rules, jax.random.key(3))
+    games = config.games
+    assert float(stats["games"]) == 3 * games and float(stats["turns"]) == 6 * games
+    assert float(stats["plies"]) == 2.0
+    weight = np.asarray(examples.world_weight).reshape(7, games)
+    np.testing.assert_array_equal(weight, [[1] * games] * 6 + [[0] * games])
+    np.testing.assert_array_equal(examples.weight, np.concatenate([weight.ravel()] * 2))
+    world = np.asarray(examples.world).reshape(7, games, -1)
+    for t in (2, 4, 6):
+        np.testing.assert_array_equal(world[t], world[0])
+    assert not np.array_equal(world[1], world[0])
+
+
 def batch_rows(examples, batch):
     """The example rows a minibatch drew (matched by observation and target)."""
     obs = np.asarray(examples.obs).reshape(len(examples.obs), -1)
