@@ -16,6 +16,11 @@ Presets (the part after the colon):
       with SIGTERM or Ctrl-C and resume later). About a minute of compilation, then about
       20-30 s per iteration on a quiet 2-core CPU. Evaluation every 25 iterations: 32
       colour-balanced games against information-gain sensing + PIMC (`entropy-pimc`).
+      The recipe whose final checkpoint met issue 47's target (0.865 against entropy-pimc
+      after 60 CPU-minutes, experiments/recon/README.md "Run 4") adds
+      `--config.selfplay.explore=0.1 --config.replay.iterations=4
+      --config.selfplay.refill=True --config.selfplay.games=32`
+      (`python experiments/recon/no_collapse.py train --run 4`).
   full     the same on an accelerator with 1024 games per iteration and 64 Adam steps.
   smoke    the tests' run: a 1x8 trunk, 4 games x 6 plies, 2 iterations (seconds after compiling).
 
