@@ -1204,7 +1204,13 @@ def _iteration_recon(args) -> dict:
     play_refilled = jax.jit(
         functools.partial(recon_algorithm.selfplay, config=after._replace(refill=True))
     )
-    examples, _ = play(state.params, rules, key)
+    examples, off_stats = play(state.params, rules, key)
+    refilled = {}
+
+    def play_refill():  # keeps its stats (the same key and parameters every call)
+        refilled["stats"] = play_refilled(state.params, rules, key)[1]
+        return refilled["stats"]
+
     whole = {
         c: jax.jit(functools.partial(recon_algorithm.iteration, config=c)) for c in (after, before)
     }
@@ -1216,7 +1222,7 @@ def _iteration_recon(args) -> dict:
         "total": lambda: whole[after](state, rules, key)[1],
         "total_before": lambda: whole[before](state, rules, key)[1],
         "selfplay": lambda: play(state.params, rules, key)[1],
-        "selfplay_refill": lambda: play_refilled(state.params, rules, key)[1],
+        "selfplay_refill": play_refill,
         "learner": lambda: learn[after](state, examples, key)[1],
         "learner_before": lambda: learn[before](state, examples, key)[1],
         "checkpoint": lambda: _checkpoint_seconds(saved),
@@ -1225,8 +1231,7 @@ def _iteration_recon(args) -> dict:
     seconds["targets"] = 0.0
     name = f"recon:{args.recon_preset} (replay {args.recon_replay})"
     run = _split(name, seconds, first, int(config.selfplay.games))
-    run["refill"] = _refill_split(seconds, play(state.params, rules, key)[1],
-                                  play_refilled(state.params, rules, key)[1])  # fmt: skip
+    run["refill"] = _refill_split(seconds, off_stats, refilled["stats"])
     run["model"] = args.recon_model or "fresh parameters"
     return run
 
@@ -1283,7 +1288,7 @@ def bench_iteration(args) -> dict:
                         f"{k} {v['off']:.1f} / {v['on']:.1f}"
                         for k, v in refill.items()
                         if isinstance(v, dict)
-                    )  # fmt: skip
+                    )
                     + f"; trained turns per second {refill['trained_turns_per_second_ratio']:.2f}x"
                     + f" ({run['model']})",
                     flush=True,

@@ -70,6 +70,7 @@ from mmc_jax.search import recon_belief as RB
 from mmc_jax.search import recon_learned as L
 from mmc_jax.search import recon_score as S
 from mmc_jax.training import learner
+from mmc_jax.training import selfplay as selfplay_lib
 from mmc_jax.training.algorithm import (
     CompiledStep,
     ReplicatedAlgorithm,
@@ -241,11 +242,11 @@ def _selfplay_refilled(params, rules, key, config: TrainConfig):
     """`selfplay` with every finished game replaced by a new one in its slot: the scan of
     `max_plies` turns plays as many whole games as fit (run 3's games lasted 19-29 plies of
     the 60 turns, so without refill most turns were padding). Each turn's value targets are the
-    result of the game it belongs to (a reverse scan from each game's end); the turns of the
-    game still running when the scan ends have no result and weight 0, as in pgx's batched
-    AlphaZero. The games kept are therefore every slot's first game and those that fit after
-    it: later games are shorter on average than the first (a game of the full cap is always a
-    slot's first)."""
+    result of the game it belongs to (`training.selfplay.game_results`, AlphaZero's backward
+    scan); the turns of the game still running when the scan ends have no result and weight
+    0, as in pgx's batched AlphaZero. The games kept are therefore every slot's first game and
+    those that fit after it: later games are shorter on average than the first (a game of the
+    full cap is always a slot's first)."""
     fresh = jax.vmap(functools.partial(start, size=config.belief_size))(rules)
     turn = _turn_fn(params, rules, key, config)
 
@@ -261,16 +262,13 @@ def _selfplay_refilled(params, rules, key, config: TrainConfig):
             decisive=rewards[:, 0] != 0,
             plies=games.state.ply.astype(jnp.float32),
         )
-        games = jax.tree.map(
-            lambda new, old: jnp.where(ended.reshape((-1,) + (1,) * (old.ndim - 1)), new, old),
-            fresh, games,
-        )  # fmt: skip
+        games = selfplay_lib.where_games(ended, fresh, games)
         return (games, jnp.where(ended[:, None], 0.0, rewards)), (record, end)
 
     rewards = jnp.zeros((config.games, 2), jnp.float32)
     _, (record, end) = jax.lax.scan(refilled, (fresh, rewards), jnp.arange(config.max_plies))
 
-    result, known = turn_results(end.ended, end.result)
+    result, known = selfplay_lib.game_results(end.ended, end.result)
     weight = (record.live & known).reshape(-1).astype(jnp.float32)
     examples = _examples(record, result, weight, config)
     ended = end.ended.astype(jnp.float32)
@@ -283,24 +281,6 @@ def _selfplay_refilled(params, rules, key, config: TrainConfig):
         "games": ended.sum(),
     }
     return examples, stats
-
-
-def turn_results(ended, result):
-    """(float32[T, B, 2], bool[T, B]): for each turn of each slot, the result of the game it
-    belongs to, the first game end at or after it (`ended` bool[T, B], `result` float32[T, B, 2]
-    the result where a game ended), and whether there is one (False: the game still running
-    when the scan ended)."""
-
-    def back(carry, end):
-        later, known = carry
-        ended_now, result_now = end
-        later = jnp.where(ended_now[:, None], result_now, later)
-        known = known | ended_now
-        return (later, known), (later, known)
-
-    slots = ended.shape[1]
-    carry = (jnp.zeros((slots, 2), jnp.float32), jnp.zeros(slots, bool))
-    return jax.lax.scan(back, carry, (ended, result), reverse=True)[1]
 
 
 def _examples(record: TurnRecord, result, weight, config: TrainConfig) -> Examples:

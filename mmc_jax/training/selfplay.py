@@ -91,8 +91,9 @@ def ply_record(state, next_state, *, obs, legal_action_mask, action_weights, act
     )
 
 
-def _where_games(condition: jax.Array, if_true, if_false):
-    """Per-game select between two pytrees whose leaves have a leading axis B."""
+def where_games(condition: jax.Array, if_true, if_false):
+    """Per-game select between two pytrees whose leaves have a leading axis B (`condition`
+    bool[B]): game b's leaves from `if_true` where `condition[b]`, else from `if_false`."""
 
     def select(a, b):
         return jnp.where(condition.reshape(condition.shape + (1,) * (a.ndim - 1)), a, b)
@@ -192,11 +193,33 @@ def selfplay(
             root_value=policy.search_tree.summary().value,
         )
         # In-place auto-reset: the fresh start position has its terminal flag cleared.
-        next_state = _where_games(done, start, next_state)
+        next_state = where_games(done, start, next_state)
         return next_state, record
 
     keys = jax.random.split(key, int(sp.num_plies))
     return jax.lax.scan(one_ply, state, keys)
+
+
+def game_results(terminated: jax.Array, rewards: jax.Array, init=None):
+    """(float32[T, B, 2], bool[T, B]): for each ply of each game slot, the result (White,
+    Black) of the game it belongs to, the first game end at or after it (`terminated` bool
+    [T, B]; `rewards` float32[T, B, 2] the result where a game ended), and whether there is
+    one: a backward scan that restarts at every game end, so a slot may hold several games
+    back to back. The ply of a game still running when the scan ends takes `init` (outcome
+    [B, 2], known [B]; default: no result, 0 and False)."""
+
+    def backward(carry, ply):
+        outcome, known = carry
+        ended, result = ply
+        # A game that ends at this ply starts (going backwards) a new result.
+        outcome = jnp.where(ended[:, None], result, outcome)
+        known = ended | known
+        return (outcome, known), (outcome, known)
+
+    if init is None:
+        slots = terminated.shape[1]
+        init = (jnp.zeros((slots, 2), jnp.float32), jnp.zeros((slots,), bool))
+    return jax.lax.scan(backward, init, (terminated, rewards), reverse=True)[1]
 
 
 def compute_targets(
@@ -218,17 +241,7 @@ def compute_targets(
       they contribute nothing to the policy loss.
     """
     num_plies, batch_size = trajectory.mover.shape
-
-    def backward(carry, ply):
-        outcome, known = carry
-        terminated, rewards, mover = ply
-        # A game that ends at this ply starts (going backwards) a new result.
-        outcome = jnp.where(terminated[:, None], rewards, outcome)
-        known = terminated | known
-        value = jnp.take_along_axis(outcome, mover[:, None], axis=1)[:, 0]
-        return (outcome, known), (value, known)
-
-    init = (jnp.zeros((batch_size, 2), jnp.float32), jnp.zeros((batch_size,), bool))
+    init = None
     if bootstrap:
         # [White, Black] values of the last position: v for its mover, -v for the other.
         last_value = trajectory.root_value[-1].astype(jnp.float32)
@@ -236,12 +249,8 @@ def compute_targets(
         white = jnp.where(last_mover == 0, last_value, -last_value)
         cut = trajectory.valid[-1] & ~trajectory.terminated[-1]
         init = (jnp.stack([white, -white], axis=1) * cut[:, None], cut)
-    _, (values, known) = jax.lax.scan(
-        backward,
-        init,
-        (trajectory.terminated, trajectory.rewards, trajectory.mover),
-        reverse=True,
-    )
+    outcomes, known = game_results(trajectory.terminated, trajectory.rewards, init)
+    values = jnp.take_along_axis(outcomes, trajectory.mover[..., None], axis=-1)[..., 0]
     value_mask = known & trajectory.valid
     value_target = jnp.where(value_mask, values, 0.0)
     if q_weight:  # a Python-level branch: w = 0 compiles the program it always did
@@ -369,4 +378,4 @@ def random_mirror(key: jax.Array, batch: learner.Batch, symmetric: jax.Array) ->
     """Mirrors each sample with probability 1/2 where `symmetric` [N] (its variant is
     file-symmetric); the others are returned unchanged. Consumes `key`."""
     flip = symmetric & jax.random.bernoulli(key, 0.5, symmetric.shape)
-    return _where_games(flip, mirror_files(batch), batch)
+    return where_games(flip, mirror_files(batch), batch)

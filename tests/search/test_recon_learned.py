@@ -226,19 +226,6 @@ def test_a_training_step_changes_parameters_and_lowers_the_loss_on_a_fixed_batch
     assert after < float(before)
 
 
-def test_each_turn_takes_the_result_of_the_next_game_end_in_its_slot():
-    ended = np.zeros((5, 2), bool)
-    ended[[1, 3], 0] = True  # slot 0: games end at turns 1 and 3, turn 4 starts a third
-    ended[3, 1] = True  # slot 1: one game over turns 0-3
-    result = np.zeros((5, 2, 2), np.float32)
-    result[1, 0], result[3, 0], result[3, 1] = [1, -1], [0.5, -0.5], [-1, 1]
-    got, known = TL.turn_results(jnp.asarray(ended), jnp.asarray(result))
-    expected = np.zeros((5, 2, 2), np.float32)
-    expected[:2, 0], expected[2:4, 0], expected[:4, 1] = [1, -1], [0.5, -0.5], [-1, 1]
-    np.testing.assert_array_equal(got, expected)
-    np.testing.assert_array_equal(known, [[1, 1]] * 4 + [[0, 0]])
-
-
 def test_refilled_selfplay_plays_whole_games_back_to_back_and_drops_the_cut_one(trained):
     """A 2-ply cap in a scan of 7 turns: every slot plays 3 whole games (turns 0-5), then a
     fourth the scan cuts, whose turn does not train; each new game starts from the start."""

@@ -202,6 +202,19 @@ def test_compute_targets_boundaries_draws_and_invalid_samples():
     np.testing.assert_array_equal(mask[:, 1], [False, True, True, True, True, True])
 
 
+def test_game_results_give_each_ply_the_next_game_end_in_its_slot():
+    ended = np.zeros((5, 2), bool)
+    ended[[1, 3], 0] = True  # slot 0: games end at turns 1 and 3, turn 4 starts a third
+    ended[3, 1] = True  # slot 1: one game over turns 0-3
+    result = np.zeros((5, 2, 2), np.float32)
+    result[1, 0], result[3, 0], result[3, 1] = [1, -1], [0.5, -0.5], [-1, 1]
+    got, known = selfplay.game_results(jnp.asarray(ended), jnp.asarray(result))
+    expected = np.zeros((5, 2, 2), np.float32)
+    expected[:2, 0], expected[2:4, 0], expected[:4, 1] = [1, -1], [0.5, -0.5], [-1, 1]
+    np.testing.assert_array_equal(got, expected)
+    np.testing.assert_array_equal(known, [[1, 1]] * 4 + [[0, 0]])
+
+
 @pytest.mark.slow
 def test_muzero_selfplay_traces():
     # Shapes only (tracing, no compile): the PUCT path with Dirichlet noise and argmax play.
