@@ -359,11 +359,19 @@ def _atomic_capture_sources(pieces, own, rules, targets):
     return computed_once(sources)
 
 
+@jax.jit
 def analyse(rules: Rules, pieces, own) -> Analysis:
     """Legal action planes of the position (`pieces`, `own`) under `rules`.
 
     The automatic draws (50 moves, repetition, K vs K, ply cap) are not applied here; a
     position already decided (king captured or exploded, extinction) has no moves.
+
+    Jitted on its own so that a program which generates moves in several places (self-play's
+    step, the search's step, `init`, the fog's visibility) traces and lowers it once, not at
+    each call (JAX reuses the traced and lowered function for the same shapes, and XLA
+    inlines the calls: the compiled program is as large as before). Trace and lowering of the
+    smoke iterations on the 2-core CPU: AlphaZero 5.2 s before and 3.2 s after, JOAT 9.5 s
+    and 5.5 s, TD(λ) 5.0 s and 3.6 s; their XLA compile (14-21 s) is unchanged.
     """
     allowed = rules.vector_allowed
     # The position often comes straight from a step's state update: computed once, not in
