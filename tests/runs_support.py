@@ -15,6 +15,7 @@ it, so that its compile overlaps this process's work.
 from __future__ import annotations
 
 import atexit
+import contextlib
 import io
 import json
 import os
@@ -50,6 +51,23 @@ def smoke(name: str, iterations: int = 2, task_parallel: int = 1) -> ml_collecti
     else:
         config.meta.task_parallel = task_parallel
     return config
+
+
+@contextlib.contextmanager
+def traced_functions():
+    """The names of the functions JAX traces for jit inside the block (a list, filled as it
+    runs; from `jax.monitoring`'s trace events)."""
+    names: list[str] = []
+
+    def listen(event: str, duration: float, **kwargs) -> None:
+        if event == "/jax/core/compile/jaxpr_trace_duration":
+            names.append(str(kwargs.get("fun_name")))
+
+    jax.monitoring.register_event_duration_secs_listener(listen)
+    try:
+        yield names
+    finally:
+        jax.monitoring.unregister_event_duration_listener(listen)
 
 
 def leaves(params) -> list[np.ndarray]:

@@ -488,6 +488,13 @@ def learn(state: ReplicatedState | ReplayState, examples: Examples, key, config:
 # ----------------------------------------------------------------------------- config
 
 
+@functools.lru_cache(maxsize=8)
+def _jitted_iteration(static: TrainConfig):
+    """`iteration` jitted, once per `TrainConfig`: JAX keeps what `.lower(...).compile()` on it
+    made, so a second run of the config in the process (a resume) compiles nothing."""
+    return jax.jit(functools.partial(iteration, config=static), donate_argnums=0)
+
+
 def train_config(config: ml_collections.ConfigDict) -> TrainConfig:
     """The static `TrainConfig` of a run config (configs/recon.py)."""
 
@@ -594,12 +601,8 @@ class ReconAlgorithm(ReplicatedAlgorithm):
 
     def compile(self, config, mesh, state, data, start):
         del start
-        static = train_config(config)
-        compiled = (
-            jax.jit(functools.partial(iteration, config=static), donate_argnums=0)
-            .lower(state, data, jax.random.key(0))
-            .compile()
-        )
+        compiled = _jitted_iteration(train_config(config))
+        compiled = compiled.lower(state, data, jax.random.key(0)).compile()
 
         def step(state, data, key, iteration_index):
             del iteration_index

@@ -338,6 +338,39 @@ def _optimizer(config):
     return learner.make_optimizer(config.learner)
 
 
+def _compile_key(config: ml_collections.ConfigDict) -> ml_collections.FrozenConfigDict:
+    """The part of the config that shapes the compiled iteration (a hashable cache key)."""
+    return ml_collections.FrozenConfigDict({"network": config.network, "learner": config.learner})
+
+
+@functools.lru_cache(maxsize=8)
+def _jitted_iteration(compile_key: ml_collections.FrozenConfigDict):
+    """`iteration` jitted, once per config: JAX keeps what `.lower(...).compile()` on it made,
+    so a second run of the config in the process (a resume) compiles nothing."""
+    return jax.jit(functools.partial(iteration, config=compile_key), donate_argnums=0)
+
+
+def iteration(state: ReplicatedState, batches, valid, *, config):
+    """`learner.steps_per_iteration` steps on the host's `batches` (stacked), then the held-out
+    losses of the new parameters on `valid` (None: none held out). (state, metrics)."""
+    network, optimizer = _network(config), _optimizer(config)
+
+    def one(carry, batch):
+        params, opt_state = carry
+        params, opt_state, metrics = learner.train_step(
+            params, opt_state, batch, network, optimizer, config.learner
+        )
+        return (params, opt_state), metrics
+
+    (params, opt_state), metrics = jax.lax.scan(one, (state.params, state.opt_state), batches)
+    metrics = jax.tree.map(jnp.mean, metrics)
+    if valid is not None:  # the held-out loss of the parameters after the steps
+        _, scores = learner.loss_fn(params, network, valid, config.learner)
+        metrics["valid_policy_loss"] = scores["policy_loss"]
+        metrics["valid_value_loss"] = scores["value_loss"]
+    return ReplicatedState(params=params, opt_state=opt_state), metrics
+
+
 def prepare_config(config: ml_collections.ConfigDict) -> ml_collections.ConfigDict:
     """A validated, locked copy of a supervised run config (ValueError naming the field)."""
     config = ml_collections.ConfigDict(config.to_dict())
@@ -410,32 +443,12 @@ class Supervised(ReplicatedAlgorithm):
         )
 
     def compile(self, config, mesh, state, data, start):
-        network, optimizer = _network(config), _optimizer(config)
         first = self.host_data(config, mesh, data, start)
         held_out = np.arange(int(data["train_rows"]), len(data["value"]))[:VALID_ROWS]
         valid = (
             sharding.put_replicated(labelled_batch(data, held_out), mesh) if len(held_out) else None
         )
-
-        def iteration(state, batches, valid):
-            def one(carry, batch):
-                params, opt_state = carry
-                params, opt_state, metrics = learner.train_step(
-                    params, opt_state, batch, network, optimizer, config.learner
-                )
-                return (params, opt_state), metrics
-
-            (params, opt_state), metrics = jax.lax.scan(
-                one, (state.params, state.opt_state), batches
-            )
-            metrics = jax.tree.map(jnp.mean, metrics)
-            if valid is not None:  # the held-out loss of the parameters after the steps
-                _, scores = learner.loss_fn(params, network, valid, config.learner)
-                metrics["valid_policy_loss"] = scores["policy_loss"]
-                metrics["valid_value_loss"] = scores["value_loss"]
-            return ReplicatedState(params=params, opt_state=opt_state), metrics
-
-        compiled = jax.jit(iteration, donate_argnums=0).lower(state, first, valid).compile()
+        compiled = _jitted_iteration(_compile_key(config)).lower(state, first, valid).compile()
         steps, size = int(config.learner.steps_per_iteration), int(config.learner.batch_size)
 
         def step(state, batches, key, iteration_index):

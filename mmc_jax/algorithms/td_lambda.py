@@ -123,6 +123,22 @@ def _optimizer(config):
     return optax.adamw(float(config.learner.learning_rate), weight_decay=1e-4)
 
 
+def _compile_key(config: ml_collections.ConfigDict) -> ml_collections.FrozenConfigDict:
+    """The part of the config that shapes the compiled iteration (a hashable cache key): not
+    the run's length, seed or evaluation, so a resumed run in the same process, or a longer
+    one, reuses the program."""
+    return ml_collections.FrozenConfigDict(
+        {"network": config.network, "td": config.td, "learner": config.learner}
+    )
+
+
+@functools.lru_cache(maxsize=8)
+def _jitted_iteration(compile_key: ml_collections.FrozenConfigDict):
+    """`iteration` jitted, once per config: JAX keeps what `.lower(...).compile()` on it made,
+    so a second run of the config in the process traces, lowers and compiles nothing."""
+    return jax.jit(functools.partial(iteration, config=compile_key), donate_argnums=0)
+
+
 def iteration(state: ReplicatedState, rules, key, *, config):
     """One iteration (jittable): play, λ-returns, `learner.updates` Adam steps. (state,
     metrics)."""
@@ -214,11 +230,8 @@ class TDLambda(ReplicatedAlgorithm):
 
     def compile(self, config, mesh, state, data, start):
         del start
-        compiled = (
-            jax.jit(functools.partial(iteration, config=config), donate_argnums=0)
-            .lower(state, data, jax.random.key(0))
-            .compile()
-        )
+        compiled = _jitted_iteration(_compile_key(config)).lower(state, data, jax.random.key(0))
+        compiled = compiled.compile()
         games = int(config.td.games)
 
         def step(state, data, key, iteration_index):

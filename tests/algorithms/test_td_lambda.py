@@ -10,6 +10,7 @@ import chex
 import jax
 import numpy as np
 import pytest
+from runs_support import traced_functions
 
 from configs import td_lambda as td_config
 from mmc_jax import rules as R
@@ -100,11 +101,13 @@ def smoke(iterations):
 
 
 @pytest.mark.slow
-def test_a_resumed_td_run_equals_an_unbroken_one(tmp_path):
+def test_a_resumed_td_run_equals_an_unbroken_one_and_reuses_its_compiled_iteration(tmp_path):
     unbroken = runloop.run(td_lambda.ALGORITHM, smoke(2), tmp_path / "a", stream=None)
     runloop.run(td_lambda.ALGORITHM, smoke(1), tmp_path / "b", stream=None)
     log = io.StringIO()
-    resumed = runloop.run(td_lambda.ALGORITHM, smoke(2), tmp_path / "b", stream=log)
+    with traced_functions() as traced:  # the same sizes, another length: nothing to compile
+        resumed = runloop.run(td_lambda.ALGORITHM, smoke(2), tmp_path / "b", stream=log)
+    assert "iteration" not in traced, traced
     assert "resumed from" in log.getvalue()
     chex.assert_trees_all_equal(resumed.state.params, unbroken.state.params)
     chex.assert_trees_all_equal(resumed.state.opt_state, unbroken.state.opt_state)

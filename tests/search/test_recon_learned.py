@@ -20,6 +20,7 @@ import ml_collections
 import numpy as np
 import optax
 import pytest
+from runs_support import traced_functions
 
 from configs import recon as recon_config
 from mmc_jax import rules as R
@@ -257,7 +258,9 @@ def test_a_resumed_run_equals_an_unbroken_run_and_saves_a_model(trained, tmp_pat
     workdir = tmp_path / "run"
     runloop.run(TL.ALGORITHM, run_config(1), workdir, stream=None)
     log = io.StringIO()
-    resumed = runloop.run(TL.ALGORITHM, run_config(2), workdir, stream=log)
+    with traced_functions() as traced:  # the config `trained` compiled: nothing to compile
+        resumed = runloop.run(TL.ALGORITHM, run_config(2), workdir, stream=log)
+    assert "iteration" not in traced, traced
     assert "resumed from" in log.getvalue() and resumed.start_iteration == 1
     chex.assert_trees_all_equal(resumed.state.params, unbroken.params)
     chex.assert_trees_all_equal(resumed.state.opt_state, unbroken.opt_state)
