@@ -216,12 +216,15 @@ def test_a_training_step_changes_parameters_and_lowers_the_loss_on_a_fixed_batch
     batch = TL.minibatch(examples, jax.random.key(0), CONFIG.minibatch)
     assert np.all(np.asarray(examples.weight)[np.asarray(batch_rows(examples, batch))] == 1)
     optimizer = TL.make_optimizer(CONFIG)
-    before, grads = jax.value_and_grad(lambda p: TL.loss_fn(p, batch, CONFIG)[0])(
-        train_state.params
-    )
-    updates, _ = optimizer.update(grads, train_state.opt_state, train_state.params)
-    params = optax.apply_updates(train_state.params, updates)
-    after = float(TL.loss_fn(params, batch, CONFIG)[0])
+
+    @jax.jit  # one program, not hundreds of operations compiled one at a time
+    def step(params, opt_state):
+        before, grads = jax.value_and_grad(lambda p: TL.loss_fn(p, batch, CONFIG)[0])(params)
+        updates, _ = optimizer.update(grads, opt_state, params)
+        params = optax.apply_updates(params, updates)
+        return before, params, TL.loss_fn(params, batch, CONFIG)[0]
+
+    before, params, after = step(train_state.params, train_state.opt_state)
     changed = jax.tree.map(lambda a, b: bool(jnp.any(a != b)), train_state.params, params)
     assert all(jax.tree.leaves(changed))
     assert after < float(before)
