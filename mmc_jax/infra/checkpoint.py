@@ -861,9 +861,10 @@ def shipped_models() -> dict[str, str]:
     }
 
 
-# The shipped model `play`, `serve` and `engine` use by default, per variant (the strongest
-# shipped model of that variant on the engine ladder; its model card says how it was chosen).
-DEFAULT_MODELS = {"gardner": "gardner-h200"}
+# The shipped model of each variant (the strongest shipped model of that variant on the engine
+# ladder; its model card says how it was chosen): `play` takes the one of the variant it plays;
+# `serve` and `engine` load one model for every variant and start with Gardner's.
+DEFAULT_MODELS = {"gardner": "gardner-h200", "atomic": "atomic-supervised"}
 
 
 def default_model(variant: str) -> str | None:

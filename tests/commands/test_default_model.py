@@ -12,7 +12,9 @@ from mmc_jax.infra import checkpoint
 def test_the_default_is_the_tables_shipped_model_else_the_variants_cpu_model(monkeypatch):
     assert checkpoint.default_model("gardner") == checkpoint.DEFAULT_MODELS["gardner"]
     assert checkpoint.default_model("gardner") in checkpoint.shipped_models()
-    assert checkpoint.default_model("atomic") is None  # nothing shipped for it
+    assert checkpoint.default_model("atomic") == "atomic-supervised"
+    assert checkpoint.default_model("atomic") in checkpoint.shipped_models()
+    assert checkpoint.default_model("extinction") is None  # nothing shipped for it
     monkeypatch.setitem(checkpoint.DEFAULT_MODELS, "gardner", "joat-cpu")
     assert checkpoint.default_model("gardner") == "joat-cpu"
     monkeypatch.setitem(checkpoint.DEFAULT_MODELS, "gardner", "not-shipped")

@@ -61,11 +61,18 @@ def test_illegal_and_malformed_moves_list_the_legal_moves_alike():
     assert len(listed) == 2 and listed[0] == listed[1] == "a2a3 b1a3 b1c3 b2b3 c2c3 d2d3 e2e3"
 
 
-def test_a_variant_without_a_trained_model_says_so():
+def test_atomic_plays_its_shipped_model_by_default():
     _, out = run(["--variant", "atomic", "--simulations", "0"], ["quit"])
-    assert out.startswith("no trained model for atomic: an untrained search")
+    assert "atomic-supervised" in out and "no trained model" not in out
+
+
+def test_a_variant_without_a_trained_model_says_so():
+    _, out = run(["--variant", "extinction", "--simulations", "0"], ["quit"])
+    assert out.startswith("no trained model for extinction: an untrained search")
     assert "against an untrained search" in out and "uniform-prior search" not in out
-    _, out = run(["--variant", "atomic", "--checkpoint", "none", "--simulations", "0"], ["quit"])
+    _, out = run(
+        ["--variant", "extinction", "--checkpoint", "none", "--simulations", "0"], ["quit"]
+    )
     assert "against uniform-prior search" in out and "no trained model" not in out
 
 
