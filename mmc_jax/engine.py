@@ -3,11 +3,13 @@
     python -m mmc_jax.engine --model gardner-cpu        # or: python -m mmc_jax.uci serve ...
     python -m mmc_jax.engine --model runs/atomic [--step N]  # search size: setoption (below)
 
-speaks UCI on stdin/stdout. `--model` (default: the shipped Gardner model,
-`checkpoint.DEFAULT_MODELS`) is a shipped model's name (`gardner-h200`, `gardner-cpu`, `joat-cpu`,
-`joat-study`), an exported model folder, a run's workdir or one of its checkpoints
-(`checkpoint.load_model`), or `none` (the uniform-prior search: zero logits, zero value). A
-model that cannot be loaded ends the program at once with one line `error: ...` on stderr and
+speaks UCI on stdin/stdout. `--model` is a shipped model's name (`gardner-h200`, `gardner-cpu`,
+`joat-cpu`, `joat-study`, `atomic-supervised`), an exported model folder, a run's workdir or
+one of its checkpoints (`checkpoint.load_model`), or `none` (the uniform-prior search: zero
+logits, zero value); it plays every variant. Without it each variant is played by its shipped
+model (`checkpoint.DEFAULT_MODELS`: atomic by `atomic-supervised`), every other by Gardner's
+(`gardner-h200`), swapped in when UCI_Variant changes (`variant_engines`). A model that cannot
+be loaded ends the program at once with one line `error: ...` on stderr and
 exit status 1.
 
 Protocol (what a GUI sends, what the engine answers):
@@ -204,8 +206,18 @@ class UciServer:
     the protocol. Output lines are written whole, under a lock, and flushed.
     """
 
-    def __init__(self, engine: ModelEngine, output: TextIO, *, warm_up: bool = True):
+    def __init__(
+        self,
+        engine: ModelEngine,
+        output: TextIO,
+        *,
+        warm_up: bool = True,
+        engine_for: Callable[[str], ModelEngine] | None = None,
+    ):
         self.engine = engine
+        # The model of each variant (`variant_engines`: no --model given), else None: `engine`
+        # plays every variant. Called by the worker when UCI_Variant changes.
+        self._engine_for = engine_for
         self.output = output
         self.options = _Options()
         self._out_lock = threading.Lock()
@@ -459,6 +471,12 @@ class UciServer:
     def _do(self, kind: str, payload: Any) -> None:
         if kind == "warm" or kind == "variant":
             self._position = None
+            if kind == "variant" and self._engine_for is not None:
+                try:
+                    self.engine = self._engine_for(payload)
+                except (FileNotFoundError, ValueError, OSError) as error:
+                    self.info(f"variant {payload}: its model cannot be loaded ({error}); "
+                              f"{self.engine.name} plays it")  # fmt: skip
             if kind == "variant" or self._warm_up:
                 try:
                     self._compiling = COMPILING
@@ -733,12 +751,17 @@ def _parser() -> argparse.ArgumentParser:
         "search under fog). Options and protocol: the module docstring, `pydoc mmc_jax.engine`.",
     )
     default = checkpoint.default_model("gardner") or "none"
+    own = ", ".join(
+        f"{variant}: {checkpoint.default_model(variant)}"
+        for variant in R.VARIANTS
+        if checkpoint.default_model(variant) not in (None, checkpoint.default_model("gardner"))
+    )
     parser.add_argument(
         "--model",
-        default=default,
+        default=None,
         help=f"a shipped model's name ({', '.join(checkpoint.shipped_models())}), an exported "
-        "model, a run workdir or a checkpoint folder; 'none': the uniform-prior search "
-        f"(default {default}, the shipped Gardner model)",
+        "model, a run workdir or a checkpoint folder, for every variant; 'none': the "
+        f"uniform-prior search (default: each variant's shipped model, {own}; else {default})",
     )
     parser.add_argument("--step", type=int, default=None, help="checkpoint step (default latest)")
     parser.add_argument("--max-plies", type=int, default=None, help="ply cap (draw), default 256")
@@ -771,6 +794,9 @@ def main(
     except ValueError as error:
         print(f"error: {error}", file=sys.stderr, flush=True)
         return 2
+    per_variant = args.model is None  # each variant's own shipped model where it has one
+    if per_variant:
+        args.model = checkpoint.default_model("gardner") or "none"
     try:
         engine = load_engine(
             args.model, args.step, max_plies=args.max_plies, capacity=max(args.capacity, 1)
@@ -778,11 +804,34 @@ def main(
     except (FileNotFoundError, ValueError, OSError) as error:
         print(f"error: cannot load model {args.model!r}: {error}", file=sys.stderr, flush=True)
         return 1
-    server = UciServer(engine, stdout or sys.stdout, warm_up=not args.no_warm_up)
+    engine_for = None
+    if per_variant:
+        engine_for = variant_engines(args.max_plies, max(args.capacity, 1), {args.model: engine})
+    server = UciServer(
+        engine, stdout or sys.stdout, warm_up=not args.no_warm_up, engine_for=engine_for
+    )
     status = server.run(stdin or sys.stdin)
     if exit_when_done is not None:
         exit_when_done(status)
     return status
+
+
+def variant_engines(
+    max_plies: int | None, capacity: int, loaded: dict[str, ModelEngine] | None = None
+) -> Callable[[str], ModelEngine]:
+    """`variant -> ModelEngine`: the variant's shipped model (`checkpoint.default_model`; a
+    composed variant without one: Gardner's), each loaded once (`loaded`: {name: engine}
+    already loaded)."""
+    loaded = dict(loaded or {})
+    gardner = checkpoint.default_model("gardner") or "none"
+
+    def engine_for(variant: str) -> ModelEngine:
+        name = checkpoint.default_model(variant) or gardner
+        if name not in loaded:
+            loaded[name] = load_engine(name, None, max_plies=max_plies, capacity=capacity)
+        return loaded[name]
+
+    return engine_for
 
 
 def _exit_now(status: int) -> None:

@@ -115,6 +115,17 @@ def find_models(model: str | None, runs: list[str]) -> dict[str, str]:
     return models
 
 
+def variant_models_for(model: str | None) -> dict[str, str]:
+    """{variant: shipped model} of the variants whose default model (`checkpoint.default_model`)
+    is not Gardner's, when no `--model` was given (`model` None); {} when one was (it plays
+    every variant)."""
+    if model is not None:
+        return {}
+    gardner = checkpoint.default_model("gardner")
+    out = {variant: checkpoint.default_model(variant) for variant in R.VARIANTS}
+    return {variant: name for variant, name in out.items() if name and name != gardner}
+
+
 def _short(path: str) -> str:
     return os.path.basename(os.path.normpath(path)) or path
 
@@ -129,11 +140,17 @@ class Server:
         *,
         simulations: int = DEFAULT_SIMULATIONS,
         worlds: int = model_engine.DEFAULT_WORLDS,
+        variant_models: dict[str, str] | None = None,
     ):
         if default_model not in models:
             raise ValueError(f"unknown default model {default_model!r}")
         self.models = models
         self.default_model = default_model
+        # {variant: model} where a variant's game starts with another model than the default
+        # (`variant_models_for`); the page selects it when that variant is chosen.
+        self.variant_models = {
+            variant: name for variant, name in (variant_models or {}).items() if name in models
+        }
         self.simulations = simulations
         self.worlds = worlds
         self._engines: dict[str, model_engine.ModelEngine] = {}
@@ -157,6 +174,11 @@ class Server:
                 self._engines[name] = loaded
             return self._engines[name]
 
+    def model_for(self, variant: str, request: dict[str, Any]) -> str:
+        """The model a new game of `variant` plays: the request's, else the variant's own
+        (`variant_models`), else the default."""
+        return _text(request, "model", self.variant_models.get(variant, self.default_model))
+
     def warm_up(self, variant: str = "gardner") -> None:
         """Compile the default model's replay and search (the first game then starts at once)."""
         model = self.engine(self.default_model)
@@ -169,6 +191,7 @@ class Server:
             "variants": list(R.VARIANTS),
             "models": list(self.models),
             "default_model": self.default_model,
+            "variant_models": self.variant_models,
             "simulations": sorted({*SIMULATION_CHOICES, self.simulations}),
             "default_simulations": self.simulations,
         }
@@ -182,7 +205,7 @@ class Server:
             variant = model_engine.parse_uci_variant(variant)
         except ValueError as error:
             raise RequestError(str(error)) from None
-        model = _text(request, "model", self.default_model)
+        model = self.model_for(variant, request)
         self.engine(model)  # unknown or broken models fail here
         colour = _text(request, "colour", "white").lower()
         if colour not in ("white", "black"):
@@ -532,9 +555,11 @@ def _parser() -> argparse.ArgumentParser:
     )
     parser.add_argument(
         "--model",
-        default=checkpoint.default_model("gardner") or "none",
-        help="the model selected first: a shipped model's name, an exported model, a run "
-        "workdir or a checkpoint; 'none': the uniform-prior search (default "
+        default=None,
+        help="the model selected first, for every variant: a shipped model's name, an exported "
+        "model, a run workdir or a checkpoint; 'none': the uniform-prior search (default: each "
+        "variant's shipped model where it has one, "
+        f"{', '.join(f'{v}: {m}' for v, m in variant_models_for(None).items())}; else "
         f"{checkpoint.default_model('gardner') or 'none'})",
     )
     parser.add_argument(
@@ -566,9 +591,12 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
+    variant_models = variant_models_for(args.model)
+    if args.model is None:
+        args.model = checkpoint.default_model("gardner") or "none"
     models = find_models(args.model, args.runs)
     default = UNIFORM if args.model.lower() == "none" else next(iter(models))
-    app = Server(models, default, simulations=args.simulations)
+    app = Server(models, default, simulations=args.simulations, variant_models=variant_models)
     try:
         app.engine(default)
     except RequestError as error:

@@ -22,9 +22,19 @@ def test_the_default_is_the_tables_shipped_model_else_the_variants_cpu_model(mon
 
 
 def test_engine_serve_and_play_default_to_it():
+    """play takes the variant's model; engine and serve, without --model, each variant's
+    (test_uci_serve.py plays the engine's swap), with --model that one for every variant."""
     default = checkpoint.default_model("gardner")
-    assert engine._parser().parse_args([]).model == default
-    assert serve._parser().parse_args([]).model == default
+    assert engine._parser().parse_args([]).model is None
+    assert serve._parser().parse_args([]).model is None
+    assert serve.variant_models_for(None) == {"atomic": "atomic-supervised"}
+    assert serve.variant_models_for("gardner-cpu") == {}
+    models = serve.find_models(default, [])
+    app = serve.Server(models, default, variant_models=serve.variant_models_for(None))
+    assert app.options()["variant_models"] == {"atomic": "atomic-supervised"}
+    assert app.model_for("atomic", {}) == "atomic-supervised"
+    assert app.model_for("gardner", {}) == app.model_for("baby", {}) == default
+    assert app.model_for("atomic", {"model": "gardner-cpu"}) == "gardner-cpu"
     args = argparse.Namespace(variant="gardner", checkpoint=None, step=None, simulations=0)
     player = play._model_player(argparse.ArgumentParser(), args)
     assert args.checkpoint == default and player.name == default

@@ -237,6 +237,32 @@ def stub_server(seconds_per_node, **kwargs):
     return server, out, stub
 
 
+def test_a_variant_with_its_own_model_is_played_by_it():
+    """Without --model (`engine_for`), UCI_Variant atomic swaps in atomic's model for the
+    searches after it; back on Gardner, Gardner's. `variant_engines` names them."""
+    gardner, atomic = StubEngine(0.0), StubEngine(0.0)
+    gardner.name, atomic.name = "gardner-model", "atomic-model"
+    asked = []
+
+    def engine_for(variant):
+        asked.append(variant)
+        return atomic if variant == "atomic" else gardner
+
+    out = Lines()
+    server = engine.UciServer(gardner, out, warm_up=False, engine_for=engine_for)
+    send(server, "setoption name UCI_Variant value atomic", "position startpos", "go nodes 16")
+    out.wait_for("^bestmove", timeout=10)
+    assert server.engine is atomic and atomic.budgets == [16] and gardner.budgets == []
+    start = len(out.lines)
+    send(server, "setoption name UCI_Variant value gardner", "position startpos", "go nodes 16")
+    out.wait_for("^bestmove", start=start, timeout=10)
+    assert server.engine is gardner and asked == ["atomic", "gardner"]
+    server.run(io.StringIO("quit\n"))
+    engine_for = engine.variant_engines(None, 64)
+    assert engine_for("atomic").name == "atomic-supervised"
+    assert engine_for("gardner").name == engine_for("gardner,capture=rifle").name == "gardner-h200"
+
+
 def test_stop_answers_at_once_while_a_search_runs():
     server, out, stub = stub_server(0.05)  # 16 nodes: 0.8 s
     send(server, "position startpos", "go infinite")
