@@ -46,7 +46,13 @@ def ffish():
 def site():
     """(base URL, the `serve.Server`) of a server on a free port, for the whole module."""
     models = serve.find_models("gardner-cpu", [])
-    app = serve.Server(models, "gardner-cpu", simulations=16, worlds=2)
+    app = serve.Server(
+        models,
+        "gardner-cpu",
+        simulations=16,
+        worlds=2,
+        variant_models=serve.variant_models_for(None),
+    )
     httpd = serve.make_server(app, "127.0.0.1", 0, quiet=True)
     thread = threading.Thread(target=httpd.serve_forever, daemon=True)
     thread.start()
@@ -272,8 +278,16 @@ def test_the_page_in_headless_chromium(site, ffish, tmp_path):
         wait_for_moves(browser, 0)
         assert pieces(browser) == board_of(START)
 
+        # Choosing atomic selects its own shipped model; another variant the default again.
+        choose = "const v = document.getElementById('variant'); v.value = arguments[0];"
+        choose += "v.dispatchEvent(new Event('change'));"
+        model = "return document.getElementById('model').value"
+        browser.run(choose, "atomic")
+        assert browser.run(model) == "atomic-supervised"
+
         # A fog game: the page never holds a hidden piece.
-        browser.run("document.getElementById('variant').value = 'dark';")
+        browser.run(choose, "dark")
+        assert browser.run(model) == "gardner-cpu"
         browser.click("#new-game")
         wait_for_moves(browser, 0)
         browser.click("#sq-c2")
