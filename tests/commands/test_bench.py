@@ -340,7 +340,7 @@ def test_memory_reports_the_packed_replay_sample_and_the_compiled_peak(tmp_path)
 # experiments/bench/gpu.sh: one 8-minute call of the device tool, every finished part kept.
 
 GPU_SH = Path(__file__).resolve().parents[2] / "experiments" / "bench" / "gpu.sh"
-FAKE_PYTHON = """#!{python}
+FAKE_PYTHON = """#!{python} -SE
 import os, pathlib, sys, time
 args = sys.argv[1:]
 with open(os.environ["FAKE_CALLS"], "a") as calls:
@@ -379,7 +379,9 @@ def test_gpu_sh_keeps_every_finished_part(tmp_path):
     # A fake python: the learner finishes, env prints a row and hangs until the deadline cuts
     # it, and joat_full finds no time left. Each part's output, the benchmarks' --json-out and
     # --time-limit, and a line per part in parts.tsv are there; no timing is asserted beyond
-    # the 3-s deadline that makes env time out.
+    # the 3-s deadline that makes env time out (the fake starts without `site` or PYTHON*
+    # variables, -SE: a `sitecustomize` that imported JAX once made the learner's start
+    # take the whole deadline).
     fake = tmp_path / "python"
     fake.write_text(FAKE_PYTHON.format(python=sys.executable))
     fake.chmod(0o755)
