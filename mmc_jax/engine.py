@@ -751,11 +751,7 @@ def _parser() -> argparse.ArgumentParser:
         "search under fog). Options and protocol: the module docstring, `pydoc mmc_jax.engine`.",
     )
     default = checkpoint.default_model("gardner") or "none"
-    own = ", ".join(
-        f"{variant}: {checkpoint.default_model(variant)}"
-        for variant in R.VARIANTS
-        if checkpoint.default_model(variant) not in (None, checkpoint.default_model("gardner"))
-    )
+    own = ", ".join(f"{v}: {m}" for v, m in checkpoint.own_default_models().items())
     parser.add_argument(
         "--model",
         default=None,

@@ -119,11 +119,7 @@ def variant_models_for(model: str | None) -> dict[str, str]:
     """{variant: shipped model} of the variants whose default model (`checkpoint.default_model`)
     is not Gardner's, when no `--model` was given (`model` None); {} when one was (it plays
     every variant)."""
-    if model is not None:
-        return {}
-    gardner = checkpoint.default_model("gardner")
-    out = {variant: checkpoint.default_model(variant) for variant in R.VARIANTS}
-    return {variant: name for variant, name in out.items() if name and name != gardner}
+    return {} if model is not None else checkpoint.own_default_models()
 
 
 def _short(path: str) -> str:

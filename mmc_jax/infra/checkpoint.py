@@ -876,6 +876,14 @@ def default_model(variant: str) -> str | None:
     return None
 
 
+def own_default_models() -> dict[str, str]:
+    """{variant: shipped model} of the variants (`rules.VARIANTS`) whose default model is not
+    Gardner's: the ones `serve` and `engine` switch to when no model is named."""
+    gardner = default_model("gardner")
+    models = {variant: default_model(variant) for variant in R.VARIANTS}
+    return {variant: name for variant, name in models.items() if name and name != gardner}
+
+
 def shipped_hint(name: str | os.PathLike) -> str:
     """What to add to "no such checkpoint directory: NAME" for a bare name (no folder in it,
     so perhaps a misspelt shipped model: `gardnr-cpu`): "; did you mean gardner-cpu? (shipped
