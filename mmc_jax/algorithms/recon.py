@@ -76,6 +76,7 @@ from mmc_jax.training.algorithm import (
     ReplicatedAlgorithm,
     ReplicatedState,
     check_at_least_one,
+    jit_per_config,
 )
 
 
@@ -488,13 +489,6 @@ def learn(state: ReplicatedState | ReplayState, examples: Examples, key, config:
 # ----------------------------------------------------------------------------- config
 
 
-@functools.lru_cache(maxsize=8)
-def _jitted_iteration(static: TrainConfig):
-    """`iteration` jitted, once per `TrainConfig`: JAX keeps what `.lower(...).compile()` on it
-    made, so a second run of the config in the process (a resume) compiles nothing."""
-    return jax.jit(functools.partial(iteration, config=static), donate_argnums=0)
-
-
 def train_config(config: ml_collections.ConfigDict) -> TrainConfig:
     """The static `TrainConfig` of a run config (configs/recon.py)."""
 
@@ -601,8 +595,8 @@ class ReconAlgorithm(ReplicatedAlgorithm):
 
     def compile(self, config, mesh, state, data, start):
         del start
-        compiled = _jitted_iteration(train_config(config))
-        compiled = compiled.lower(state, data, jax.random.key(0)).compile()
+        jitted = jit_per_config(iteration, train_config(config))
+        compiled = jitted.lower(state, data, jax.random.key(0)).compile()
 
         def step(state, data, key, iteration_index):
             del iteration_index

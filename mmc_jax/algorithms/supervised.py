@@ -58,6 +58,7 @@ from mmc_jax.training.algorithm import (
     ReplicatedState,
     check_at_least_one,
     check_ranges,
+    jit_per_config,
 )
 
 MANIFEST = "manifest.json"
@@ -343,13 +344,6 @@ def _compile_key(config: ml_collections.ConfigDict) -> ml_collections.FrozenConf
     return ml_collections.FrozenConfigDict({"network": config.network, "learner": config.learner})
 
 
-@functools.lru_cache(maxsize=8)
-def _jitted_iteration(compile_key: ml_collections.FrozenConfigDict):
-    """`iteration` jitted, once per config: JAX keeps what `.lower(...).compile()` on it made,
-    so a second run of the config in the process (a resume) compiles nothing."""
-    return jax.jit(functools.partial(iteration, config=compile_key), donate_argnums=0)
-
-
 def iteration(state: ReplicatedState, batches, valid, *, config):
     """`learner.steps_per_iteration` steps on the host's `batches` (stacked), then the held-out
     losses of the new parameters on `valid` (None: none held out). (state, metrics)."""
@@ -448,7 +442,8 @@ class Supervised(ReplicatedAlgorithm):
         valid = (
             sharding.put_replicated(labelled_batch(data, held_out), mesh) if len(held_out) else None
         )
-        compiled = _jitted_iteration(_compile_key(config)).lower(state, first, valid).compile()
+        jitted = jit_per_config(iteration, _compile_key(config))
+        compiled = jitted.lower(state, first, valid).compile()
         steps, size = int(config.learner.steps_per_iteration), int(config.learner.batch_size)
 
         def step(state, batches, key, iteration_index):

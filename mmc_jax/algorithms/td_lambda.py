@@ -33,8 +33,6 @@ and, as a value for the search, wherever a gardner model is accepted.
 
 from __future__ import annotations
 
-import functools
-
 import jax
 import jax.numpy as jnp
 import ml_collections
@@ -53,6 +51,7 @@ from mmc_jax.training.algorithm import (
     ReplicatedState,
     check_at_least_one,
     check_ranges,
+    jit_per_config,
 )
 
 
@@ -130,13 +129,6 @@ def _compile_key(config: ml_collections.ConfigDict) -> ml_collections.FrozenConf
     return ml_collections.FrozenConfigDict(
         {"network": config.network, "td": config.td, "learner": config.learner}
     )
-
-
-@functools.lru_cache(maxsize=8)
-def _jitted_iteration(compile_key: ml_collections.FrozenConfigDict):
-    """`iteration` jitted, once per config: JAX keeps what `.lower(...).compile()` on it made,
-    so a second run of the config in the process traces, lowers and compiles nothing."""
-    return jax.jit(functools.partial(iteration, config=compile_key), donate_argnums=0)
 
 
 def iteration(state: ReplicatedState, rules, key, *, config):
@@ -230,8 +222,8 @@ class TDLambda(ReplicatedAlgorithm):
 
     def compile(self, config, mesh, state, data, start):
         del start
-        compiled = _jitted_iteration(_compile_key(config)).lower(state, data, jax.random.key(0))
-        compiled = compiled.compile()
+        jitted = jit_per_config(iteration, _compile_key(config))
+        compiled = jitted.lower(state, data, jax.random.key(0)).compile()
         games = int(config.td.games)
 
         def step(state, data, key, iteration_index):

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import abc
 import dataclasses
+import functools
 import math
 from collections.abc import Callable
 from typing import Any
@@ -187,6 +188,14 @@ class Algorithm(abc.ABC):
     def restore_error(self, error: ValueError, config) -> ValueError:
         """A clearer error for a checkpoint that does not fit `config`."""
         return error
+
+
+@functools.lru_cache(maxsize=16)
+def jit_per_config(iteration: Callable, config: Any) -> Callable:
+    """`iteration` jitted with its (hashable) `config` bound and its first argument, the state,
+    donated; one per (function, config) in a process, so JAX keeps what `.lower(...).compile()`
+    on it made and a second run of the config (a resume) traces, lowers and compiles nothing."""
+    return jax.jit(functools.partial(iteration, config=config), donate_argnums=0)
 
 
 def check_at_least_one(config: ml_collections.ConfigDict, fields: tuple[str, ...]) -> None:
