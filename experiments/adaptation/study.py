@@ -1469,16 +1469,17 @@ def t_interval(values: list[float]) -> tuple[float, float]:
     return mean, float(stats.t.ppf(0.975, n - 1)) * sd / math.sqrt(n)
 
 
-def minimum_detectable(values: list[float]) -> float | None:
+def minimum_detectable(values: list[float], n: int | None = None) -> float | None:
     """The smallest true mean difference a paired t test over these cells detects with 80%
-    power at a two-sided 5% level: (t_0.975 + t_0.8) x sd / sqrt(n), sd from the cells."""
+    power at a two-sided 5% level: (t_0.975 + t_0.8) x sd / sqrt(n), sd from the cells; with
+    `n`, projected to n units of the same sd (the MDE a design of n seeds would have)."""
     from scipy import stats
 
-    n = len(values)
-    if n < 3:
+    if len(values) < 3:
         return None
-    mean = sum(values) / n
-    sd = math.sqrt(sum((v - mean) ** 2 for v in values) / (n - 1))
+    mean = sum(values) / len(values)
+    sd = math.sqrt(sum((v - mean) ** 2 for v in values) / (len(values) - 1))
+    n = len(values) if n is None else n
     return float(stats.t.ppf(0.975, n - 1) + stats.t.ppf(0.8, n - 1)) * sd / math.sqrt(n)
 
 
@@ -1696,18 +1697,23 @@ def seed_level(
     return out
 
 
-def seed_level_table(results: dict) -> str:
+def seed_level_table(results: dict, registered_seeds: int = 10) -> str:
     """`seed_level_endpoints` as markdown: per comparison the seeds, the mean difference of
-    the per-seed means and its Student t 95% interval over the seeds."""
+    the per-seed means and its Student t 95% interval over the seeds, and Amendment 3's MDE
+    at these seeds and at the `registered_seeds` it plans (projected from the same SD; "-"
+    below 3 seeds)."""
     rows = [
-        "| comparison (per-seed mean over the primary variants) | seeds | difference [95% CI] |",
-        "|---|---:|---|",
+        "| comparison (per-seed mean over the primary variants) | seeds | difference [95% CI] "
+        f"| MDE | MDE at {registered_seeds} seeds |",
+        "|---|---:|---|---:|---:|",
     ]
     for name, diffs in seed_level_endpoints(results):
         if diffs:
             mean, half = t_interval(diffs)
             cell = f"{mean:+.3f} [{mean - half:+.3f}, {mean + half:+.3f}]"
-            rows.append(f"| {name} | {len(diffs)} | {cell} |")
+            mdes = [minimum_detectable(diffs), minimum_detectable(diffs, registered_seeds)]
+            mde = " | ".join("-" if m is None else f"{m:.3f}" for m in mdes)
+            rows.append(f"| {name} | {len(diffs)} | {cell} | {mde} |")
     return "\n".join(rows)
 
 

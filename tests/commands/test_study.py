@@ -14,6 +14,7 @@ import chex
 import jax
 import numpy as np
 import pytest
+from scipy import stats
 
 from mmc_jax.algorithms import meta
 
@@ -458,9 +459,12 @@ def test_seed_level_endpoints_average_variants_within_a_seed_then_t_over_seeds(t
     assert "pretraining-seed level" in text and "`extinction` 0.10 (out)" in text
     # `--seed-level`: the same numbers as a table, for any preset's committed cells.
     table = study.seed_level_table(results)
+    sd = float(np.std(diffs, ddof=1))
+    mde3 = (stats.t.ppf(0.975, 2) + stats.t.ppf(0.8, 2)) * sd / np.sqrt(3)
+    mde10 = (stats.t.ppf(0.975, 9) + stats.t.ppf(0.8, 9)) * sd / np.sqrt(10)
     assert (
-        f"| P2 joat - joint, AUC | 3 | {mean:+.3f} [{mean - half:+.3f}, {mean + half:+.3f}] |"
-        in table
+        f"| P2 joat - joint, AUC | 3 | {mean:+.3f} [{mean - half:+.3f}, {mean + half:+.3f}] "
+        f"| {mde3:.3f} | {mde10:.3f} |" in table
     )
 
 
