@@ -72,11 +72,10 @@ from mmc_jax.search import recon_score as S
 from mmc_jax.training import learner
 from mmc_jax.training import selfplay as selfplay_lib
 from mmc_jax.training.algorithm import (
-    CompiledStep,
     ReplicatedAlgorithm,
     ReplicatedState,
     check_at_least_one,
-    jit_per_config,
+    compile_step,
 )
 
 
@@ -595,13 +594,8 @@ class ReconAlgorithm(ReplicatedAlgorithm):
 
     def compile(self, config, mesh, state, data, start):
         del start
-        jitted = jit_per_config(iteration, train_config(config))
-        compiled = jitted.lower(state, data, jax.random.key(0)).compile()
 
-        def step(state, data, key, iteration_index):
-            del iteration_index
-            state, metrics = compiled(state, data, key)
-            metrics = {k: float(v) for k, v in jax.device_get(metrics).items()}
+        def to_record(metrics):
             record = {
                 "selfplay/frames": int(round(metrics["turns"])),
                 "selfplay/games": int(round(metrics["games"])),
@@ -615,9 +609,9 @@ class ReconAlgorithm(ReplicatedAlgorithm):
             }
             if "pool" in metrics:  # the live decisions the minibatches were drawn from
                 record["replay/decisions"] = int(round(metrics["pool"]))
-            return state, record
+            return record
 
-        return CompiledStep(step)
+        return compile_step(iteration, train_config(config), state, data, to_record)
 
     def next_command(self, config, workdir):
         return (

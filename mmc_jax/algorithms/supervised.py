@@ -53,12 +53,11 @@ from mmc_jax.infra import sharding
 from mmc_jax.model import network as network_lib
 from mmc_jax.training import learner
 from mmc_jax.training.algorithm import (
-    CompiledStep,
     ReplicatedAlgorithm,
     ReplicatedState,
     check_at_least_one,
     check_ranges,
-    jit_per_config,
+    compile_step,
 )
 
 MANIFEST = "manifest.json"
@@ -442,14 +441,9 @@ class Supervised(ReplicatedAlgorithm):
         valid = (
             sharding.put_replicated(labelled_batch(data, held_out), mesh) if len(held_out) else None
         )
-        jitted = jit_per_config(iteration, _compile_key(config))
-        compiled = jitted.lower(state, first, valid).compile()
         steps, size = int(config.learner.steps_per_iteration), int(config.learner.batch_size)
 
-        def step(state, batches, key, iteration_index):
-            del key, iteration_index
-            state, metrics = compiled(state, batches, valid)
-            metrics = {k: float(v) for k, v in jax.device_get(metrics).items()}
+        def to_record(metrics):
             record = {
                 "selfplay/frames": steps * size,
                 "selfplay/games": 0,
@@ -461,9 +455,16 @@ class Supervised(ReplicatedAlgorithm):
             if valid is not None:
                 record["valid/policy_loss"] = metrics["valid_policy_loss"]
                 record["valid/value_loss"] = metrics["valid_value_loss"]
-            return state, record
+            return record
 
-        return CompiledStep(step)
+        return compile_step(
+            iteration,
+            _compile_key(config),
+            state,
+            first,
+            to_record,
+            arguments=lambda state, batches, key: (state, batches, valid),
+        )
 
     def progress_fields(self, record):
         fields = [f"entropy {record['train/policy_entropy']:.2f}"]

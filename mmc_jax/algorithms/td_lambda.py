@@ -46,12 +46,11 @@ from mmc_jax.model import network as network_lib
 from mmc_jax.search import one_ply
 from mmc_jax.training import learner
 from mmc_jax.training.algorithm import (
-    CompiledStep,
     ReplicatedAlgorithm,
     ReplicatedState,
     check_at_least_one,
     check_ranges,
-    jit_per_config,
+    compile_step,
 )
 
 
@@ -222,15 +221,10 @@ class TDLambda(ReplicatedAlgorithm):
 
     def compile(self, config, mesh, state, data, start):
         del start
-        jitted = jit_per_config(iteration, _compile_key(config))
-        compiled = jitted.lower(state, data, jax.random.key(0)).compile()
         games = int(config.td.games)
 
-        def step(state, data, key, iteration_index):
-            del iteration_index
-            state, metrics = compiled(state, data, key)
-            metrics = {k: float(v) for k, v in jax.device_get(metrics).items()}
-            return state, {
+        def record(metrics):
+            return {
                 "selfplay/frames": int(round(metrics["positions"])),
                 "selfplay/games": games,
                 "selfplay/mean_game_length": metrics["length"],
@@ -240,7 +234,7 @@ class TDLambda(ReplicatedAlgorithm):
                 "train/value_loss": metrics["value_loss"],
             }
 
-        return CompiledStep(step)
+        return compile_step(iteration, _compile_key(config), state, data, record)
 
     def progress_fields(self, record):
         return [

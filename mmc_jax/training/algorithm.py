@@ -198,6 +198,30 @@ def jit_per_config(iteration: Callable, config: Any) -> Callable:
     return jax.jit(functools.partial(iteration, config=config), donate_argnums=0)
 
 
+def compile_step(
+    iteration: Callable,
+    config: Any,
+    state: Any,
+    data: Any,
+    to_record: Callable[[dict[str, float]], dict[str, Any]],
+    arguments: Callable[[Any, Any, jax.Array], tuple] | None = None,
+) -> CompiledStep:
+    """`jit_per_config(iteration, config)` compiled ahead of time on the example `state` and
+    `data`, as a `CompiledStep` whose record is `to_record` of the iteration's metrics (host
+    floats). `arguments(state, data, key)` is what the iteration is called with (default
+    `(state, data, key)`), for an iteration that takes other inputs than the loop's."""
+    arguments = arguments or (lambda state, data, key: (state, data, key))
+    jitted = jit_per_config(iteration, config)
+    compiled = jitted.lower(*arguments(state, data, jax.random.key(0))).compile()
+
+    def step(state, data, key, iteration_index):
+        del iteration_index
+        state, metrics = compiled(*arguments(state, data, key))
+        return state, to_record({k: float(v) for k, v in jax.device_get(metrics).items()})
+
+    return CompiledStep(step)
+
+
 def check_at_least_one(config: ml_collections.ConfigDict, fields: tuple[str, ...]) -> None:
     """ValueError naming the first dotted config field in `fields` below 1."""
     for field in fields:
