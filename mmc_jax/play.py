@@ -8,8 +8,9 @@ the squares your legal moves reach, and the model's moves are not shown until th
 
 Without `--checkpoint` the opponent is the model shipped for the variant
 (`checkpoint.default_model`; gardner: `gardner-h200`, the 6x128 network trained 5 minutes on one
-GPU; `--checkpoint gardner-cpu` is the faster 2x32 one; atomic: `atomic-supervised`, 2x32,
-learned from Fairy-Stockfish's games), else the search with a uniform prior
+GPU; `--checkpoint gardner-cpu` is the faster 2x32 one; atomic: `atomic-supervised` and
+extinction: `extinction-supervised`, 2x32, learned from Fairy-Stockfish's games), else the
+search with a uniform prior
 (zero logits, zero value: it finds mates and king captures within its simulations, nothing
 more; `--checkpoint none` asks for it). The model
 plays its evaluation search (`--simulations`, deterministic); `--pgn FILE` saves the game.
@@ -60,7 +61,8 @@ def _parser() -> argparse.ArgumentParser:
         default=None,
         help="run workdir (or <workdir>/checkpoints/<step>), an exported model or a shipped "
         "model's name; default: the shipped model of the variant (gardner: "
-        f"{checkpoint.default_model('gardner')}, atomic: {checkpoint.default_model('atomic')}), "
+        f"{checkpoint.default_model('gardner')}, atomic: {checkpoint.default_model('atomic')}, "
+        f"extinction: {checkpoint.default_model('extinction')}), "
         "else the uniform-prior search; 'none': the uniform-prior search",
     )
     cli.add_integer(parser, "--step", 0, default=None)

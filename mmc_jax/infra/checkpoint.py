@@ -864,7 +864,11 @@ def shipped_models() -> dict[str, str]:
 # The shipped model of each variant (the strongest shipped model of that variant on the engine
 # ladder; its model card says how it was chosen): `play`, `serve` and `engine` play a variant
 # with its model unless told another (a variant without one: Gardner's).
-DEFAULT_MODELS = {"gardner": "gardner-h200", "atomic": "atomic-supervised"}
+DEFAULT_MODELS = {
+    "gardner": "gardner-h200",
+    "atomic": "atomic-supervised",
+    "extinction": "extinction-supervised",
+}
 
 
 def default_model(variant: str) -> str | None:

@@ -14,7 +14,8 @@ def test_the_default_is_the_tables_shipped_model_else_the_variants_cpu_model(mon
     assert checkpoint.default_model("gardner") in checkpoint.shipped_models()
     assert checkpoint.default_model("atomic") == "atomic-supervised"
     assert checkpoint.default_model("atomic") in checkpoint.shipped_models()
-    assert checkpoint.default_model("extinction") is None  # nothing shipped for it
+    assert checkpoint.default_model("extinction") == "extinction-supervised"
+    assert checkpoint.default_model("baby") is None  # nothing shipped for it
     monkeypatch.setitem(checkpoint.DEFAULT_MODELS, "gardner", "joat-cpu")
     assert checkpoint.default_model("gardner") == "joat-cpu"
     monkeypatch.setitem(checkpoint.DEFAULT_MODELS, "gardner", "not-shipped")
@@ -27,12 +28,14 @@ def test_engine_serve_and_play_default_to_it():
     default = checkpoint.default_model("gardner")
     assert engine._parser().parse_args([]).model is None
     assert serve._parser().parse_args([]).model is None
-    assert serve.variant_models_for(None) == {"atomic": "atomic-supervised"}
+    own = {"atomic": "atomic-supervised", "extinction": "extinction-supervised"}
+    assert serve.variant_models_for(None) == own
     assert serve.variant_models_for("gardner-cpu") == {}
     models = serve.find_models(default, [])
     app = serve.Server(models, default, variant_models=serve.variant_models_for(None))
-    assert app.options()["variant_models"] == {"atomic": "atomic-supervised"}
+    assert app.options()["variant_models"] == own
     assert app.model_for("atomic", {}) == "atomic-supervised"
+    assert app.model_for("extinction", {}) == "extinction-supervised"
     assert app.model_for("gardner", {}) == app.model_for("baby", {}) == default
     assert app.model_for("atomic", {"model": "gardner-cpu"}) == "gardner-cpu"
     args = argparse.Namespace(variant="gardner", checkpoint=None, step=None, simulations=0)

@@ -67,12 +67,10 @@ def test_atomic_plays_its_shipped_model_by_default():
 
 
 def test_a_variant_without_a_trained_model_says_so():
-    _, out = run(["--variant", "extinction", "--simulations", "0"], ["quit"])
-    assert out.startswith("no trained model for extinction: an untrained search")
+    _, out = run(["--variant", "baby", "--simulations", "0"], ["quit"])
+    assert out.startswith("no trained model for baby: an untrained search")
     assert "against an untrained search" in out and "uniform-prior search" not in out
-    _, out = run(
-        ["--variant", "extinction", "--checkpoint", "none", "--simulations", "0"], ["quit"]
-    )
+    _, out = run(["--variant", "baby", "--checkpoint", "none", "--simulations", "0"], ["quit"])
     assert "against uniform-prior search" in out and "no trained model" not in out
 
 
