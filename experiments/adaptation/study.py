@@ -1697,6 +1697,21 @@ def seed_level(
     return out
 
 
+def primary_note(results: dict) -> str:
+    """One line: the primary variants the analysis averages over, and a warning naming every
+    variant that has cells but no primary curve (its `curve/` file missing, or no range),
+    so that an average over fewer variants than played is never silent."""
+    primary = primary_variants(results)
+    played = sorted({c["variant"] for c in results["cells"]} - set(primary))
+    line = f"primary variants: {', '.join(primary) or 'none'}"
+    if played:
+        left = ", ".join(played)
+        line += (
+            f" (warning: cells of {left} are left out: not primary, no calibrated mid with range)"
+        )
+    return line
+
+
 def seed_level_table(results: dict, registered_seeds: int = 10) -> str:
     """`seed_level_endpoints` as markdown: per comparison the seeds, the mean difference of
     the per-seed means and its Student t 95% interval over the seeds, and Amendment 3's MDE
@@ -2210,7 +2225,9 @@ def main(argv=None) -> int:
         print(status(study))
         return 0
     if args.seed_level:
-        print(seed_level_table(collect(study)))
+        results = collect(study)
+        print(primary_note(results))
+        print(seed_level_table(results))
         return 0
     from mmc_jax.infra import startup
 

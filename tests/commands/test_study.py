@@ -457,6 +457,13 @@ def test_seed_level_endpoints_average_variants_within_a_seed_then_t_over_seeds(t
         f"P2 joat - joint, AUC: {mean:+.3f} [{mean - half:+.3f}, {mean + half:+.3f}] (n=3" in text
     )
     assert "pretraining-seed level" in text and "`extinction` 0.10 (out)" in text
+    # `--seed-level` names what it averages over, and warns of played variants it leaves out.
+    assert study.primary_note(results) == "primary variants: atomic, extinction"
+    without = {**results, "curves": {**results["curves"], "extinction": None}}
+    assert study.primary_note(without) == (
+        "primary variants: atomic (warning: cells of extinction are left out: not primary, "
+        "no calibrated mid with range)"
+    )
     # `--seed-level`: the same numbers as a table, for any preset's committed cells.
     table = study.seed_level_table(results)
     sd = float(np.std(diffs, ddof=1))
