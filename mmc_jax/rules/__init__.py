@@ -132,6 +132,7 @@ __all__ = [
     "render_state",
     "result",
     "stack",
+    "start_position",
     "state_bytes",
     "step",
     "step_with_planes",
@@ -166,6 +167,11 @@ def _batched(fn, doc: str):
 
 
 init = _batched(game.init, "Start positions: Rules [B] -> State [B].")
+start_position = _batched(
+    game.start_position,
+    "Start positions before their move generation (see game.start_position): Rules [B] -> "
+    "State [B].",
+)
 step = _batched(game.step, "Play actions int32 [B]: (Rules [B], State [B], actions) -> State [B].")
 step_with_planes = _batched(
     game.step_with_planes,

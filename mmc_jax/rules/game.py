@@ -566,6 +566,14 @@ def from_position(pieces, own, turn, halfmove=0, fullmove=1) -> State:
     )
 
 
+def start_position(rules: Rules) -> State:
+    """The start position of `rules` (one game) before its move generation: a sensing variant's
+    is already finished; `init` also ends a start without a legal move. For a loop that
+    generates the moves of its starts together with other positions (self-play)."""
+    state = from_position(rules.start_pieces, rules.start_own, jnp.int32(0))
+    return state.replace(terminated=rules.sense != 0)
+
+
 def init(rules: Rules) -> State:
     """The start position of `rules` (one game).
 

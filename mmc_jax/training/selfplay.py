@@ -149,12 +149,12 @@ def selfplay(
     sp = config.selfplay
     algorithm = sp.algorithm
     temperature = float(sp.get("temperature", 1.0))
-    start = R.init(rules_b)
+    planes, start, start_planes = planes_and_starts(rules_b, state)
 
-    def one_ply(state: R.State, ply_key: jax.Array):
+    def one_ply(carry, ply_key: jax.Array):
+        state, planes = carry
         search_key, sample_key = jax.random.split(ply_key)
         valid = ~state.terminated
-        planes = R.legal_planes(rules_b, state)
         obs = R.observe(rules_b, state, planes)
         legal_action_mask = R.planes_to_mask(planes)
         policy = search.run_search(
@@ -180,7 +180,7 @@ def selfplay(
             chosen = sample_action(sample_key, weights, legal_action_mask, 0.0)
         action = jnp.where(explore, sampled, chosen)
 
-        next_state, _ = R.step_with_planes(rules_b, state, action, planes)
+        next_state, next_planes = R.step_with_planes(rules_b, state, action, planes)
         done = next_state.terminated
         record = ply_record(
             state,
@@ -194,10 +194,26 @@ def selfplay(
         )
         # In-place auto-reset: the fresh start position has its terminal flag cleared.
         next_state = where_games(done, start, next_state)
-        return next_state, record
+        next_planes = jnp.where(done[:, None], start_planes, next_planes)
+        return (next_state, next_planes), record
 
     keys = jax.random.split(key, int(sp.num_plies))
-    return jax.lax.scan(one_ply, state, keys)
+    (state, _), trajectory = jax.lax.scan(one_ply, (state, planes), keys)
+    return state, trajectory
+
+
+def planes_and_starts(rules_b: R.Rules, state: R.State):
+    """(legal planes of `state` [B, 49], the start positions `R.init(rules_b)` [B], their legal
+    planes [B, 49]) from one move generation over both (vmapped over the pair), so that a
+    program holds one copy of it here instead of two (`init`'s stuck-start test and the first
+    ply's `legal_planes`). The scan then carries the planes `step_with_planes` hands on: one
+    move generation a ply instead of two."""
+    raw = R.start_position(rules_b)
+    pair = jax.tree.map(lambda a, b: jnp.stack([a, b]), state, raw)
+    planes, start_planes = jax.vmap(lambda s: R.legal_planes(rules_b, s))(pair)
+    # `init`: a start without a legal move is a finished game (a draw with zero rewards).
+    stuck = ~jnp.any(start_planes != 0, axis=-1)
+    return planes, raw.replace(terminated=raw.terminated | stuck), start_planes
 
 
 def game_results(terminated: jax.Array, rewards: jax.Array, init=None):

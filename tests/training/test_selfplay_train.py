@@ -426,3 +426,22 @@ def test_evaluation_hook_logs_scores(tmp_path, monkeypatch):
     assert result["eval/score_high_vs_greedy"] == 0.9
     assert "eval@1 random 0.75 [0.60,0.90]" in stream.getvalue()
     assert (tmp_path / "plots" / "score_vs_random.png").exists()
+
+
+def test_one_move_generation_gives_the_planes_of_the_games_and_of_their_starts():
+    """`selfplay.planes_and_starts` (one move generation over the games and their starts) equals
+    `legal_planes` of the games, `init` and `legal_planes` of the starts, in a batch that mixes
+    a stuck start (monochromatic), a sensing variant's (finished at once), fog, and games in
+    progress and over."""
+    variants = ["gardner", "monochromatic", "recon", "dark", "atomic", "baby", "extinction"]
+    rules_b = R.batch(variants, 14)
+    state = R.init(rules_b)
+    for key in range(6):  # random plies: some games in progress, some over
+        mask = R.legal_action_mask(rules_b, state)
+        state = R.step(rules_b, state, R.random_legal_action(jax.random.key(key), mask))
+    planes, start, start_planes = jax.jit(selfplay.planes_and_starts)(rules_b, state)
+    np.testing.assert_array_equal(planes, R.legal_planes(rules_b, state))
+    chex.assert_trees_all_equal(start, R.init(rules_b))
+    np.testing.assert_array_equal(start_planes, R.legal_planes(rules_b, R.init(rules_b)))
+    assert bool(start.terminated[1]) and bool(start.terminated[2])  # stuck, and sensing
+    assert not bool(start.terminated[0]) and bool(np.asarray(start_planes[0]).any())
