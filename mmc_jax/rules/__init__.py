@@ -118,6 +118,7 @@ __all__ = [
     "State",
     "apply_move",
     "batch",
+    "end_if_stuck",
     "fog_fen",
     "from_fen",
     "from_fens",
@@ -171,6 +172,11 @@ start_position = _batched(
     game.start_position,
     "Start positions before their move generation (see game.start_position): Rules [B] -> "
     "State [B].",
+)
+end_if_stuck = _batched(
+    game.end_if_stuck,
+    "Start positions given their legal planes (see game.end_if_stuck): (State [B], planes "
+    "[B, 49]) -> State [B].",
 )
 step = _batched(game.step, "Play actions int32 [B]: (Rules [B], State [B], actions) -> State [B].")
 step_with_planes = _batched(

@@ -568,22 +568,28 @@ def from_position(pieces, own, turn, halfmove=0, fullmove=1) -> State:
 
 def start_position(rules: Rules) -> State:
     """The start position of `rules` (one game) before its move generation: a sensing variant's
-    is already finished; `init` also ends a start without a legal move. For a loop that
+    is already finished; `end_if_stuck` with its planes makes it `init`'s. For a loop that
     generates the moves of its starts together with other positions (self-play)."""
     state = from_position(rules.start_pieces, rules.start_own, jnp.int32(0))
     return state.replace(terminated=rules.sense != 0)
 
 
+def end_if_stuck(start: State, planes) -> State:
+    """A `start_position` given its legal action planes: a start without a legal move
+    (monochromatic: White's pieces are all stuck) is a finished game at once, a draw with
+    zero rewards."""
+    return start.replace(terminated=start.terminated | ~_any(planes.any()))
+
+
 def init(rules: Rules) -> State:
     """The start position of `rules` (one game).
 
-    A start position without a legal move (monochromatic: White's pieces are all stuck) is a
-    finished game at once, a draw with zero rewards; so is a sensing variant's (`rules.sense`:
-    its games are played through `mmc_jax.rules.recon`, never on the true board here).
+    A start position without a legal move is a finished game at once (`end_if_stuck`); so is a
+    sensing variant's (`rules.sense`: its games are played through `mmc_jax.rules.recon`, never
+    on the true board here).
     """
-    state = from_position(rules.start_pieces, rules.start_own, jnp.int32(0))
-    stuck = ~_any(analyse(rules, state.pieces, state.own).planes.any())
-    return state.replace(terminated=stuck | (rules.sense != 0))
+    state = start_position(rules)
+    return end_if_stuck(state, analyse(rules, state.pieces, state.own).planes)
 
 
 def legal_planes(rules: Rules, state: State):

@@ -211,9 +211,7 @@ def planes_and_starts(rules_b: R.Rules, state: R.State):
     raw = R.start_position(rules_b)
     pair = jax.tree.map(lambda a, b: jnp.stack([a, b]), state, raw)
     planes, start_planes = jax.vmap(lambda s: R.legal_planes(rules_b, s))(pair)
-    # `init`: a start without a legal move is a finished game (a draw with zero rewards).
-    stuck = ~jnp.any(start_planes != 0, axis=-1)
-    return planes, raw.replace(terminated=raw.terminated | stuck), start_planes
+    return planes, R.end_if_stuck(raw, start_planes), start_planes
 
 
 def game_results(terminated: jax.Array, rewards: jax.Array, init=None):
