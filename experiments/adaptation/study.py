@@ -1338,6 +1338,8 @@ def ship(study: Study, results: dict, out: Path) -> dict:
             "arm_mean_auc_ci95": [arm_mean - arm_half, arm_mean + arm_half],
             "per_seed_auc": {str(s): v for s, v in per_seed.items()},
             "note": "the shipped seed's own scores below are one of these seeds, not a selection",
+            "absent": "the rules-told (+desc) arms: not in Amendment 3 (3 seeds each, history "
+            "in decisive_cpu/)",
         }
     else:
         arm = max(preset.arms, key=mean_auc)
@@ -1398,7 +1400,11 @@ def ship(study: Study, results: dict, out: Path) -> dict:
         {
             "step": pretrain_info["iterations"],
             "frames": pretrain_info["frames"],
-            "description": f"the decisive study's best pretrained start ({arm}, seed {seed})",
+            "description": (
+                f"the decisive study's shipped start by Amendment 3's rule ({arm}, seed {seed})"
+                if selection
+                else f"the decisive study's best pretrained start ({arm}, seed {seed})"
+            ),
             "command": f"python experiments/adaptation/study.py --preset {study.preset_name} "
             f"--only report --ship {out}",
             "card": card,

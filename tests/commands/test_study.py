@@ -594,6 +594,9 @@ def test_amendment_3_ships_joat_only_above_joint_at_the_seed_level_and_always_se
         sum(per_seed.values()) / 3
     )
     assert "sgd 0.3" in card["reproduces"]
+    assert "+desc" in card["selection"]["absent"]
+    info = json.loads((tmp_path / "shipped" / "model.json").read_text())
+    assert "Amendment 3's rule" in info["description"]
 
 
 # ---------------------------------------------------------------------------------------------
