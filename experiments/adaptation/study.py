@@ -1772,7 +1772,7 @@ def seed_level_endpoints(results: dict) -> list[tuple[str, list[float]]]:
         for loss in ("policy_loss", "value_loss"):
             rows.append(
                 (
-                    f"{name}, held-out {loss.replace('_', ' ')} AUC",
+                    f"{name}, held-out {loss.replace('_', ' ')} AUC (lower is better)",
                     seed_level(results, a, b, lambda r, loss=loss: r.get(f"auc_{loss}")),
                 )
             )

@@ -448,9 +448,11 @@ def test_seed_level_endpoints_average_variants_within_a_seed_then_t_over_seeds(t
         rows["P2 joat - joint, 16-simulation AUC (1 variants with range)"], [0.0, 0.02, 0.04, 0.06]
     )
     np.testing.assert_allclose(
-        rows["P2 joat - joint, held-out value loss AUC"], [-d for d in diffs]
+        rows["P2 joat - joint, held-out value loss AUC (lower is better)"], [-d for d in diffs]
     )
-    np.testing.assert_allclose(rows["P2 joat - joint, held-out policy loss AUC"], [0.0] * 3)
+    np.testing.assert_allclose(
+        rows["P2 joat - joint, held-out policy loss AUC (lower is better)"], [0.0] * 3
+    )
     text = study.report(s, results)
     mean, half = study.t_interval(diffs)
     assert (
