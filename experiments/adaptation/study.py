@@ -157,6 +157,13 @@ class Preset:
     # adapted network's held-out policy and value loss on the final reference's self-play;
     # the endpoints then also at the pretraining-seed level. 0: neither.
     whole_network_simulations: int = 0
+    # Amendment 4 (registered 2026-11-29, before its first run): each comparison (a, b) here
+    # whose yardstick-1 AUC MDE at the registered `seeds` exceeds `mde_target` gets more
+    # pretraining seeds of a and b (no scratch cells), as many as that spread needs (at most
+    # `max_seeds`); decided once, from the spread alone (`extension.json`).
+    extend: tuple[tuple[str, str], ...] = ()
+    mde_target: float = 0.05
+    max_seeds: int = 30
 
 
 PRESETS = {
@@ -216,6 +223,7 @@ PRESETS = {
         procedure_data="experiments/adaptation/decisive_cpu/models/long/it500",
         reuse="cpu",
         whole_network_simulations=16,
+        extend=(("joat", "joint"), ("joint", "gardner")),
     ),
 }
 
@@ -1533,6 +1541,7 @@ def collect(study: Study) -> dict:
             continue
         if c.get("yardstick") == yardstick(preset) and c.get("yardstick2") == yardstick2(preset):
             cells[(c["arm"], c["seed"], c["variant"])] = c  # (other yardsticks': history)
+    decision = study.read("extension.json") if preset.extend else None
     curves = {v: study.read("curve", f"{slug(v)}.json") for v in preset.variants}
     curves = {
         v: c if c and c.get("yardstick") == yardstick(preset) else None for v, c in curves.items()
@@ -1554,6 +1563,18 @@ def collect(study: Study) -> dict:
         if yardstick2(preset)
         else None,
     }
+    if decision:
+        # Amendment 4's seeds: their cells apart, so every registered number stays the
+        # registered seeds' (the extended comparisons read both lists, `seed_level_endpoints`).
+        out["extension"] = {
+            **decision,
+            "pretrain": {
+                f"{a}_s{s}": study.read("pretrain", f"{a}_s{s}.json")
+                for s, arms in extension_runs(decision)
+                for a in arms
+            },
+        }
+        out["extension_cells"] = []
     for (arm, seed, variant), c in cells.items():
         row = {"arm": arm, "seed": seed, "variant": variant, "points": []}
         curve_points = None
@@ -1583,7 +1604,10 @@ def collect(study: Study) -> dict:
             if all(field in p for p in row["points"]):
                 row[f"auc_{field}"] = auc([(p["iteration"], p[field]) for p in row["points"]])
         row["zero_shot_final"] = c["zero_shot_final"]["score"]
-        out["cells"].append(row)
+        if seed in preset.seeds:
+            out["cells"].append(row)
+        elif decision and arm in dict(extension_runs(decision)).get(seed, ()):
+            out["extension_cells"].append(row)
     return out
 
 
@@ -1703,6 +1727,78 @@ def seed_level(
     return out
 
 
+def seeds_needed(diffs: list[float], target: float, cap: int) -> int:
+    """The fewest seeds n (at least len(diffs), at most `cap`) at which the MDE projected from
+    these per-seed differences' SD is at most `target`; `cap` when no n up to it is."""
+    for n in range(len(diffs), cap + 1):
+        if minimum_detectable(diffs, n) <= target:
+            return n
+    return cap
+
+
+def decide_extension(study: Study, log) -> dict | None:
+    """Amendment 4's decision, made once and kept in `extension.json`: for each comparison
+    (a, b) of `preset.extend`, the SD of its per-seed yardstick-1 AUC differences over the
+    registered seeds, the MDE at those seeds, and the seeds N it needs for `mde_target` (the
+    registered number when its MDE is within it). Reads no difference's mean. None before
+    every registered seed has both arms' primary cells (nothing is decided early)."""
+    preset = study.preset
+    if not preset.extend:
+        return None
+    decided = study.read("extension.json")
+    if decided:
+        return decided
+    results = collect(study)
+    comparisons = []
+    for a, b in preset.extend:
+        diffs = seed_level(results, a, b, lambda r: r["auc"])
+        if len(diffs) < len(preset.seeds):
+            return None
+        mde = minimum_detectable(diffs)
+        registered = len(preset.seeds)
+        n = (
+            registered
+            if mde <= preset.mde_target
+            else seeds_needed(diffs, preset.mde_target, preset.max_seeds)
+        )
+        mean = sum(diffs) / len(diffs)
+        sd = math.sqrt(sum((d - mean) ** 2 for d in diffs) / (len(diffs) - 1))
+        comparisons.append(
+            {"a": a, "b": b, "sd": sd, "mde": mde, "seeds": n, "extended": n > registered}
+        )
+    decision = {
+        "rule": "README, Amendment 4 (registered 2026-11-29)",
+        "registered_seeds": list(preset.seeds),
+        "mde_target": preset.mde_target,
+        "max_seeds": preset.max_seeds,
+        "comparisons": comparisons,
+    }
+    study.write(decision, "extension.json")
+    log(
+        "Amendment 4: "
+        + "; ".join(
+            f"{c['a']} - {c['b']} MDE {c['mde']:.3f} at {len(preset.seeds)} seeds -> "
+            + (f"{c['seeds']} seeds" if c["extended"] else "not extended")
+            for c in comparisons
+        )
+    )
+    return decision
+
+
+def extension_runs(decision: dict) -> list[tuple[int, tuple[str, ...]]]:
+    """(seed, arms) for each of Amendment 4's new seeds, in order: the arms of every extended
+    comparison whose N reaches that seed."""
+    first = max(decision["registered_seeds"]) + 1
+    runs = []
+    for seed in range(first, max((c["seeds"] for c in decision["comparisons"]), default=0)):
+        arms: list[str] = []
+        for c in decision["comparisons"]:
+            if seed < c["seeds"]:
+                arms += [x for x in (c["a"], c["b"]) if x not in arms]
+        runs.append((seed, tuple(arms)))
+    return runs
+
+
 def primary_note(results: dict) -> str:
     """One line: the primary variants the analysis averages over, and a warning naming every
     variant that has cells but no primary curve (its `curve/` file missing, or no range),
@@ -1732,7 +1828,8 @@ def seed_level_table(results: dict, registered_seeds: int = 10) -> str:
         if diffs:
             mean, half = t_interval(diffs)
             cell = f"{mean:+.3f} [{mean - half:+.3f}, {mean + half:+.3f}]"
-            mdes = [minimum_detectable(diffs), minimum_detectable(diffs, registered_seeds)]
+            projected = None if "(Amendment 4" in name else registered_seeds
+            mdes = [minimum_detectable(diffs), projected and minimum_detectable(diffs, projected)]
             mde = " | ".join("-" if m is None else f"{m:.3f}" for m in mdes)
             rows.append(f"| {name} | {len(diffs)} | {cell} | {mde} |")
     return "\n".join(rows)
@@ -1776,6 +1873,27 @@ def seed_level_endpoints(results: dict) -> list[tuple[str, list[float]]]:
                     seed_level(results, a, b, lambda r, loss=loss: r.get(f"auc_{loss}")),
                 )
             )
+    return rows + extension_endpoints(results)
+
+
+def extension_endpoints(results: dict) -> list[tuple[str, list[float]]]:
+    """Amendment 4's rows, after every registered one: each extended comparison's per-seed
+    differences (yardstick 1, AUC and the registered iteration) over seeds 0 to N-1."""
+    decision = results.get("extension") or {}
+    merged = {**results, "cells": results["cells"] + results.get("extension_cells", [])}
+    tags = {(a, b): tag for tag, a, b in SEED_LEVEL_COMPARISONS}
+    rows = []
+    for c in decision.get("comparisons", []):
+        if not c["extended"]:
+            continue
+        a, b, n = c["a"], c["b"], c["seeds"]
+        tag = tags.get((a, b), "")
+        within = {**merged, "cells": [r for r in merged["cells"] if r["seed"] < n]}
+        name = f"{tag} {a} - {b}".strip()
+        point = 1 if tag == "P2" else 0
+        label = f"(Amendment 4, seeds 0-{n - 1})"
+        rows.append((f"{name}, AUC {label}", seed_level(within, a, b, lambda r: r["auc"])))
+        rows.append((f"{name}, iteration {point} {label}", seed_level(within, a, b, at(point))))
     return rows
 
 
@@ -1845,7 +1963,20 @@ def report(study: Study, results: dict) -> str:
     for name, diffs in seed_level_endpoints(results) if yardstick2(preset) else endpoints(results):
         if diffs:
             lines.append(f"- {name}: {_difference_text(diffs)}")
-    if len(cells) < expected_cells:
+    if results.get("extension"):
+        runs = extension_runs(results["extension"])
+        lines.append(
+            "- Amendment 4 (README): "
+            + "; ".join(
+                f"{c['a']} - {c['b']} MDE {c['mde']:.3f} at {len(preset.seeds)} seeds, "
+                + (f"extended to {c['seeds']} seeds" if c["extended"] else "not extended")
+                for c in results["extension"]["comparisons"]
+            )
+            + f"; {len(results['extension_cells'])}/"
+            f"{len(preset.variants) * sum(len(arms) for _, arms in runs)} of its cells in."
+        )
+        expected_cells += len(preset.variants) * sum(len(arms) for _, arms in runs)
+    if len(cells) + len(results.get("extension_cells", [])) < expected_cells:
         lines.append(
             "- **Incomplete**: the numbers above cover the cells played so far; "
             "no endpoint is a finding before all seeds are in."
@@ -2033,7 +2164,8 @@ def run(
     """Runs the stages in order until done or out of time; True when everything is done."""
     preset = study.preset
     started = time.time()
-    seeds = seeds or preset.seeds
+    requested = seeds
+    seeds = tuple(s for s in seeds or preset.seeds if s in preset.seeds)
     variants = variants or preset.variants
 
     def out_of_time() -> bool:
@@ -2088,11 +2220,57 @@ def run(
                     if out_of_time():
                         return False
                     cell(study, arm, seed, v, choice, log)
+    if preset.extend and only in ("all", "pretrain", "games"):
+        done = extend(study, log, only, choice, requested, variants, out_of_time, pack)
+        complete = done and complete
     if want("long") or want("all"):
         if out_of_time():
             return False
         complete = long_run(study, choice, log) is not None and complete
     return complete
+
+
+def extend(study: Study, log, only, choice, requested, variants, out_of_time, pack) -> bool:
+    """Amendment 4's runs (`run`'s stages for its new seeds: the extended comparisons' arms'
+    pretraining and their cells, no scratch); True when they are all done, False while the
+    decision waits for the registered cells or out of time."""
+    decision = decide_extension(study, log)
+    if decision is None:
+        return False
+    complete = True
+    for seed, arms in extension_runs(decision):
+        if requested and seed not in requested:
+            continue
+        if only in ("all", "pretrain"):
+            for arm in arms:
+                if out_of_time():
+                    return False
+                pretrain(study, arm, seed, choice, log, pack)
+        if only in ("all", "games"):
+            for v in variants:
+                for arm in arms:
+                    if study.read("pretrain", f"{arm}_s{seed}.json") is None:
+                        complete = False
+                        continue
+                    if out_of_time():
+                        return False
+                    cell(study, arm, seed, v, choice, log)
+    return complete
+
+
+def extension_status(decision: dict | None, registered: int, done) -> list[str]:
+    """`status`'s lines for Amendment 4: its decision per comparison and its pretraining runs
+    (`done(*parts)` the state of one artefact)."""
+    if not decision:
+        return [f"Amendment 4: - (decided once the {registered} registered seeds' cells are in)"]
+    lines = [
+        f"Amendment 4 {c['a']} - {c['b']}: MDE {c['mde']:.3f} at {registered} seeds, "
+        + (f"extended to {c['seeds']} seeds" if c["extended"] else "not extended")
+        for c in decision["comparisons"]
+    ]
+    for seed, arms in extension_runs(decision):
+        lines += [f"pretrain {a} s{seed}: {done('pretrain', f'{a}_s{seed}.json')}" for a in arms]
+    return lines
 
 
 def status(study: Study) -> str:
@@ -2141,6 +2319,11 @@ def status(study: Study) -> str:
         + (f"done, {_procedure_name(choice)}" if choice else done("sensitivity.json"))
     )
     total = len(preset.variants) * len(preset.seeds) * (len(preset.arms) + 1)
+    if preset.extend:
+        decision = read("extension.json")
+        lines += extension_status(decision, len(preset.seeds), done)
+        runs = extension_runs(decision) if decision else []
+        total += len(preset.variants) * sum(len(arms) for _, arms in runs)
     folder = study.path("cells")
     names = sorted(path.name for path in folder.glob("*.json")) if folder.is_dir() else []
     have = sum(read("cells", name) is not None for name in names)
@@ -2180,7 +2363,12 @@ def main(argv=None) -> int:
         help="after the report: export the best pretrained start (mean AUC over the primary "
         "cells) with the study's adaptation settings and its card into FOLDER, exit",
     )
-    parser.add_argument("--seeds", type=int, nargs="+", help="a subset of the preset's seeds")
+    parser.add_argument(
+        "--seeds",
+        type=int,
+        nargs="+",
+        help="a subset of the preset's seeds (power: or of Amendment 4's, once decided)",
+    )
     parser.add_argument("--variants", nargs="+", help="a subset of the preset's variants")
     parser.add_argument("--iterations", type=int, help="pretraining iterations (a dry run: 1)")
     parser.add_argument("--pack", default=None, help="archive every finished pretraining run here")
@@ -2211,8 +2399,12 @@ def main(argv=None) -> int:
     else:
         artefacts = ROOT / "experiments" / "adaptation" / f"decisive_{args.preset}"
     seeds = tuple(args.seeds) if args.seeds else None
-    if seeds and not set(seeds) <= set(preset.seeds):
-        parser.error(f"--seeds {list(seeds)} not among the preset's {list(preset.seeds)}")
+    allowed = set(preset.seeds) | (set(range(preset.max_seeds)) if preset.extend else set())
+    if seeds and not set(seeds) <= allowed:
+        parser.error(
+            f"--seeds {list(seeds)} not among the preset's {list(preset.seeds)}"
+            + (f" (or Amendment 4's, below {preset.max_seeds})" if preset.extend else "")
+        )
     variants = None
     if args.variants:
         from mmc_jax import rules as R

@@ -713,3 +713,96 @@ def test_the_plan_computes_a_damaged_unit_again(tmp_path, monkeypatch):
         study.run(s, lines.append, only="games", variants=("atomic",))
     assert replayed.value.args == ("atomic", "scratch")
     assert any(str(cell) in line and "moved to" in line for line in lines), lines
+
+
+# ---------------------------------------------------------------------------------------------
+# Amendment 4: more seeds where the registered MDE misses its target, decided from the spread
+
+
+def test_seeds_needed_is_the_fewest_whose_projected_mde_meets_the_target():
+    diffs = [0.1, -0.05, 0.08, 0.0, 0.12, -0.02]
+    n = study.seeds_needed(diffs, 0.05, 30)
+    assert study.minimum_detectable(diffs, n) <= 0.05 < study.minimum_detectable(diffs, n - 1)
+    assert study.seeds_needed(diffs, 0.001, 30) == 30  # capped
+    assert study.seeds_needed(diffs, 10.0, 30) == len(diffs)
+
+
+def test_amendment_4_decides_once_from_the_spread_and_plays_only_the_extended_arms(
+    tmp_path, monkeypatch
+):
+    preset = study.dataclasses.replace(
+        study.PRESETS["smoke"],
+        variants=("atomic",),
+        seeds=(0, 1, 2),
+        arms=("joint", "joat", "gardner"),
+        whole_network_simulations=16,
+        extend=(("joat", "joint"), ("joint", "gardner")),
+        mde_target=0.05,
+        max_seeds=12,
+    )
+    s = study.Study("test", preset, tmp_path / "work", tmp_path / "art")
+    y1, y2 = study.yardstick(preset), study.yardstick2(preset)
+    s.write({"choice": {"optimizer": "sgd", "learning_rate": 0.3}, "means": {}}, "sensitivity.json")
+    s.write({"variant": "atomic", "mid": 2, "final": 2, "calibrated": True, "range": 0.8,
+             "primary": True, "yardstick": y1, "reference_iterations": [1, 2],
+             "points": [{"frames": 0, "score": 0.1}, {"frames": 4096, "score": 0.9}]},
+            "curve", "atomic.json")  # fmt: skip
+
+    def write_cell(arm, seed, score):
+        cell = _cell(arm, seed, "atomic", [score] * 4, 0.2, y1)
+        s.write({**cell, "yardstick2": y2}, "cells", f"{arm}_s{seed}_atomic.json")
+
+    # joat - joint: the same +0.02 every seed (no spread: not extended); joint - gardner:
+    # spread 0.1 around +0.05 (extended). The means differ between the comparisons; only
+    # the spreads decide.
+    joint = {0: 0.4, 1: 0.5, 2: 0.45}
+    gardner = {0: 0.45, 1: 0.35, 2: 0.3}
+    for seed in preset.seeds:
+        write_cell("joint", seed, joint[seed])
+        write_cell("joat", seed, joint[seed] + 0.02)
+        if seed < 2:
+            write_cell("gardner", seed, gardner[seed])
+    assert study.decide_extension(s, print) is None  # gardner seed 2 missing: nothing decided
+    assert "decided once the 3 registered" in study.status(s)
+    write_cell("gardner", 2, gardner[2])
+    decision = study.decide_extension(s, print)
+    p2, c2 = decision["comparisons"]
+    assert not p2["extended"] and p2["seeds"] == 3
+    diffs = [joint[k] - gardner[k] for k in preset.seeds]
+    assert c2["extended"] and c2["seeds"] == study.seeds_needed(diffs, 0.05, 12)
+    assert "mean" not in c2 and c2["sd"] == pytest.approx(np.std(diffs, ddof=1))
+    runs = study.extension_runs(decision)
+    assert runs == [(seed, ("joint", "gardner")) for seed in range(3, c2["seeds"])]
+
+    # Decided once: a later registered cell changes nothing.
+    write_cell("gardner", 2, 0.0)
+    assert study.decide_extension(s, print) == decision
+
+    # The run plays the extended arms' new seeds only: no JOAT, no scratch.
+    played, trained = [], []
+    monkeypatch.setattr(study, "cell", lambda st, arm, seed, v, *a: played.append((arm, seed)))
+    monkeypatch.setattr(study, "pretrain", lambda st, arm, seed, *a: trained.append((arm, seed)))
+    study.extend(s, print, "pretrain", None, None, preset.variants, lambda: False, None)
+    assert trained == [(arm, seed) for seed, arms in runs for arm in arms]
+    for seed, arms in runs[:2]:
+        for arm in arms:
+            s.write({"frames": 4096, "iterations": 2, "sequential_steps": 16, "optimizer": "x"},
+                    "pretrain", f"{arm}_s{seed}.json")  # fmt: skip
+    assert not study.extend(s, print, "games", None, None, preset.variants, lambda: False, None)
+    assert played == [(arm, seed) for seed, arms in runs[:2] for arm in arms]
+
+    # Their cells stay apart: the registered rows keep 3 seeds, Amendment 4's rows read N.
+    for seed, _ in runs:
+        write_cell("joint", seed, 0.5)
+        write_cell("gardner", seed, 0.4)
+        write_cell("joat", seed, 0.9)  # not an extended arm at that seed: left out
+    results = study.collect(s)
+    assert {c["seed"] for c in results["cells"]} == {0, 1, 2}
+    assert {c["arm"] for c in results["extension_cells"]} == {"joint", "gardner"}
+    rows = dict(study.seed_level_endpoints(results))
+    assert len(rows["C2 joint - gardner, AUC"]) == 3
+    extended = rows[f"C2 joint - gardner, AUC (Amendment 4, seeds 0-{c2['seeds'] - 1})"]
+    assert len(extended) == c2["seeds"] and extended[3:] == pytest.approx([0.1] * len(runs))
+    assert not any("P2" in name and "Amendment 4" in name for name in rows)
+    assert f"extended to {c2['seeds']} seeds" in study.status(s)
+    assert "Amendment 4 (README)" in study.report(s, results)
