@@ -1975,8 +1975,14 @@ def report(study: Study, results: dict) -> str:
             + f"; {len(results['extension_cells'])}/"
             f"{len(preset.variants) * sum(len(arms) for _, arms in runs)} of its cells in."
         )
-        expected_cells += len(preset.variants) * sum(len(arms) for _, arms in runs)
-    if len(cells) + len(results.get("extension_cells", [])) < expected_cells:
+        if len(results["extension_cells"]) < len(preset.variants) * sum(
+            len(arms) for _, arms in runs
+        ):
+            lines.append(
+                "- **Amendment 4 incomplete**: its rows cover the new seeds played so far; "
+                "they are not findings before all its seeds are in."
+            )
+    if len(cells) < expected_cells:
         lines.append(
             "- **Incomplete**: the numbers above cover the cells played so far; "
             "no endpoint is a finding before all seeds are in."

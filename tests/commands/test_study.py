@@ -791,6 +791,8 @@ def test_amendment_4_decides_once_from_the_spread_and_plays_only_the_extended_ar
     assert not study.extend(s, print, "games", None, None, preset.variants, lambda: False, None)
     assert played == [(arm, seed) for seed, arms in runs[:2] for arm in arms]
 
+    assert "Amendment 4 incomplete" in study.report(s, study.collect(s))
+
     # Their cells stay apart: the registered rows keep 3 seeds, Amendment 4's rows read N.
     for seed, _ in runs:
         write_cell("joint", seed, 0.5)
@@ -805,4 +807,6 @@ def test_amendment_4_decides_once_from_the_spread_and_plays_only_the_extended_ar
     assert len(extended) == c2["seeds"] and extended[3:] == pytest.approx([0.1] * len(runs))
     assert not any("P2" in name and "Amendment 4" in name for name in rows)
     assert f"extended to {c2['seeds']} seeds" in study.status(s)
-    assert "Amendment 4 (README)" in study.report(s, results)
+    text = study.report(s, results)
+    assert "Amendment 4 (README)" in text and "Amendment 4 incomplete" not in text
+    assert "**Incomplete**" in text  # (joat and scratch of seed 0-2 were never played here)
