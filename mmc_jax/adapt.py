@@ -54,7 +54,7 @@ from mmc_jax.training import runloop
 
 SCRATCH = ("scratch", "none")
 # The model `--init_from` defaults to: shipped in the package (mmc_jax/data/models).
-DEFAULT_MODEL = "joat-study"
+DEFAULT_MODEL = "joint-study"  # the decisive study's ship rule (Amendment 3)
 RESULTS_FILE = "adaptation.json"
 TABLE_FILE = "adaptation.md"
 PLOT_FILE = "adaptation.png"
@@ -739,7 +739,7 @@ def define_flags(flag_values=None) -> None:
         "init_from",
         None,
         "start: a run workdir, <workdir>/checkpoints/<step>, an exported model, a shipped "
-        f"model's name, or 'scratch' (default: the shipped {DEFAULT_MODEL!r} JOAT model)",
+        f"model's name, or 'scratch' (default: the shipped {DEFAULT_MODEL!r} start)",
         flag_values=fv,
     )
     flags.DEFINE_string(

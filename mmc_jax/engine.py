@@ -4,13 +4,13 @@
     python -m mmc_jax.engine --model runs/atomic [--step N]  # search size: setoption (below)
 
 speaks UCI on stdin/stdout. `--model` is a shipped model's name (`gardner-h200`, `gardner-cpu`,
-`joat-cpu`, `joat-study`, `atomic-supervised`, `extinction-supervised`), an exported model
-folder, a run's workdir or one of its checkpoints (`checkpoint.load_model`), or `none` (the
-uniform-prior search: zero logits, zero value); it plays every variant. Without it each variant
-is played by its shipped model (`checkpoint.DEFAULT_MODELS`: atomic by `atomic-supervised`,
-extinction by `extinction-supervised`), every other by Gardner's (`gardner-h200`), swapped in
-when UCI_Variant changes (`variant_engines`). A model that cannot be loaded ends the program at
-once with one line `error: ...` on stderr and exit status 1.
+`joat-cpu`, `joat-study`, `joint-study`, `atomic-supervised`, `extinction-supervised`), an
+exported model folder, a run's workdir or one of its checkpoints (`checkpoint.load_model`), or
+`none` (the uniform-prior search: zero logits, zero value); it plays every variant. Without it
+each variant is played by its shipped model (`checkpoint.DEFAULT_MODELS`: atomic by
+`atomic-supervised`, extinction by `extinction-supervised`), every other by Gardner's
+(`gardner-h200`), swapped in when UCI_Variant changes (`variant_engines`). A model that cannot
+be loaded ends the program at once with one line `error: ...` on stderr and exit status 1.
 
 Protocol (what a GUI sends, what the engine answers):
 

@@ -1302,6 +1302,15 @@ def long_run(study: Study, choice: dict, log) -> dict | None:
 # The archive of finished pretraining runs (an accelerator's output, played on a CPU)
 
 
+def _start_name(out: Path) -> str:
+    """What `adapt --init_from` takes for the folder `out`: a shipped model's name when `out`
+    is in the package's models, else the path."""
+    from mmc_jax.infra import checkpoint
+
+    shipped = Path(checkpoint.SHIPPED_DIR).resolve()
+    return out.name if Path(out).resolve().parent == shipped else str(out)
+
+
 def ship(study: Study, results: dict, out: Path) -> dict:
     """Exports the best pretrained start into `out`: the arm with the highest mean AUC over the
     primary variants' cells (every seed), its seed with the highest mean AUC there; the
@@ -1382,7 +1391,8 @@ def ship(study: Study, results: dict, out: Path) -> dict:
         **(
             {
                 "selection": selection,
-                "reproduces": "`python -m mmc_jax.adapt --init_from FOLDER --variant V` adapts "
+                "reproduces": f"`python -m mmc_jax.adapt --init_from {_start_name(out)} "
+                "--variant V` adapts "
                 f"with this start's `adapt` section: {_procedure_name(choice)}, "
                 f"{preset.adapt_games} games per iteration, the study's inner procedure",
             }
@@ -2151,6 +2161,39 @@ def plot(study: Study, results: dict) -> None:
         axes.grid(alpha=0.3)
         figure.tight_layout()
         figure.savefig(study.path("transfer.png"))
+    if yardstick2(study.preset):
+        plot_seed_level(study, results)
+
+
+def plot_seed_level(study: Study, results: dict) -> None:
+    """`endpoints.png`: every score comparison at the pretraining-seed level (the losses are on
+    another scale and stay in results.md): each seed's difference as a dot, the mean with its
+    Student t 95% interval as a bar, the MDE as a tick either side of 0."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    rows = [(n, d) for n, d in seed_level_endpoints(results) if d and "loss" not in n]
+    if not rows:
+        return
+    figure = Figure(figsize=(7.5, 0.32 * len(rows) + 1.2), dpi=90)
+    FigureCanvasAgg(figure)
+    axes = figure.add_subplot(1, 1, 1)
+    for y, (_, diffs) in enumerate(reversed(rows)):
+        mean, half = t_interval(diffs)
+        axes.scatter(diffs, [y] * len(diffs), s=9, color="grey", alpha=0.6, zorder=2)
+        axes.errorbar(mean, y, xerr=half, fmt="o", color="black", capsize=3, zorder=3)
+        mde = minimum_detectable(diffs)
+        if mde is not None:
+            axes.plot([-mde, mde], [y, y], "|", color="tab:red", markersize=8, zorder=1)
+    axes.axvline(0.0, color="black", linewidth=0.6)
+    axes.set_yticks(range(len(rows)))
+    axes.set_yticklabels([f"{n} (n={len(d)})" for n, d in reversed(rows)], fontsize=6)
+    axes.set_xlabel(
+        "difference in score vs mid (dots: seeds; bar: mean, t 95%; red ticks: +-MDE)", fontsize=7
+    )
+    axes.grid(alpha=0.3, axis="x")
+    figure.tight_layout()
+    figure.savefig(study.path("endpoints.png"))
 
 
 # ---------------------------------------------------------------------------------------------

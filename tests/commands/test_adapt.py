@@ -83,7 +83,7 @@ def test_help_lists_every_flag_with_its_default():
     for flag in ("--variant", "--init_from", "--workdir", "--eval_at", "--head_to_head"):
         assert f"\n  {flag}\n" in flags or f"\n  {flag} (default:" in flags, flag
     assert "--iterations (default: 1)" in flags and "--seed (default: 0)" in flags
-    assert "joat-study" in flags  # --init_from's default, in its help
+    assert "joint-study" in flags  # --init_from's default, in its help
     assert "--chex" not in flags and "--verbosity" not in flags  # the libraries' own flags
 
 

@@ -810,3 +810,5 @@ def test_amendment_4_decides_once_from_the_spread_and_plays_only_the_extended_ar
     text = study.report(s, results)
     assert "Amendment 4 (README)" in text and "Amendment 4 incomplete" not in text
     assert "**Incomplete**" in text  # (joat and scratch of seed 0-2 were never played here)
+    study.plot(s, results)  # the seed-level forest plot, Amendment 4's rows among them
+    assert s.path("endpoints.png").stat().st_size > 0
