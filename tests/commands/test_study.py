@@ -552,21 +552,17 @@ def test_the_second_yardstick_plays_the_whole_network_and_reads_held_out_losses(
     )
 
 
-@pytest.mark.parametrize(
-    ("gains", "shipped"), [((0.1, 0.12, 0.11), "joat"), ((0.1, -0.1, 0), "joint")]
-)
-def test_amendment_3_ships_joat_only_above_joint_at_the_seed_level_and_always_seed_0(
-    tmp_path, gains, shipped
-):
-    from mmc_jax import adapt
-    from mmc_jax.infra import checkpoint
-
+def _atomic_study(tmp_path, **changes):
+    """(study, yardstick 1, yardstick 2, step-size choice) of a 3-seed study of Amendment 3's
+    arms on atomic alone, its step-size stage and calibrated curve written; `changes` to the
+    preset."""
     preset = study.dataclasses.replace(
         study.PRESETS["smoke"],
         variants=("atomic",),
         seeds=(0, 1, 2),
         arms=("joint", "joat", "gardner"),
         whole_network_simulations=16,
+        **changes,
     )
     s = study.Study("test", preset, tmp_path / "work", tmp_path / "art")
     y1, y2 = study.yardstick(preset), study.yardstick2(preset)
@@ -576,6 +572,20 @@ def test_amendment_3_ships_joat_only_above_joint_at_the_seed_level_and_always_se
              "primary": True, "yardstick": y1, "reference_iterations": [1, 2],
              "points": [{"frames": 0, "score": 0.1}, {"frames": 4096, "score": 0.9}]},
             "curve", "atomic.json")  # fmt: skip
+    return s, y1, y2, choice
+
+
+@pytest.mark.parametrize(
+    ("gains", "shipped"), [((0.1, 0.12, 0.11), "joat"), ((0.1, -0.1, 0), "joint")]
+)
+def test_amendment_3_ships_joat_only_above_joint_at_the_seed_level_and_always_seed_0(
+    tmp_path, gains, shipped
+):
+    from mmc_jax import adapt
+    from mmc_jax.infra import checkpoint
+
+    s, y1, y2, choice = _atomic_study(tmp_path)
+    preset = s.preset
     for seed in preset.seeds:
         for arm in ("scratch", "joint", "joat", "gardner"):
             # seed 2 is every arm's best seed; joat - joint per seed is `gains`
@@ -730,23 +740,10 @@ def test_seeds_needed_is_the_fewest_whose_projected_mde_meets_the_target():
 def test_amendment_4_decides_once_from_the_spread_and_plays_only_the_extended_arms(
     tmp_path, monkeypatch
 ):
-    preset = study.dataclasses.replace(
-        study.PRESETS["smoke"],
-        variants=("atomic",),
-        seeds=(0, 1, 2),
-        arms=("joint", "joat", "gardner"),
-        whole_network_simulations=16,
-        extend=(("joat", "joint"), ("joint", "gardner")),
-        mde_target=0.05,
-        max_seeds=12,
+    s, y1, y2, _ = _atomic_study(
+        tmp_path, extend=(("joat", "joint"), ("joint", "gardner")), mde_target=0.05, max_seeds=12
     )
-    s = study.Study("test", preset, tmp_path / "work", tmp_path / "art")
-    y1, y2 = study.yardstick(preset), study.yardstick2(preset)
-    s.write({"choice": {"optimizer": "sgd", "learning_rate": 0.3}, "means": {}}, "sensitivity.json")
-    s.write({"variant": "atomic", "mid": 2, "final": 2, "calibrated": True, "range": 0.8,
-             "primary": True, "yardstick": y1, "reference_iterations": [1, 2],
-             "points": [{"frames": 0, "score": 0.1}, {"frames": 4096, "score": 0.9}]},
-            "curve", "atomic.json")  # fmt: skip
+    preset = s.preset
 
     def write_cell(arm, seed, score):
         cell = _cell(arm, seed, "atomic", [score] * 4, 0.2, y1)
