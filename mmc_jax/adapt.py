@@ -8,7 +8,9 @@
 
 `--init_from` is a run's workdir (or `<workdir>/checkpoints/<step>`): a meta-training run
 (configs/joat.py), a single-variant run (configs/gardner.py), or `scratch` for a fresh
-network. The network is rebuilt from the checkpoint's saved config. The adaptation is one
+network; without it, the shipped `joint-study` (the adaptation study's start, shipped by its
+registered rule: experiments/adaptation/README.md). The network is rebuilt from the
+checkpoint's saved config. The adaptation is one
 `mmc_jax.training.runloop.run` of AlphaZero on `--variant` from those parameters (fresh optimizer
 state), its evaluations a hook called after the iterations of `--eval_at`, with the
 AlphaZero settings (games, plies, simulations, learner, replay) of, in this order: the `adapt`
