@@ -1784,15 +1784,24 @@ def decide_extension(study: Study, log) -> dict | None:
         "comparisons": comparisons,
     }
     study.write(decision, "extension.json")
-    log(
-        "Amendment 4: "
-        + "; ".join(
-            f"{c['a']} - {c['b']} MDE {c['mde']:.3f} at {len(preset.seeds)} seeds -> "
-            + (f"{c['seeds']} seeds" if c["extended"] else "not extended")
-            for c in comparisons
-        )
-    )
+    log("Amendment 4: " + "; ".join(extension_summary(decision)))
     return decision
+
+
+def extension_summary(decision: dict) -> list[str]:
+    """One phrase per comparison of Amendment 4's decision: its MDE at the registered seeds
+    and whether (and how far) it was extended."""
+    registered = len(decision["registered_seeds"])
+    return [
+        f"{c['a']} - {c['b']}: MDE {c['mde']:.3f} at {registered} seeds, "
+        + (f"extended to {c['seeds']} seeds" if c["extended"] else "not extended")
+        for c in decision["comparisons"]
+    ]
+
+
+def extension_cells(decision: dict, variants) -> int:
+    """How many cells Amendment 4's decision plays: each new seed's arms on every variant."""
+    return len(variants) * sum(len(arms) for _, arms in extension_runs(decision))
 
 
 def extension_runs(decision: dict) -> list[tuple[int, tuple[str, ...]]]:
@@ -1974,20 +1983,13 @@ def report(study: Study, results: dict) -> str:
         if diffs:
             lines.append(f"- {name}: {_difference_text(diffs)}")
     if results.get("extension"):
-        runs = extension_runs(results["extension"])
+        planned = extension_cells(results["extension"], preset.variants)
         lines.append(
             "- Amendment 4 (README): "
-            + "; ".join(
-                f"{c['a']} - {c['b']} MDE {c['mde']:.3f} at {len(preset.seeds)} seeds, "
-                + (f"extended to {c['seeds']} seeds" if c["extended"] else "not extended")
-                for c in results["extension"]["comparisons"]
-            )
-            + f"; {len(results['extension_cells'])}/"
-            f"{len(preset.variants) * sum(len(arms) for _, arms in runs)} of its cells in."
+            + "; ".join(extension_summary(results["extension"]))
+            + f"; {len(results['extension_cells'])}/{planned} of its cells in."
         )
-        if len(results["extension_cells"]) < len(preset.variants) * sum(
-            len(arms) for _, arms in runs
-        ):
+        if len(results["extension_cells"]) < planned:
             lines.append(
                 "- **Amendment 4 incomplete**: its rows cover the new seeds played so far; "
                 "they are not findings before all its seeds are in."
@@ -2312,11 +2314,7 @@ def extension_status(decision: dict | None, registered: int, done) -> list[str]:
     (`done(*parts)` the state of one artefact)."""
     if not decision:
         return [f"Amendment 4: - (decided once the {registered} registered seeds' cells are in)"]
-    lines = [
-        f"Amendment 4 {c['a']} - {c['b']}: MDE {c['mde']:.3f} at {registered} seeds, "
-        + (f"extended to {c['seeds']} seeds" if c["extended"] else "not extended")
-        for c in decision["comparisons"]
-    ]
+    lines = [f"Amendment 4 {line}" for line in extension_summary(decision)]
     for seed, arms in extension_runs(decision):
         lines += [f"pretrain {a} s{seed}: {done('pretrain', f'{a}_s{seed}.json')}" for a in arms]
     return lines
@@ -2371,8 +2369,7 @@ def status(study: Study) -> str:
     if preset.extend:
         decision = read("extension.json")
         lines += extension_status(decision, len(preset.seeds), done)
-        runs = extension_runs(decision) if decision else []
-        total += len(preset.variants) * sum(len(arms) for _, arms in runs)
+        total += extension_cells(decision, preset.variants) if decision else 0
     folder = study.path("cells")
     names = sorted(path.name for path in folder.glob("*.json")) if folder.is_dir() else []
     have = sum(read("cells", name) is not None for name in names)
