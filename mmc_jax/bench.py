@@ -957,17 +957,6 @@ def _learner_arms(args) -> dict:
 # ----------------------------------------------------------------------------- iteration
 
 
-def _load_preset(name: str, preset: str):
-    import importlib.util
-    import pathlib
-
-    path = pathlib.Path(__file__).resolve().parent.parent / "configs" / f"{name}.py"
-    spec = importlib.util.spec_from_file_location(f"_bench_configs_{name}", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module.get_config(preset)
-
-
 def _filled_preset(name: str, preset: str):
     """(config, mesh) of `configs/<name>.py:<preset>` prepared by its algorithm, with the
     fill-the-device batch resolved as `train` resolves it (`runloop.fill_batch`: a `full`
@@ -976,7 +965,7 @@ def _filled_preset(name: str, preset: str):
     from mmc_jax.training import runloop
 
     algorithm = alphazero.ALGORITHM if name == "gardner" else meta.ALGORITHM
-    config = algorithm.prepare_config(_load_preset(name, preset))
+    config = algorithm.prepare_config(cli.load_preset(name, preset))
     mesh = algorithm.make_mesh(config)
     config, _ = runloop.fill_batch(algorithm, config, mesh)
     return config, mesh
@@ -1184,7 +1173,7 @@ def _iteration_recon(args) -> dict:
     from mmc_jax.algorithms import recon as recon_algorithm
     from mmc_jax.training import runloop
 
-    config = ml_collections.ConfigDict(_load_preset("recon", args.recon_preset).to_dict())
+    config = ml_collections.ConfigDict(cli.load_preset("recon", args.recon_preset).to_dict())
     config.replay.iterations = args.recon_replay
     config.selfplay.games = args.recon_games or config.selfplay.games
     config = recon_algorithm.prepare_config(config)
@@ -1407,6 +1396,37 @@ def _engine_positions(engine, variant: str, plies: int) -> list:
         if not position.over:
             positions.append(position)
     return positions
+
+
+def bench_compile(args) -> dict:
+    """A row per `--programs` entry: its compile seconds by stage and sizes, each measured in a
+    fresh process from an empty cache (`mmc_jax.compile_bench`); `vs_pgx` beside the programs
+    that have a pgx peer, once both are measured."""
+    from mmc_jax import compile_bench
+
+    result = {
+        "benchmark": "compile",
+        "device": str(jax.devices()[0].device_kind),
+        "platform": jax.default_backend(),
+        "programs": {},
+    }
+    rows = Rows(args, result)
+    for name in args.programs:
+        if not rows.may_start(name):
+            continue
+        if not args.json:
+            print(f"{name}: {compile_bench.PROGRAMS[name][0]} ...", flush=True)
+        row = compile_bench.run_child(name, float(args.program_timeout))
+        result["programs"][name] = row
+        compile_bench.add_ratios(result["programs"])
+        if not args.json:
+            print("  " + compile_bench.format_row(row), flush=True)
+            for mine, (_, peer) in compile_bench.PROGRAMS.items():
+                if peer == name and "vs_pgx" in result["programs"].get(mine, {}):
+                    ratio = result["programs"][mine]["vs_pgx"]
+                    print(f"  {mine} compiles in {ratio:.2f}x the time of {peer}", flush=True)
+        rows.record()
+    return rows.finish()
 
 
 def bench_move(args) -> dict:
@@ -1936,6 +1956,25 @@ def _move_flags(p) -> None:
     _add_rounds(p, 3, "rounds")
 
 
+def _compile_flags(p) -> None:
+    """The `compile` subcommand: compile seconds and program sizes from an empty cache."""
+    from mmc_jax import compile_bench
+
+    _add_list(
+        p,
+        "--programs",
+        list(compile_bench.PROGRAMS),
+        "the programs measured, each in its own process (default: all, pgx's peers included)",
+        choices=list(compile_bench.PROGRAMS),
+    )
+    p.add_argument(
+        "--program-timeout",
+        type=POSITIVE,
+        default=900,
+        help="seconds one program may take before it is reported as timed out (default 900)",
+    )
+
+
 # The subcommands: (name, help, the function adding its flags, what one row of its output is:
 # --time-limit skips rows past the limit; None: no rows, no --time-limit).
 _SUBCOMMANDS = (
@@ -1986,6 +2025,12 @@ _SUBCOMMANDS = (
         "seconds per engine move (one game, B = 1) of models side by side",
         _move_flags,
         "simulation count",
+    ),
+    (
+        "compile",
+        "trace, lowering and XLA seconds and program sizes of every program, empty cache",
+        _compile_flags,
+        "program",
     ),
 )
 
@@ -2056,6 +2101,7 @@ def main(argv=None):
         "learner": bench_learner,
         "selfplay": bench_selfplay,
         "move": bench_move,
+        "compile": bench_compile,
     }
     benchmarks[args.benchmark](args)
 

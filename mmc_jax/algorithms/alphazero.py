@@ -545,7 +545,7 @@ class AlphaZero(SelfPlayAlgorithm):
             state, metrics = compiled(state, data, sharding.put_key(key, mesh))
             return state, {k: v.item() for k, v in jax.device_get(metrics).items()}
 
-        return CompiledStep(step)
+        return CompiledStep(step, compiled)
 
     def progress_fields(self, record):
         return [

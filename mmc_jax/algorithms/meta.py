@@ -913,7 +913,7 @@ class JOAT(SelfPlayAlgorithm):
             )
             return state, _record(jax.device_get(raw), variants, eps)
 
-        return CompiledStep(step)
+        return CompiledStep(step, compiled)
 
     def probe(self, config, state):
         return alphazero.probe_params(config, state.params)

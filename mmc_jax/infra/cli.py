@@ -10,6 +10,7 @@ import functools
 import importlib.util
 import io
 import os
+import pathlib
 import sys
 import textwrap
 from typing import Any
@@ -222,6 +223,16 @@ def _config_file_flag(argv: list[str]) -> str | None:
         if arg == "--config" and i + 1 < len(argv):
             return argv[i + 1]
     return None
+
+
+def load_preset(name: str, preset: str) -> ml_collections.ConfigDict:
+    """`configs/<name>.py:<preset>` of the project's checkout (benchmarks; commands load their
+    `--config` through absl's flag)."""
+    path = pathlib.Path(__file__).resolve().parents[2] / "configs" / f"{name}.py"
+    spec = importlib.util.spec_from_file_location(f"_mmc_configs_{name}", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.get_config(preset)
 
 
 def _load_config_quietly(path_and_arg: str | None) -> ml_collections.ConfigDict | None:

@@ -146,74 +146,85 @@ def king_neighbourhood(k):
 # ----------------------------------------------------------------------------- attacks
 
 
+def _direction_table(distance: int) -> tuple[np.ndarray, np.ndarray]:
+    """`_shift_table` of the 8 directions at `distance`: [8]."""
+    return _shift_table([(df * distance, dr * distance) for df, dr in T.DIRECTIONS])
+
+
+def _or_all(x, axis: int = 0):
+    """Bitwise OR of `x` over `axis`, as one reduction (computed once, never fused and repeated
+    into each consumer; see `computed_once`)."""
+    return jax.lax.reduce(x, ZERO, jax.lax.bitwise_or, (axis,))
+
+
+def _gates(flags, x):
+    """`x` where each of the boolean `flags` (same shape) holds, else the empty board."""
+    return jnp.where(flags, x, ZERO)
+
+
 def attacked_squares(pieces, them, occ, allowed):
-    """Squares attacked by the pieces in `them` (moving down the board) given occupancy `occ`."""
-    pawn, knight, bishop, rook, queen, king = (pieces[i] & them for i in range(6))
+    """Squares attacked by the pieces in `them` (moving down the board) given occupancy `occ`.
+
+    The 8 directions are one array axis: the sliders walk their 4 distances as 4 operations on
+    [8] words, not 32 unrolled chains (XLA's compile time grows with the operation count).
+    """
+    pieces = pieces & them
+    pawn, knight, bishop, rook, queen, king = (pieces[i] for i in range(6))
     empty = ~occ
-    out = ZERO
-    for d in range(8):
-        slider = (rook | queen) if T.ORTHOGONAL[d] else (bishop | queen)
-        reach = shift_dir(slider, d)
-        out = out | _gate(allowed[T.vector_index(d, 1)], reach | shift_dir(king, d))
-        for n in range(2, 5):
-            reach = shift_dir(reach & empty, d)
-            out = out | _gate(allowed[T.vector_index(d, n)], reach)
-    for k, (df, dr) in enumerate(T.KNIGHT_VECTORS):
-        out = out | _gate(allowed[32 + k], shift(knight, df, dr))
-    for d in (4, 7):  # their pawns capture south-west and south-east in our view
-        out = out | _gate(allowed[T.vector_index(d, 1)], shift_dir(pawn, d))
-    return out
+    sliders = jnp.where(_ORTHOGONAL, rook | queen, bishop | queen)  # [8]
+    reach = _shift_each(sliders, _STEP)
+    reaches = [reach | _shift_each(king, _STEP)]
+    for _ in range(3):
+        reach = _shift_each(reach & empty, _STEP)
+        reaches.append(reach)
+    rays = jnp.stack(reaches, axis=1).reshape(32)  # [32], in vector order (4 * d + n - 1)
+    short = jnp.concatenate(
+        [_shift_each(knight, _KNIGHT_SHIFTS), _shift_each(pawn, _PAWN_ATTACK_SHIFTS)]
+    )
+    moves = jnp.concatenate([rays, short])  # [42]
+    return _or_all(_gates(allowed[_ATTACK_VECTOR], moves))
 
 
 def king_rays(king, occ, orth_sliders, diag_sliders, allowed):
     """Walk the 8 rays out of `king` (one bit, or zero) through occupancy `occ`.
 
-    Broadcasts over any shape (atomic runs it for 25 post-explosion occupancies at once).
-    Returns:
+    The rays are one [8] axis (broadcasting over any leading shape: atomic runs it for 25
+    post-explosion occupancies at once). Returns:
       checkers: sliders that attack the king (first blocker on a ray, of the right kind,
         at a distance its colour rule allows).
       check_line: empty squares between the king and those checkers.
-      xray_first: [8] per direction, the first blocker when an attacking slider stands right
-        behind it (a pinned piece if it is ours, a shield if it is theirs).
+      xray_first: [..., 8] per direction, the first blocker when an attacking slider stands
+        right behind it (a pinned piece if it is ours, a shield if it is theirs).
     """
-    checkers = ZERO
-    check_line = ZERO
-    xray_first = []
-    for d in range(8):
-        sliders = orth_sliders if T.ORTHOGONAL[d] else diag_sliders
-        walker0 = shift_dir(king, d)
-        walker1 = ZERO
-        first = ZERO
-        line = ZERO
-        pin = ZERO
-        checker = ZERO
-        for n in range(1, 5):
-            attacker_ok = allowed[T.vector_index(T.OPPOSITE[d], n)]
-            hit1 = walker1 & occ
-            pin = pin | _gate(attacker_ok, hit1 & sliders)
-            walker1 = shift_dir(walker1 & ~occ, d)
-            hit0 = walker0 & occ
-            checker = checker | _gate(attacker_ok, hit0 & sliders)
-            first = first | hit0
-            walker1 = walker1 | shift_dir(hit0, d)
-            line = line | (walker0 & ~occ)
-            walker0 = shift_dir(walker0 & ~occ, d)
-        checkers = checkers | checker
-        check_line = check_line | jnp.where(_any(checker), line, ZERO)
-        xray_first.append(jnp.where(_any(pin), first, ZERO))
-    return checkers, check_line, xray_first
+    king, occ = jnp.asarray(king)[..., None], jnp.asarray(occ)[..., None]
+    sliders = jnp.where(_ORTHOGONAL, orth_sliders[..., None], diag_sliders[..., None])
+    walker0 = _shift_each(king, _STEP)
+    walker1 = jnp.zeros_like(walker0)
+    first = line = pin = checker = jnp.zeros_like(walker0)
+    for n in range(1, 5):
+        attacker_ok = allowed[..., _RAY_ATTACK_VECTOR[:, n - 1]]
+        hit1 = walker1 & occ
+        pin = pin | _gates(attacker_ok, hit1 & sliders)
+        walker1 = _shift_each(walker1 & ~occ, _STEP)
+        hit0 = walker0 & occ
+        checker = checker | _gates(attacker_ok, hit0 & sliders)
+        first = first | hit0
+        walker1 = walker1 | _shift_each(hit0, _STEP)
+        line = line | (walker0 & ~occ)
+        walker0 = _shift_each(walker0 & ~occ, _STEP)
+    axis = checker.ndim - 1
+    checkers = _or_all(checker, axis)
+    check_line = _or_all(jnp.where(_any(checker), line, ZERO), axis)
+    return checkers, check_line, jnp.where(_any(pin), first, ZERO)
 
 
 def short_checkers(king, pieces, them, allowed):
     """Knights and pawns of `them` that attack `king`."""
-    out = ZERO
-    knight = pieces[T.KNIGHT] & them
-    for k, (df, dr) in enumerate(T.KNIGHT_VECTORS):
-        out = out | _gate(allowed[32 + k], shift(king, df, dr) & knight)
-    pawn = pieces[T.PAWN] & them
-    for d in (5, 6):  # a pawn north-east / north-west of the king attacks it
-        out = out | _gate(allowed[T.vector_index(d, 1)], shift_dir(king, d) & pawn)
-    return out
+    sources = _shift_each(jnp.asarray(king)[..., None], _SHORT_SHIFTS)  # [..., 10]
+    knight = (pieces[T.KNIGHT] & them)[..., None]
+    pawn = (pieces[T.PAWN] & them)[..., None]
+    attackers = sources & jnp.where(jnp.arange(10) < 8, knight, pawn)
+    return _or_all(_gates(allowed[..., _SHORT_VECTOR], attackers), attackers.ndim - 1)
 
 
 # ----------------------------------------------------------------------------- move generation
@@ -269,6 +280,28 @@ _BACK_SHIFTS = _shift_table(
     + [(-df, -dr) for df, dr in T.KNIGHT_VECTORS]
 )
 _BACK_SHIFTS_BY_SHIELD = tuple(x[:, None] for x in _BACK_SHIFTS)  # [40, 1]: against [24]
+# One step along each of the 8 directions, and which are orthogonal: [8].
+_STEP = _direction_table(1)
+_ORTHOGONAL = np.array(T.ORTHOGONAL)
+_KNIGHT_SHIFTS = _shift_table(T.KNIGHT_VECTORS)
+# Their pawns capture south-west and south-east in our view (directions 4 and 7).
+_PAWN_ATTACK_SHIFTS = _shift_table([T.DIRECTIONS[4], T.DIRECTIONS[7]])
+# The move vector of each of `attacked_squares`' 42 words: 32 rays, 8 knight jumps, 2 pawns.
+_ATTACK_VECTOR = np.array(
+    list(range(32)) + [32 + k for k in range(8)] + [T.vector_index(d, 1) for d in (4, 7)]
+)
+# The direction axis (`analyse`'s pins) of each of the 40 vectors; -1 for the knight jumps,
+# which leave every line through their square.
+_VECTOR_AXIS = np.array([d // 2 for d in range(8) for _ in range(4)] + [-1] * 8)
+# Vectors of distance 1 (the king's steps, the pawns' moves): [8], one per direction.
+_STEP_VECTOR = np.array([T.vector_index(d, 1) for d in range(8)])
+_IS_STEP_VECTOR = np.isin(np.arange(T.NUM_VECTORS), _STEP_VECTOR)
+# The vector of direction d at distance n + 1: [8, 4].
+_RAY_VECTOR = np.array([[T.vector_index(d, n) for n in range(1, 5)] for d in range(8)])
+# The pawns' three vectors (forward, captures toward the e-file and the a-file).
+_PAWN_VECTOR = np.array([T.vector_index(d, 1) for d in T.PAWN_DIRECTIONS])
+# Action plane p of planes 9-48 is the move vector `T.PLANE_VECTOR_INDEX[p]`.
+_VECTOR_OF_PLANE = T.PLANE_VECTOR_INDEX[9:]
 
 
 def _atomic_capture_sources(pieces, own, rules, targets):
@@ -395,22 +428,21 @@ def analyse(rules: Rules, pieces, own) -> Analysis:
     opp_diag = (bishop | queen) & opp
     slider_checkers, check_line, xray_first = king_rays(own_king, occ, opp_orth, opp_diag, allowed)
     checkers = slider_checkers | short_checkers(own_king, pieces, opp, allowed)
-    # Every plane's filter derives its king safety from these: one reduction computes them
-    # once (XLA would recompute them in each plane's fusion; see `computed_once`).
-    attacked, checkers, check_line, *xray_first = computed_once(
-        jnp.stack([attacked, checkers, check_line, *xray_first])
+    # Every vector's filter derives its king safety from these: one reduction computes them
+    # once (XLA would recompute them in each consumer's fusion; see `computed_once`).
+    safety = computed_once(
+        jnp.concatenate([jnp.stack([attacked, checkers, check_line]), xray_first])
     )
+    attacked, checkers, check_line, xray_first = safety[0], safety[1], safety[2], safety[3:]
     touching = _any(king_neighbourhood(own_king) & opp_king)
     n_checkers = jax.lax.population_count(checkers)
     in_check = _any(checkers) & check_based & ~(atomic & touching)
     check_mask = jnp.where(
         n_checkers == 0, FULL, jnp.where(n_checkers == 1, checkers | check_line, ZERO)
     )
-    pinned_axis = [(xray_first[a] | xray_first[T.OPPOSITE[a]]) & own for a in (0, 2, 4, 6)]
-    pinned = pinned_axis[0] | pinned_axis[1] | pinned_axis[2] | pinned_axis[3]
-    shields = ZERO
-    for x in xray_first:
-        shields = shields | (x & opp)
+    pinned_axis = (xray_first[0::2] | xray_first[1::2]) & own  # [4]: the 4 lines through the king
+    pinned = _or_all(pinned_axis)
+    shields = _or_all(xray_first & opp)
     rifle_capture_ok = check_mask & ~shields
     # Squares our pieces attack (their attacks, seen from the mirrored board).
     our_attacks = mirror(
@@ -421,61 +453,51 @@ def analyse(rules: Rules, pieces, own) -> Analysis:
     atomic_sources = _atomic_capture_sources(pieces, own, rules, our_attacks)
     king_quiet_ok = ~attacked | jnp.where(atomic, king_neighbourhood(opp_king), ZERO)
 
-    def filter_moves(from_sq, vec: int, direction: int | None, is_king: bool):
-        """Keep the from-squares whose move along vector `vec` leaves the king safe."""
-        quiet = from_sq & _back_vec(empty, vec)
-        capture = from_sq & _back_vec(opp, vec)
-        if is_king:
-            quiet_ok = _back_vec(king_quiet_ok, vec)
-            capture_ok = jnp.where(
-                atomic, ZERO, jnp.where(rifle, _back_vec(rifle_capture_ok, vec), quiet_ok)
-            )
-        else:
-            off_axis = pinned if direction is None else pinned & ~pinned_axis[direction % 8 // 2]
-            quiet_ok = _back_vec(check_mask, vec) & ~off_axis
-            quiet_ok = jnp.where(atomic & touching, FULL, quiet_ok)
-            capture_ok = jnp.where(
-                rifle,
-                _back_vec(rifle_capture_ok, vec),
-                jnp.where(atomic, atomic_sources[vec], quiet_ok),
-            )
-        safe = (quiet & quiet_ok) | (capture & capture_ok)
-        if is_king:  # atomic forbids king captures under every goal
-            return jnp.where(check_based, safe, jnp.where(atomic, quiet, from_sq))
-        return jnp.where(check_based, safe, from_sq)
+    # --- which from-squares may use each of the 40 vectors: [40] words ----------------
+    # The filter is bitwise in the from-squares (bit s of the result reads bit s of the
+    # candidates only), so the candidates of all pieces on a vector are filtered together.
+    quiet_to = _shift_each(empty, _BACK_SHIFTS)  # from-squares whose target is empty
+    capture_to = _shift_each(opp, _BACK_SHIFTS)  # ... holds an opponent's piece
+    off_axis = jnp.where(
+        jnp.asarray(_VECTOR_AXIS) >= 0,
+        pinned & ~pinned_axis[np.maximum(_VECTOR_AXIS, 0)],
+        pinned,
+    )
+    quiet_ok = jnp.where(atomic & touching, FULL, _shift_each(check_mask, _BACK_SHIFTS) & ~off_axis)
+    rifle_ok = _shift_each(rifle_capture_ok, _BACK_SHIFTS)
+    capture_ok = jnp.where(rifle, rifle_ok, jnp.where(atomic, atomic_sources, quiet_ok))
+    piece_ok = jnp.where(check_based, (quiet_to & quiet_ok) | (capture_to & capture_ok), FULL)
+    king_quiet = _shift_each(king_quiet_ok, _BACK_SHIFTS)
+    king_capture_ok = jnp.where(atomic, ZERO, jnp.where(rifle, rifle_ok, king_quiet))
+    king_ok = (quiet_to & king_quiet) | (capture_to & king_capture_ok)
+    # Without check rules the king moves anywhere it can, except that atomic forbids king
+    # captures under every goal.
+    king_ok = jnp.where(check_based, king_ok, jnp.where(atomic, quiet_to, FULL))
 
-    planes = [ZERO] * T.NUM_PLANES
-    sliders_by_axis = ((rook | queen) & own, (bishop | queen) & own)
-    for d in range(8):
-        reach = sliders_by_axis[0 if T.ORTHOGONAL[d] else 1]
-        for n in range(1, 5):
-            vec = T.vector_index(d, n)
-            moves = _gate(allowed[vec], reach & back_dir(not_own, d, n))
-            moves = filter_moves(moves, vec, d, False)
-            if n == 1:
-                king_moves = _gate(allowed[vec], own_king & back_dir(not_own, d))
-                moves = moves | filter_moves(king_moves, vec, d, True)
-            planes[T.VECTOR_PLANE[vec]] = moves
-            reach = reach & back_dir(empty, d, n)
-    own_knights = knight & own
-    for k, (df, dr) in enumerate(T.KNIGHT_VECTORS):
-        vec = 32 + k
-        moves = _gate(allowed[vec], own_knights & shift(not_own, -df, -dr))
-        planes[T.VECTOR_PLANE[vec]] = filter_moves(moves, vec, None, False)
-
+    not_own_to = _shift_each(not_own, _BACK_SHIFTS)
+    empty_to = quiet_to
+    # Sliders: reach[d, n - 1] are the sliders with empty squares at distances 1 .. n - 1.
+    reach = jnp.where(_ORTHOGONAL, (rook | queen) & own, (bishop | queen) & own)  # [8]
+    reaches = [reach]
+    for n in range(1, 4):
+        reach = reach & empty_to[jnp.asarray(_RAY_VECTOR[:, n - 1])]
+        reaches.append(reach)
+    candidates = jnp.concatenate(
+        [jnp.stack(reaches, axis=1).reshape(32), jnp.broadcast_to(knight & own, (8,))]
+    )
     own_pawns = pawn & own
-    seventh = jnp.uint32(T.RANK_MASKS[3])
-    for i, d in enumerate(T.PAWN_DIRECTIONS):
-        vec = T.vector_index(d, 1)
-        target = empty if i == 0 else opp
-        moves = filter_moves(_gate(allowed[vec], own_pawns & back_dir(target, d)), vec, d, False)
-        plane = T.VECTOR_PLANE[vec]
-        planes[plane] = planes[plane] | moves
-        promoting = moves & seventh
-        if i > 0:  # a rifle capture does not move the pawn, so it never under-promotes
-            promoting = jnp.where(rifle, ZERO, promoting)
-        for piece in range(3):
-            planes[3 * piece + i] = promoting
+    pawn_targets = jnp.stack(
+        [empty_to[_PAWN_VECTOR[0]], capture_to[_PAWN_VECTOR[1]], capture_to[_PAWN_VECTOR[2]]]
+    )
+    pawn_moves = jnp.zeros(T.NUM_VECTORS, jnp.uint32).at[_PAWN_VECTOR].set(own_pawns & pawn_targets)
+    candidates = (candidates & not_own_to) | pawn_moves
+    kings = jnp.where(jnp.asarray(_IS_STEP_VECTOR), own_king & not_own_to, ZERO)
+    moves = computed_once(_gates(allowed, (candidates & piece_ok) | (kings & king_ok)))  # [40]
+
+    promoting = moves[_PAWN_VECTOR] & own_pawns & jnp.uint32(T.RANK_MASKS[3])  # [3]
+    # A rifle capture does not move the pawn, so it never under-promotes.
+    promoting = jnp.where(jnp.arange(3) > 0, jnp.where(rifle, ZERO, promoting), promoting)
+    planes = jnp.concatenate([jnp.tile(promoting, 3), moves[_VECTOR_OF_PLANE]])
 
     # A position already decided by the last move has no moves.
     own_type_missing = ~_any(own_king)
@@ -484,7 +506,7 @@ def analyse(rules: Rules, pieces, own) -> Analysis:
         own_type_missing = own_type_missing | (rules.extinction & ~_any(p & own))
         opp_type_missing = opp_type_missing | (rules.extinction & ~_any(p & opp))
     decided = own_type_missing | opp_type_missing
-    planes = jnp.where(decided, ZERO, jnp.stack(planes))
+    planes = jnp.where(decided, ZERO, planes)
     return Analysis(planes=planes, in_check=in_check)
 
 

@@ -47,6 +47,8 @@ class CompiledStep:
     `train/*` losses (`train/policy_loss` and `train/value_loss` where the method has them)."""
 
     fn: Callable[..., tuple[Any, dict[str, Any]]]
+    # The XLA executable `fn` runs (`jax.stages.Compiled`), for `bench compile`'s program size.
+    compiled: Any = None
 
     def __call__(self, state, data, key, iteration):
         return self.fn(state, data, key, iteration)
@@ -219,7 +221,7 @@ def compile_step(
         state, metrics = compiled(*arguments(state, data, key))
         return state, to_record({k: float(v) for k, v in jax.device_get(metrics).items()})
 
-    return CompiledStep(step)
+    return CompiledStep(step, compiled)
 
 
 def check_at_least_one(config: ml_collections.ConfigDict, fields: tuple[str, ...]) -> None:
