@@ -1406,6 +1406,7 @@ def bench_compile(args) -> dict:
 
     result = {
         "benchmark": "compile",
+        "xla_flags": args.xla_flags,
         "device": str(jax.devices()[0].device_kind),
         "platform": jax.default_backend(),
         "programs": {},
@@ -1416,7 +1417,7 @@ def bench_compile(args) -> dict:
             continue
         if not args.json:
             print(f"{name}: {compile_bench.PROGRAMS[name][0]} ...", flush=True)
-        row = compile_bench.run_child(name, float(args.program_timeout))
+        row = compile_bench.run_child(name, float(args.program_timeout), args.xla_flags)
         result["programs"][name] = row
         compile_bench.add_ratios(result["programs"])
         if not args.json:
@@ -1966,6 +1967,16 @@ def _compile_flags(p) -> None:
         list(compile_bench.PROGRAMS),
         "the programs measured, each in its own process (default: all, pgx's peers included)",
         choices=list(compile_bench.PROGRAMS),
+    )
+    p.add_argument(
+        "--xla-flags",
+        default="",
+        metavar="FLAGS",
+        help=(
+            "XLA flags added to every measured process, e.g. the tests' "
+            "'--xla_backend_optimization_level=0 --xla_llvm_disable_expensive_passes=true' "
+            "(default: none beyond the commands' own)"
+        ),
     )
     p.add_argument(
         "--program-timeout",

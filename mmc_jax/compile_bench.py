@@ -220,9 +220,12 @@ def measure_one(name: str) -> dict:
     }
 
 
-def run_child(name: str, timeout: float) -> dict:
-    """`measure_one(name)` in a fresh process without the persistent compile cache."""
+def run_child(name: str, timeout: float, xla_flags: str = "") -> dict:
+    """`measure_one(name)` in a fresh process without the persistent compile cache, with
+    `xla_flags` added to its `XLA_FLAGS`."""
     env = dict(os.environ, MMC_COMPILE_CACHE="off", JAX_ENABLE_COMPILATION_CACHE="false")
+    if xla_flags:
+        env["XLA_FLAGS"] = " ".join([env.get("XLA_FLAGS", ""), xla_flags]).strip()
     command = [sys.executable, "-m", "mmc_jax.compile_bench", name]
     try:
         done = subprocess.run(

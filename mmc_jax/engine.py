@@ -229,7 +229,8 @@ class UciServer:
         self._turn = 0  # the side to move of the last `position` (for wtime/btime)
         self._worker = threading.Thread(target=self._work, name="uci-search", daemon=True)
         self._worker.start()
-        if warm_up:
+        if warm_up:  # said from now on, so that an `isready` right after `uci` hears it too
+            self._compiling = COMPILING
             self._jobs.put(("warm", self.options.variant))
 
     # -- output
@@ -321,6 +322,7 @@ class UciServer:
             variant = parse_uci_variant(value)
             if variant != self.options.variant:
                 self.options.variant = variant
+                self._compiling = COMPILING
                 self._jobs.put(("variant", variant))
         elif name in ("simulations", "maxsimulations", "worlds", "seed"):
             number = _integer(value, name)

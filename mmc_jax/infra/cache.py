@@ -26,6 +26,7 @@ process 0 timed out in gloo. So the multi-process tests compile in every process
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -66,6 +67,7 @@ def enable_compilation_cache(environ: Mapping[str, str] | None = None) -> str | 
     directory = compilation_cache_dir(environ)
     if directory is None or jax.distributed.is_initialized():
         return None
+    first_use = not os.path.isdir(directory)
     try:
         os.makedirs(directory, exist_ok=True)
     except OSError:
@@ -73,4 +75,11 @@ def enable_compilation_cache(environ: Mapping[str, str] | None = None) -> str | 
     if not os.access(directory, os.W_OK):
         return None
     jax.config.update("jax_compilation_cache_dir", directory)
+    if first_use:  # once per machine: where the programs go, and how to keep none
+        print(
+            f"note: compiled programs are kept in {directory}, so later starts load them "
+            f"({COMPILE_CACHE_ENV}=off keeps none, {COMPILE_CACHE_ENV}=DIR puts them in DIR)",
+            file=sys.stderr,
+            flush=True,
+        )
     return directory

@@ -19,7 +19,7 @@ import ml_collections
 from etils import epath
 
 from mmc_jax import rules as R
-from mmc_jax.infra import cache, checkpoint, startup, storage
+from mmc_jax.infra import cache, checkpoint, compile_log, startup, storage
 
 VARIANT_HELP = (
     f"a variant spec: a name ({', '.join(R.VARIANTS)}), a name with overrides "
@@ -357,6 +357,7 @@ def absl_start(argv: list[str]) -> None:
         distributed.initialize_from_flags()
     except (ValueError, RuntimeError) as error:
         fail(f"multi-process start-up: {error}")
+    compile_log.announce_slow_compiles()
     cache.enable_compilation_cache()
     if not flags.FLAGS["verbosity"].present:
         logging.set_verbosity(logging.WARNING)  # orbax logs every save at INFO

@@ -34,7 +34,7 @@ import importlib.metadata
 import os
 from collections.abc import Mapping, MutableMapping
 
-from mmc_jax.infra import cache
+from mmc_jax.infra import cache, compile_log
 
 XLA_FLAGS_ENV = "MMC_XLA_FLAGS"
 CPU_DEVICES_ENV = "MMC_CPU_DEVICES"
@@ -105,7 +105,9 @@ def apply_xla_flags(environ: MutableMapping[str, str] | None = None) -> str | No
 
 
 def start() -> str | None:
-    """The start of a command: `apply_xla_flags()`, then `cache.enable_compilation_cache()`;
-    returns the cache directory (None: off)."""
+    """The start of a command: `apply_xla_flags()`, then `cache.enable_compilation_cache()` and
+    the announcement of slow compiles (`compile_log.announce_slow_compiles`); returns the cache
+    directory (None: off)."""
     apply_xla_flags()
+    compile_log.announce_slow_compiles()
     return cache.enable_compilation_cache()

@@ -63,8 +63,8 @@ import numpy as np
 from jax.sharding import Mesh
 
 from mmc_jax.infra import checkpoint as checkpoint_lib
+from mmc_jax.infra import compile_log, sharding, storage
 from mmc_jax.infra import metrics as metrics_lib
-from mmc_jax.infra import sharding, storage
 from mmc_jax.training import memory
 from mmc_jax.training.algorithm import Algorithm
 
@@ -634,12 +634,10 @@ def _run(algorithm, config, mesh, workdir, log, init, on_eval, handle_signals):
             stopped = True
         elif start < num_iterations:
             log(algorithm.describe(config, mesh, state))
-            log(
-                "compiling the iteration (about a minute on a 2-core CPU; seconds when the "
-                "compile cache has it)..."
-            )
+            log("compiling the iteration (seconds when the compile cache has it) ...")
             started = time.time()
-            step_fn = algorithm.compile(config, mesh, state, data, start)
+            with compile_log.said_by_caller():
+                step_fn = algorithm.compile(config, mesh, state, data, start)
             compile_seconds = time.time() - started
             log(f"compiled the iteration in {compile_seconds:.1f} s")
             stopped = _stopped_during_start_up(session, start)

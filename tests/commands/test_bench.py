@@ -441,3 +441,41 @@ def test_move_names_a_model_it_cannot_load_in_one_line(capsys, tmp_path):
         bench.main(["move", "--models", str(tmp_path / "missing")])
     assert str(exit_info.value).startswith("error: --models ")
     assert "\n" not in str(exit_info.value)
+
+
+def test_compile_measures_each_program_in_its_own_process_with_its_sizes(tmp_path, capsys):
+    """`bench compile`: a row per program with its seconds by stage (summing to compile_s),
+    the programs XLA compiled and the sizes of the main one, written as it is measured."""
+    from mmc_jax import compile_bench
+
+    path = tmp_path / "compile.json"
+    bench.main(["compile", "--programs", "rules-step", "--json-out", str(path)])
+    out = capsys.readouterr().out
+    row = json.loads(path.read_text())["programs"]["rules-step"]
+    assert "error" not in row, row
+    stages = row["trace_s"] + row["lower_s"] + row["xla_s"]
+    assert row["compile_s"] == pytest.approx(stages, abs=0.01) and row["xla_s"] > 0
+    assert row["programs"] >= 1 and row["stablehlo_lines"] > 100 and row["hlo_lines"] > 100
+    assert compile_bench.format_row(row) in out
+
+
+def test_compile_ratios_pair_each_program_with_its_pgx_peer_and_report_failures():
+    from mmc_jax import compile_bench
+
+    rows = {
+        "env-scan": {"program": "env-scan", "compile_s": 3.0},
+        "pgx-env": {"program": "pgx-env", "compile_s": 6.0},
+        "selfplay-scan": {"program": "selfplay-scan", "compile_s": 9.0},
+        "pgx-selfplay": {"program": "pgx-selfplay", "error": "timed out after 1 s"},
+    }
+    compile_bench.add_ratios(rows)
+    assert rows["env-scan"]["vs_pgx"] == pytest.approx(0.5)
+    assert "vs_pgx" not in rows["selfplay-scan"] and "vs_pgx" not in rows["pgx-env"]
+    assert compile_bench.format_row(rows["pgx-selfplay"]).endswith("failed: timed out after 1 s")
+
+
+def test_compile_refuses_an_unknown_program_in_one_line(capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        bench.main(["compile", "--programs", "nothing"])
+    assert exit_info.value.code == 2
+    assert "invalid choice: 'nothing'" in capsys.readouterr().err

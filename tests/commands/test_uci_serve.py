@@ -405,6 +405,22 @@ def test_isready_during_the_warm_up_says_it_is_compiling():
     server.run(io.StringIO("quit\n"))
 
 
+def test_isready_right_after_uci_hears_of_the_warm_up_whatever_the_timing():
+    """An `isready` that comes before the worker has picked up the warm-up (a GUI sends it
+    right after `uciok`) still gets the `info string` before its late `readyok`."""
+    out = Lines()
+    stub = StubEngine(0.0)
+    started = threading.Event()
+    stub.position = lambda *a, **k: (started.wait(5), StubEngine.position(stub, *a, **k))[1]
+    server = engine.UciServer(stub, out, warm_up=True)
+    send(server, "uci", "isready")
+    started.set()
+    end = out.wait_for("^readyok", timeout=10)
+    notes = [i for i, line in enumerate(out.lines) if line.startswith("info string compiling")]
+    assert notes and notes[0] < end
+    server.run(io.StringIO("quit\n"))
+
+
 def test_isready_waits_for_the_commands_before_it():
     server, out, stub = stub_server(0.001)
     slow = stub.position

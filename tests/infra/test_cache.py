@@ -102,3 +102,17 @@ def test_dropping_jits_caches_unmaps_their_programs():
     assert compiled > before + 60  # each executable maps memory of its own
     jax.clear_caches()
     assert conftest.mappings() < before + (compiled - before) // 2  # most of them released
+
+
+def test_the_cache_folder_is_named_on_first_use_only(tmp_path, capsys, monkeypatch):
+    import jax
+
+    directory = tmp_path / "fresh"
+    before = jax.config.jax_compilation_cache_dir
+    monkeypatch.setattr(jax.config, "update", lambda *args: None)  # leave the session's cache
+    assert cache.enable_compilation_cache({"MMC_COMPILE_CACHE": str(directory)}) == str(directory)
+    err = capsys.readouterr().err
+    assert f"compiled programs are kept in {directory}" in err and "MMC_COMPILE_CACHE=off" in err
+    assert cache.enable_compilation_cache({"MMC_COMPILE_CACHE": str(directory)}) == str(directory)
+    assert capsys.readouterr().err == ""
+    assert jax.config.jax_compilation_cache_dir == before
