@@ -90,6 +90,7 @@ import numpy as np
 
 from mmc_jax import rules as R
 from mmc_jax.infra import cli, startup
+from mmc_jax.training import bench_programs
 
 
 class Rows:
@@ -160,13 +161,6 @@ def _tree_bytes(tree) -> int:
     return sum(int(np.prod(x.shape)) * x.dtype.itemsize for x in jax.tree.leaves(tree))
 
 
-def _where_done(done, fresh, state):
-    def pick(f, s):
-        return jnp.where(done.reshape(done.shape + (1,) * (s.ndim - 1)), f, s)
-
-    return jax.tree.map(pick, fresh, state)
-
-
 def time_scans_interleaved(arms: dict, rounds: int, verbose: bool) -> dict:
     """Each arm `name: (run, state)` (a jitted `run(state, key) -> state`) compiled and warmed
     up, then timed one scan per arm per round, round-robin for `rounds` rounds, each arm
@@ -199,49 +193,6 @@ def round_ratios(timed: dict, peer: str) -> list[float]:
     return [p / m for p, m in zip(timed[peer]["seconds"], timed["mmc_jax"]["seconds"], strict=True)]
 
 
-def mmc_env_runner(variants: list[str], batch: int, scan_length: int):
-    """Random play that carries each position's legal planes, as pgx carries its mask."""
-    rules = R.batch(variants, batch)
-
-    def body(carry, key):
-        state, planes = carry
-        mask = R.planes_to_mask(planes)
-        action = R.random_legal_action(key, mask)
-        state, planes = R.step_with_planes(rules, state, action, planes)
-        fresh = R.init(rules)
-        fresh_planes = R.legal_planes(rules, fresh)  # start positions: constant-folded
-        done = state.terminated
-        return (_where_done(done, fresh, state), _where_done(done, fresh_planes, planes)), None
-
-    @jax.jit
-    def run(carry, key):
-        return jax.lax.scan(body, carry, jax.random.split(key, scan_length))[0]
-
-    state = R.init(rules)
-    return run, (state, R.legal_planes(rules, state))
-
-
-def pgx_env_runner(batch: int, scan_length: int):
-    import pgx
-
-    env = pgx.make("gardner_chess")
-    init = jax.vmap(env.init)
-    step = jax.vmap(env.step)
-
-    def body(state, key):
-        k_act, k_init = jax.random.split(key)
-        action = R.random_legal_action(k_act, state.legal_action_mask)
-        state = step(state, action)
-        fresh = init(jax.random.split(k_init, batch))
-        return _where_done(state.terminated, fresh, state), None
-
-    @jax.jit
-    def run(state, key):
-        return jax.lax.scan(body, state, jax.random.split(key, scan_length))[0]
-
-    return run, init(jax.random.split(jax.random.key(0), batch))
-
-
 def legal_moves_per_second(variants: list[str], batch: int, scan_length: int, repeats: int):
     """Move generation alone, like a perft: legal moves enumerated per second.
 
@@ -256,8 +207,8 @@ def legal_moves_per_second(variants: list[str], batch: int, scan_length: int, re
         state, planes = R.step_with_planes(rules, state, action, planes)
         fresh = R.init(rules)
         done = state.terminated
-        state = _where_done(done, fresh, state)
-        planes = _where_done(done, R.legal_planes(rules, fresh), planes)
+        state = bench_programs.where_done(done, fresh, state)
+        planes = bench_programs.where_done(done, R.legal_planes(rules, fresh), planes)
         return (state, planes), state
 
     @jax.jit
@@ -340,12 +291,12 @@ def bench_env(args) -> dict:
 
 def _env_row(args, variants: list[str], batch: int) -> dict:
     """One batch size of `bench env`: every arm timed round-robin, steps/s and ratios."""
-    arms = {"mmc_jax": mmc_env_runner(variants, batch, args.scan_length)}
+    arms = {"mmc_jax": bench_programs.mmc_env_runner(variants, batch, args.scan_length)}
     if args.vs_pgx:
-        arms["pgx"] = pgx_env_runner(batch, args.scan_length)
+        arms["pgx"] = bench_programs.pgx_env_runner(batch, args.scan_length)
     if args.mixed:
         specs = R.sample_variants(args.seed, batch)
-        arms["mixed"] = mmc_env_runner(specs, batch, args.scan_length)
+        arms["mixed"] = bench_programs.mmc_env_runner(specs, batch, args.scan_length)
     timed = time_scans_interleaved(arms, args.repeats, verbose=False)
     steps = {
         name: args.scan_length * batch / float(np.median(t["seconds"])) for name, t in timed.items()
@@ -377,119 +328,6 @@ def _env_row(args, variants: list[str], batch: int) -> dict:
 
 
 # ----------------------------------------------------------------------------- self-play
-
-
-def _selfplay_network(channels_in: int, blocks: int, channels: int, dtype: str = "float32"):
-    import ml_collections
-
-    from mmc_jax.model.network import init_params, make_network
-
-    cfg = ml_collections.ConfigDict(dict(num_blocks=blocks, channels=channels, dtype=dtype))
-    network = make_network(cfg)
-    return network, init_params(network, jax.random.key(0), (5, 5, channels_in))
-
-
-def _mapped_scan(scan, mesh, batched_args: tuple = ()):
-    """`jax.jit` of `run(state, key) = scan(*batched_args, state, key)`; on a mesh under
-    `sharding.map_games`, every device playing its share of the games (as training does)."""
-    from mmc_jax.infra import sharding
-
-    axes = (0,) * len(batched_args) + (0, None)
-    mapped = sharding.map_games(lambda *args: (scan(*args),), mesh, axes, (0,))
-    return jax.jit(lambda state, key: mapped(*batched_args, state, key)[0])
-
-
-def mmc_selfplay_runner(
-    batch: int,
-    plies: int,
-    simulations: int,
-    blocks: int,
-    channels: int,
-    mesh=None,
-    dtype: str = "float32",
-):
-    """Self-play plies of `batch` Gardner games with the project's own search (search.py);
-    with `mesh`, each device plays its share of the games under `shard_map`."""
-    from mmc_jax import search
-
-    rules = R.batch("gardner", batch)
-    network, params = _selfplay_network(R.OBS_CHANNELS, blocks, channels, dtype)
-
-    def scan(rules, state, key):
-        def body(state, key):
-            out = search.run_search(network, params, rules, state, key, num_simulations=simulations)
-            state = R.step(rules, state, out.action)
-            return _where_done(state.terminated, R.init(rules), state), None
-
-        return jax.lax.scan(body, state, jax.random.split(key, plies))[0]
-
-    return _mapped_scan(scan, mesh, (rules,)), R.init(rules), (network, params, rules)
-
-
-def pgx_selfplay_runner(
-    batch: int,
-    plies: int,
-    simulations: int,
-    blocks: int,
-    channels: int,
-    loop: str = "mctx",
-    mesh=None,
-    dtype: str = "float32",
-):
-    """The same search (Gumbel MuZero, same net shape) over pgx `gardner_chess`, run by
-    `mctx.gumbel_muzero_policy` (`loop="mctx"`: pgx as people use it) or by the project's
-    batch-first `mcts.gumbel_muzero_policy` (`loop="mcts"`: the same loop as ours); with
-    `mesh`, mapped over the devices like ours (each device searches its own games)."""
-    import mctx
-    import pgx
-
-    from mmc_jax.search import mcts
-
-    policy = {"mctx": mctx.gumbel_muzero_policy, "mcts": mcts.gumbel_muzero_policy}[loop]
-
-    env = pgx.make("gardner_chess")
-    network, params = _selfplay_network(115, blocks, channels, dtype)
-    step = jax.vmap(env.step)
-
-    def evaluate(state):
-        return network.apply({"params": params}, state.observation, state.legal_action_mask)
-
-    def recurrent_fn(params_, key, action, state):
-        del params_, key
-        mover = state.current_player
-        state = step(state, action)
-        reward = jnp.take_along_axis(state.rewards, mover[:, None], axis=1)[:, 0]
-        logits, value = evaluate(state)
-        done = state.terminated
-        output = mctx.RecurrentFnOutput(
-            reward=reward,
-            discount=jnp.where(done, 0.0, -1.0),
-            prior_logits=logits,
-            value=jnp.where(done, 0.0, value),
-        )
-        return output, state
-
-    def body(state, key):
-        k_search, k_init = jax.random.split(key)
-        logits, value = evaluate(state)
-        root = mctx.RootFnOutput(prior_logits=logits, value=value, embedding=state)
-        out = policy(
-            params,
-            k_search,
-            root,
-            recurrent_fn,
-            num_simulations=simulations,
-            invalid_actions=~state.legal_action_mask,
-            max_num_considered_actions=16,
-        )
-        state = step(state, out.action)
-        fresh = jax.vmap(env.init)(jax.random.split(k_init, state.terminated.shape[0]))
-        return _where_done(state.terminated, fresh, state), None
-
-    def scan(state, key):
-        return jax.lax.scan(body, state, jax.random.split(key, plies))[0]
-
-    return _mapped_scan(scan, mesh), jax.vmap(env.init)(jax.random.split(jax.random.key(0), batch))
 
 
 def _node_bytes() -> int:
@@ -578,8 +416,8 @@ def _time_parts(network, params, rules, batch, plies, simulations, repeats, self
             obs = R.observe(rules, state, planes)
             fresh = R.init(rules)
             done = state.terminated
-            state = _where_done(done, fresh, state)
-            planes = _where_done(done, R.legal_planes(rules, fresh), planes)
+            state = bench_programs.where_done(done, fresh, state)
+            planes = bench_programs.where_done(done, R.legal_planes(rules, fresh), planes)
             return (state, planes), obs.sum()  # all of it: none pruned
 
         carry = (state, R.legal_planes(rules, state))
@@ -670,14 +508,16 @@ def _selfplay_moves(args, result: dict, mesh):
     parameters, the rules and the (run, state) of the scan timed, for the breakdown."""
     batch, plies, sims = args.batch, args.plies, args.simulations
     net = (args.blocks, args.channels)
-    run, state, (network, params, rules) = mmc_selfplay_runner(
+    run, state, (network, params, rules) = bench_programs.mmc_selfplay_runner(
         batch, plies, sims, *net, mesh, dtype=args.dtype
     )
     arms = {"mmc_jax": (run, state)}
     if args.vs_pgx:  # the same network dtype in every arm
-        arms["pgx"] = pgx_selfplay_runner(batch, plies, sims, *net, mesh=mesh, dtype=args.dtype)
+        arms["pgx"] = bench_programs.pgx_selfplay_runner(
+            batch, plies, sims, *net, mesh=mesh, dtype=args.dtype
+        )
         # pgx under our batch-first search loop: how much of the ratio is the loop.
-        arms["pgx_mcts"] = pgx_selfplay_runner(
+        arms["pgx_mcts"] = bench_programs.pgx_selfplay_runner(
             batch, plies, sims, *net, "mcts", mesh, dtype=args.dtype
         )
     timed = time_scans_interleaved(arms, args.repeats, verbose=not args.json)
@@ -746,7 +586,7 @@ def _selfplay_memory(args, result: dict, mesh) -> None:
     """The --memory-batch row: the compiler's memory estimate of one searched ply at that
     batch, and of mctx alone over 160 slots and over 1225 actions, into `result["memory"]`."""
     sims = args.simulations
-    run, state, _ = mmc_selfplay_runner(
+    run, state, _ = bench_programs.mmc_selfplay_runner(
         args.memory_batch, 1, sims, args.blocks, args.channels, mesh, dtype=args.dtype
     )
     analysis = run.lower(state, jax.random.key(0)).compile().memory_analysis()

@@ -31,6 +31,7 @@ import numpy as np
 
 from mmc_jax import rules as R
 from mmc_jax.infra import compile_log
+from mmc_jax.training import bench_programs
 
 # name -> (what it is, its pgx peer or "")
 PROGRAMS: dict[str, tuple[str, str]] = {
@@ -76,29 +77,23 @@ def _rules_step() -> dict:
     return _jitted(jax.jit(R.step), rules, state, jax.ShapeDtypeStruct((64,), jnp.int32))
 
 
-def _bench():
-    from mmc_jax import bench
-
-    return bench
-
-
 def _env_scan() -> dict:
-    run, carry = _bench().mmc_env_runner(["gardner"], 64, 16)
+    run, carry = bench_programs.mmc_env_runner(["gardner"], 64, 16)
     return _jitted(run, carry, jax.random.key(0))
 
 
 def _pgx_env() -> dict:
-    run, state = _bench().pgx_env_runner(64, 16)
+    run, state = bench_programs.pgx_env_runner(64, 16)
     return _jitted(run, state, jax.random.key(0))
 
 
 def _selfplay_scan() -> dict:
-    run, state, _ = _bench().mmc_selfplay_runner(64, 4, 32, 2, 32)
+    run, state, _ = bench_programs.mmc_selfplay_runner(64, 4, 32, 2, 32)
     return _jitted(run, state, jax.random.key(0))
 
 
 def _pgx_selfplay() -> dict:
-    run, state = _bench().pgx_selfplay_runner(64, 4, 32, 2, 32, "mctx")
+    run, state = bench_programs.pgx_selfplay_runner(64, 4, 32, 2, 32, "mctx")
     return _jitted(run, state, jax.random.key(0))
 
 

@@ -106,8 +106,8 @@ def test_env_vs_pgx_and_mixed_are_timed_round_robin_with_paired_ratios(capsys, m
         built.append(("pgx", batch, scan_length))
         return counting_arm(10)
 
-    monkeypatch.setattr(bench, "mmc_env_runner", mmc_runner)
-    monkeypatch.setattr(bench, "pgx_env_runner", pgx_runner)
+    monkeypatch.setattr(bench.bench_programs, "mmc_env_runner", mmc_runner)
+    monkeypatch.setattr(bench.bench_programs, "pgx_env_runner", pgx_runner)
     bench.main(
         "env --batch-sizes 2 --scan-length 3 --repeats 3 --movegen-batch 0 --vs-pgx --mixed "
         "--json".split()
@@ -141,8 +141,8 @@ def fake_env_runners(monkeypatch, on_start=None):
             on_start(batch)
         return counting_arm(1)
 
-    monkeypatch.setattr(bench, "mmc_env_runner", mmc_runner)
-    monkeypatch.setattr(bench, "pgx_env_runner", lambda batch, scan_length: counting_arm(10))
+    monkeypatch.setattr(bench.bench_programs, "mmc_env_runner", mmc_runner)
+    monkeypatch.setattr(bench.bench_programs, "pgx_env_runner", lambda batch, scan_length: counting_arm(10))
 
 
 @pytest.mark.parametrize("as_json", [False, True], ids=["text", "json"])
@@ -206,7 +206,7 @@ def test_selfplay_time_limit_keeps_the_moves_and_skips_breakdown_and_memory(
         assert batch == 2, "only the moves/s row may build a runner"
         return *counting_arm(1), (None, None, None)
 
-    monkeypatch.setattr(bench, "mmc_selfplay_runner", runner)
+    monkeypatch.setattr(bench.bench_programs, "mmc_selfplay_runner", runner)
     path = tmp_path / "selfplay.json"
     bench.main(
         f"selfplay --batch 2 --plies 1 --repeats 2 --breakdown --memory-batch 4 --time-limit 0 "
