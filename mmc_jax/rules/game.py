@@ -162,60 +162,95 @@ def _gates(flags, x):
     return jnp.where(flags, x, ZERO)
 
 
+def _take(x, indices):
+    """`x[..., indices]` for static `indices`, as slices of runs of consecutive indices (reversed
+    where a run descends) joined by one concatenation: XLA:CPU runs a gather in a fusion element by
+    element, a slice or a reversal is a plain loop."""
+    indices = [int(i) for i in np.asarray(indices).ravel()]
+    pieces, start = [], 0
+    while start < len(indices):
+        end, step = start + 1, 0
+        if end < len(indices) and abs(indices[end] - indices[start]) == 1:
+            step = indices[end] - indices[start]
+            while end < len(indices) and indices[end] - indices[end - 1] == step:
+                end += 1
+        low, high = min(indices[start], indices[end - 1]), max(indices[start], indices[end - 1])
+        run = x[..., low : high + 1]
+        pieces.append(jnp.flip(run, axis=-1) if step < 0 else run)
+        start = end
+    return pieces[0] if len(pieces) == 1 else jnp.concatenate(pieces, axis=-1)
+
+
+def _toward_king(allowed):
+    """[..., 8, 4]: may a piece at distance n + 1 from the king in direction d move onto it, i.e.
+    along the opposite direction (`allowed` [..., 40]; opposite directions come in pairs)."""
+    rays = allowed[..., :32].reshape(*allowed.shape[:-1], 4, 2, 4)
+    return jnp.flip(rays, axis=-2).reshape(*allowed.shape[:-1], 8, 4)
+
+
 def attacked_squares(pieces, them, occ, allowed):
     """Squares attacked by the pieces in `them` (moving down the board) given occupancy `occ`.
 
-    The 8 directions are one array axis: the sliders walk their 4 distances as 4 operations on
-    [8] words, not 32 unrolled chains (XLA's compile time grows with the operation count).
+    Unrolled over directions and distances on purpose: the vectorised form (the 8 directions as
+    an array axis, as `king_rays`) compiled no faster here and ran move generation 1.4x slower
+    (XLA:CPU's reduction over a short minor axis, once per game), and this runs twice per
+    position.
     """
-    pieces = pieces & them
-    pawn, knight, bishop, rook, queen, king = (pieces[i] for i in range(6))
+    pawn, knight, bishop, rook, queen, king = (pieces[i] & them for i in range(6))
     empty = ~occ
-    sliders = jnp.where(_ORTHOGONAL, rook | queen, bishop | queen)  # [8]
-    reach = _shift_each(sliders, _STEP)
-    reaches = [reach | _shift_each(king, _STEP)]
-    for _ in range(3):
-        reach = _shift_each(reach & empty, _STEP)
-        reaches.append(reach)
-    rays = jnp.stack(reaches, axis=1).reshape(32)  # [32], in vector order (4 * d + n - 1)
-    short = jnp.concatenate(
-        [_shift_each(knight, _KNIGHT_SHIFTS), _shift_each(pawn, _PAWN_ATTACK_SHIFTS)]
-    )
-    moves = jnp.concatenate([rays, short])  # [42]
-    return _or_all(_gates(allowed[_ATTACK_VECTOR], moves))
+    out = ZERO
+    for d in range(8):
+        slider = (rook | queen) if T.ORTHOGONAL[d] else (bishop | queen)
+        reach = shift_dir(slider, d)
+        out = out | _gate(allowed[T.vector_index(d, 1)], reach | shift_dir(king, d))
+        for n in range(2, 5):
+            reach = shift_dir(reach & empty, d)
+            out = out | _gate(allowed[T.vector_index(d, n)], reach)
+    for k, (df, dr) in enumerate(T.KNIGHT_VECTORS):
+        out = out | _gate(allowed[32 + k], shift(knight, df, dr))
+    for d in (4, 7):  # their pawns capture south-west and south-east in our view
+        out = out | _gate(allowed[T.vector_index(d, 1)], shift_dir(pawn, d))
+    return out
 
 
 def king_rays(king, occ, orth_sliders, diag_sliders, allowed):
     """Walk the 8 rays out of `king` (one bit, or zero) through occupancy `occ`.
 
-    The rays are one [8] axis (broadcasting over any leading shape: atomic runs it for 25
-    post-explosion occupancies at once). Returns:
+    Unrolled over directions and distances on purpose, as `attacked_squares`: the vectorised form
+    (the 8 rays as an array axis) ran move generation about 15% slower.
+    Returns:
       checkers: sliders that attack the king (first blocker on a ray, of the right kind,
         at a distance its colour rule allows).
       check_line: empty squares between the king and those checkers.
-      xray_first: [..., 8] per direction, the first blocker when an attacking slider stands
-        right behind it (a pinned piece if it is ours, a shield if it is theirs).
+      xray_first: [8] per direction, the first blocker when an attacking slider stands right
+        behind it (a pinned piece if it is ours, a shield if it is theirs).
     """
-    king, occ = jnp.asarray(king)[..., None], jnp.asarray(occ)[..., None]
-    sliders = jnp.where(_ORTHOGONAL, orth_sliders[..., None], diag_sliders[..., None])
-    walker0 = _shift_each(king, _STEP)
-    walker1 = jnp.zeros_like(walker0)
-    first = line = pin = checker = jnp.zeros_like(walker0)
-    for n in range(1, 5):
-        attacker_ok = allowed[..., _RAY_ATTACK_VECTOR[:, n - 1]]
-        hit1 = walker1 & occ
-        pin = pin | _gates(attacker_ok, hit1 & sliders)
-        walker1 = _shift_each(walker1 & ~occ, _STEP)
-        hit0 = walker0 & occ
-        checker = checker | _gates(attacker_ok, hit0 & sliders)
-        first = first | hit0
-        walker1 = walker1 | _shift_each(hit0, _STEP)
-        line = line | (walker0 & ~occ)
-        walker0 = _shift_each(walker0 & ~occ, _STEP)
-    axis = checker.ndim - 1
-    checkers = _or_all(checker, axis)
-    check_line = _or_all(jnp.where(_any(checker), line, ZERO), axis)
-    return checkers, check_line, jnp.where(_any(pin), first, ZERO)
+    checkers = ZERO
+    check_line = ZERO
+    xray_first = []
+    for d in range(8):
+        sliders = orth_sliders if T.ORTHOGONAL[d] else diag_sliders
+        walker0 = shift_dir(king, d)
+        walker1 = ZERO
+        first = ZERO
+        line = ZERO
+        pin = ZERO
+        checker = ZERO
+        for n in range(1, 5):
+            attacker_ok = allowed[T.vector_index(T.OPPOSITE[d], n)]
+            hit1 = walker1 & occ
+            pin = pin | _gate(attacker_ok, hit1 & sliders)
+            walker1 = shift_dir(walker1 & ~occ, d)
+            hit0 = walker0 & occ
+            checker = checker | _gate(attacker_ok, hit0 & sliders)
+            first = first | hit0
+            walker1 = walker1 | shift_dir(hit0, d)
+            line = line | (walker0 & ~occ)
+            walker0 = shift_dir(walker0 & ~occ, d)
+        checkers = checkers | checker
+        check_line = check_line | jnp.where(_any(checker), line, ZERO)
+        xray_first.append(jnp.where(_any(pin), first, ZERO))
+    return checkers, check_line, jnp.stack(xray_first)
 
 
 def short_checkers(king, pieces, them, allowed):
@@ -224,7 +259,7 @@ def short_checkers(king, pieces, them, allowed):
     knight = (pieces[T.KNIGHT] & them)[..., None]
     pawn = (pieces[T.PAWN] & them)[..., None]
     attackers = sources & jnp.where(jnp.arange(10) < 8, knight, pawn)
-    return _or_all(_gates(allowed[..., _SHORT_VECTOR], attackers), attackers.ndim - 1)
+    return _or_all(_gates(_take(allowed, _SHORT_VECTOR), attackers), attackers.ndim - 1)
 
 
 # ----------------------------------------------------------------------------- move generation
@@ -267,10 +302,6 @@ def _shift_each(x, table):
 
 # The square at distance n + 1 from the king along direction d: [8, 4].
 _RAY_SHIFTS = _shift_table([[(df * n, dr * n) for n in range(1, 5)] for df, dr in T.DIRECTIONS])
-# A piece at distance n + 1 in direction d attacks the king along the opposite vector.
-_RAY_ATTACK_VECTOR = np.array(
-    [[T.vector_index(T.OPPOSITE[d], n) for n in range(1, 5)] for d in range(8)], np.int32
-)
 # Squares from which a knight (8) or a pawn (2, moving down the board) attacks the king.
 _SHORT_SHIFTS = _shift_table(list(T.KNIGHT_VECTORS) + [T.DIRECTIONS[5], T.DIRECTIONS[6]])
 _SHORT_VECTOR = np.array([32 + k for k in range(8)] + [T.vector_index(d, 1) for d in (5, 6)])
@@ -283,25 +314,16 @@ _BACK_SHIFTS_BY_SHIELD = tuple(x[:, None] for x in _BACK_SHIFTS)  # [40, 1]: aga
 # One step along each of the 8 directions, and which are orthogonal: [8].
 _STEP = _direction_table(1)
 _ORTHOGONAL = np.array(T.ORTHOGONAL)
-_KNIGHT_SHIFTS = _shift_table(T.KNIGHT_VECTORS)
-# Their pawns capture south-west and south-east in our view (directions 4 and 7).
-_PAWN_ATTACK_SHIFTS = _shift_table([T.DIRECTIONS[4], T.DIRECTIONS[7]])
-# The move vector of each of `attacked_squares`' 42 words: 32 rays, 8 knight jumps, 2 pawns.
-_ATTACK_VECTOR = np.array(
-    list(range(32)) + [32 + k for k in range(8)] + [T.vector_index(d, 1) for d in (4, 7)]
-)
-# The direction axis (`analyse`'s pins) of each of the 40 vectors; -1 for the knight jumps,
-# which leave every line through their square.
-_VECTOR_AXIS = np.array([d // 2 for d in range(8) for _ in range(4)] + [-1] * 8)
 # Vectors of distance 1 (the king's steps, the pawns' moves): [8], one per direction.
 _STEP_VECTOR = np.array([T.vector_index(d, 1) for d in range(8)])
 _IS_STEP_VECTOR = np.isin(np.arange(T.NUM_VECTORS), _STEP_VECTOR)
-# The vector of direction d at distance n + 1: [8, 4].
-_RAY_VECTOR = np.array([[T.vector_index(d, n) for n in range(1, 5)] for d in range(8)])
 # The pawns' three vectors (forward, captures toward the e-file and the a-file).
 _PAWN_VECTOR = np.array([T.vector_index(d, 1) for d in T.PAWN_DIRECTIONS])
 # Action plane p of planes 9-48 is the move vector `T.PLANE_VECTOR_INDEX[p]`.
 _VECTOR_OF_PLANE = T.PLANE_VECTOR_INDEX[9:]
+# Which of the 40 vectors are the pawns' push and captures.
+_PAWN_PUSH = np.arange(T.NUM_VECTORS) == _PAWN_VECTOR[0]
+_PAWN_CAPTURE = np.isin(np.arange(T.NUM_VECTORS), _PAWN_VECTOR[1:])
 
 
 def _atomic_capture_sources(pieces, own, rules, targets):
@@ -337,14 +359,14 @@ def _atomic_capture_sources(pieces, own, rules, targets):
         jnp.where(jnp.asarray(T.ORTHOGONAL)[:, None], pieces[T.ROOK], pieces[T.BISHOP])
         | pieces[T.QUEEN]
     )
-    attacker = _any(ray & sliders & opp) & allowed[_RAY_ATTACK_VECTOR]
+    attacker = _any(ray & sliders & opp) & _toward_king(allowed)
     survives = jnp.where(_any(ray & occ), FULL & ~_blast_cover(ray, pawns), ZERO)
     short = (
         _shift_each(own_king, _SHORT_SHIFTS)
         & opp
         & jnp.where(jnp.arange(10) < 8, pieces[T.KNIGHT], pawns)
     )
-    short = jnp.where(allowed[_SHORT_VECTOR], short, ZERO)
+    short = jnp.where(_take(allowed, _SHORT_VECTOR), short, ZERO)
     short_gone = jnp.where(_any(short), _blast_cover(short, pawns), FULL)
     stage = computed_once(
         jnp.concatenate([survives.ravel(), jnp.where(attacker, FULL, ZERO).ravel(), short_gone])
@@ -458,11 +480,9 @@ def analyse(rules: Rules, pieces, own) -> Analysis:
     # candidates only), so the candidates of all pieces on a vector are filtered together.
     quiet_to = _shift_each(empty, _BACK_SHIFTS)  # from-squares whose target is empty
     capture_to = _shift_each(opp, _BACK_SHIFTS)  # ... holds an opponent's piece
-    off_axis = jnp.where(
-        jnp.asarray(_VECTOR_AXIS) >= 0,
-        pinned & ~pinned_axis[np.maximum(_VECTOR_AXIS, 0)],
-        pinned,
-    )
+    # A pinned piece may move along its pin's line only; a knight never.
+    along = jnp.broadcast_to(pinned_axis[:, None], (4, 8)).reshape(32)  # each line: 2 x 4 vectors
+    off_axis = jnp.concatenate([pinned & ~along, jnp.broadcast_to(pinned, (8,))])
     quiet_ok = jnp.where(atomic & touching, FULL, _shift_each(check_mask, _BACK_SHIFTS) & ~off_axis)
     rifle_ok = _shift_each(rifle_capture_ok, _BACK_SHIFTS)
     capture_ok = jnp.where(rifle, rifle_ok, jnp.where(atomic, atomic_sources, quiet_ok))
@@ -480,24 +500,25 @@ def analyse(rules: Rules, pieces, own) -> Analysis:
     reach = jnp.where(_ORTHOGONAL, (rook | queen) & own, (bishop | queen) & own)  # [8]
     reaches = [reach]
     for n in range(1, 4):
-        reach = reach & empty_to[jnp.asarray(_RAY_VECTOR[:, n - 1])]
+        reach = reach & empty_to[: 4 * 8].reshape(8, 4)[:, n - 1]
         reaches.append(reach)
     candidates = jnp.concatenate(
         [jnp.stack(reaches, axis=1).reshape(32), jnp.broadcast_to(knight & own, (8,))]
     )
     own_pawns = pawn & own
-    pawn_targets = jnp.stack(
-        [empty_to[_PAWN_VECTOR[0]], capture_to[_PAWN_VECTOR[1]], capture_to[_PAWN_VECTOR[2]]]
+    # The pawns' vectors: forward onto an empty square, the two captures onto the opponent's.
+    pawn_moves = jnp.where(
+        jnp.asarray(_PAWN_PUSH), empty_to, jnp.where(jnp.asarray(_PAWN_CAPTURE), capture_to, ZERO)
     )
-    pawn_moves = jnp.zeros(T.NUM_VECTORS, jnp.uint32).at[_PAWN_VECTOR].set(own_pawns & pawn_targets)
+    pawn_moves = pawn_moves & own_pawns
     candidates = (candidates & not_own_to) | pawn_moves
     kings = jnp.where(jnp.asarray(_IS_STEP_VECTOR), own_king & not_own_to, ZERO)
     moves = computed_once(_gates(allowed, (candidates & piece_ok) | (kings & king_ok)))  # [40]
 
-    promoting = moves[_PAWN_VECTOR] & own_pawns & jnp.uint32(T.RANK_MASKS[3])  # [3]
+    promoting = _take(moves, _PAWN_VECTOR) & own_pawns & jnp.uint32(T.RANK_MASKS[3])  # [3]
     # A rifle capture does not move the pawn, so it never under-promotes.
     promoting = jnp.where(jnp.arange(3) > 0, jnp.where(rifle, ZERO, promoting), promoting)
-    planes = jnp.concatenate([jnp.tile(promoting, 3), moves[_VECTOR_OF_PLANE]])
+    planes = jnp.concatenate([jnp.tile(promoting, 3), _take(moves, _VECTOR_OF_PLANE)])
 
     # A position already decided by the last move has no moves.
     own_type_missing = ~_any(own_king)
