@@ -30,8 +30,9 @@ Presets (the part after the colon; without one: `full` on an accelerator, `cpu` 
       experiments/adaptation/study.py --preset gpu): compile 60-68 s, then about 0.4-0.6 s per
       outer iteration.
   quick            as cpu, but 4 tasks x 8 games, k = 4, 40 iterations: the README's first
-      command. Measured on an idle 2-core CPU (2026-11-22): 3 min 7 s in all, compile 77 s,
-      then about 2 s per outer iteration (41k positions).
+      command. Measured on an idle 2-core CPU (2026-12-07): 107 s in all, iteration 1 after
+      30-37 s (compile 21-25 s; 77 s on 2026-11-22), then 1.4-2 s per outer iteration (41k
+      positions).
   smoke            the tests' run: 1x8 net, 2 tasks x 4 games x 4 plies x 4 simulations, k = 2,
       2 outer iterations, 8 fog-free tasks drawn per point. Learns nothing.
 

@@ -164,7 +164,7 @@ __all__ = [
 
 GROW_SHARE = 0.9  # of a timed search's time that its budget is planned to fill
 COMPILING = (
-    "compiling the search (once per start-up: about a minute on a small CPU the first time, "
+    "compiling the search (once per start-up: about 15 s on a 2-core CPU the first time, "
     "seconds once the program is in the disk cache)"
 )
 

@@ -816,6 +816,12 @@ def _check_playable(state: MetaState, variants: tuple[str, ...]) -> None:
         )
 
 
+def _first(names: list[str], shown: int) -> str:
+    """The first `shown` of `names` and how many more ("a, b and 62 more")."""
+    text = "; ".join(names[:shown])
+    return text + (f" and {len(names) - shown} more" if len(names) > shown else "")
+
+
 class JOAT(SelfPlayAlgorithm):
     """JOAT / Reptile meta-training over several variants (configs/joat.py)."""
 
@@ -870,25 +876,26 @@ class JOAT(SelfPlayAlgorithm):
         num_params = network_lib.num_params(state.params)
         planes = network_lib.rule_planes_of(config.network)
         variants = list(config.variants)
-        shown = ", ".join(variants[:3])
-        if len(variants) > 3:
-            shown += f", ... ({len(variants)} in all: <workdir>/tasks.txt)"
-        return (
-            f"meta-training on {len(variants)} variants ({shown})"
-            + (f" (held out: {config.holdout})" if config.holdout else "")
-            + f": {meta.num_tasks} tasks x {meta.games_per_task} games x "
+        held_out = [v for v in str(config.holdout or "").split(";") if v]
+        lines = [
+            f"meta-training on {len(variants)} variants: {_first(variants, 2)}"
+            + (" (all in <workdir>/tasks.txt)" if len(variants) > 2 else ""),
+            f"held out: {_first(held_out, 3)}" if held_out else "",
+            f"per iteration: {meta.num_tasks} tasks x {meta.games_per_task} games x "
             f"{config.selfplay.num_plies} plies x {config.selfplay.num_simulations} "
-            f"simulations per iteration, k={meta.inner_steps} inner steps x "
+            f"simulations, k={meta.inner_steps} inner steps x "
             f"{meta.updates_per_iteration} updates, eps {meta.outer_lr} "
-            f"({meta.outer_lr_schedule}); net {config.network.num_blocks}x"
-            f"{config.network.channels} ({num_params:,} params, rule planes {planes}); "
-            f"{mesh.size} device(s)"
+            f"({meta.outer_lr_schedule})",
+            f"net {config.network.num_blocks}x{config.network.channels} "
+            f"({num_params:,} params, rule planes {planes}); {mesh.size} device(s)"
             + (
                 f", tasks split over {mesh.shape[sharding.TASK_AXIS]} groups"
                 if len(mesh.shape) > 1
                 else ""
-            )
-        )
+            ),
+        ]
+        # One fact a line, each short (a task list made lines of 500 characters).
+        return "\n".join(line for line in lines if line)
 
     def compile(self, config, mesh, state, data, start):
         table, weights = data

@@ -209,6 +209,28 @@ def _config_help(config: ml_collections.ConfigDict | None) -> str:
     return "\n".join(lines)
 
 
+def _unknown_flag_hint(flag: str | None, config: ml_collections.ConfigDict | None) -> str:
+    """For an unknown `--flag`: the config fields it may mean (`--iterations` ->
+    `--config.num_iterations`), and where every flag and field is listed."""
+    if not flag:
+        return ""
+    fields = config_fields(config) if config is not None else []
+    by_last = {field.rsplit(".", 1)[-1]: field for field in fields}
+    close = [field for field in fields if field.rsplit(".", 1)[-1] == flag]
+    close += [
+        by_last[name]
+        for name in difflib.get_close_matches(flag, list(by_last), n=3, cutoff=0.6)
+        if by_last[name] not in close
+    ]
+    close += [field for field in fields if flag in field and field not in close][:2]
+    where = "--help lists the flags" + (" and the config fields" if config is not None else "")
+    if close:
+        close.sort(key=lambda field: field.count("."))  # the top-level fields first
+        fixes = ", ".join(f"--config.{field}" for field in close[:3])
+        return f"; a config field is set with --config.<field>: did you mean {fixes}? ({where})"
+    return f" ({where})"
+
+
 def _nearest(name: str, config: ml_collections.ConfigDict | None) -> str:
     if config is None:
         return ""
@@ -320,7 +342,7 @@ def _parse_flags(doc: str, argv: list[str]) -> list[str]:
             text = f"{text} {lines[-1]}"
         missing = [a for a in argv[1:] if a.startswith("--config.")]
         config = _load_config_quietly(_config_file_flag(argv[1:]))
-        hint = ""
+        hint = _unknown_flag_hint(getattr(error, "flagname", None), config)
         for arg in missing:
             name = arg[len("--config.") :].split("=", 1)[0]
             if config is not None and name not in config_fields(config):

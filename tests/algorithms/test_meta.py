@@ -396,3 +396,21 @@ def test_scratch_initialisation_seed_is_separate_from_the_adaptation_seed(monkey
                 "atomic", "scratch", tmp_path, config=config, stream=None, **kwargs
             )
     assert seen == [3, 5]
+
+
+def test_the_start_up_description_is_short_lines_whatever_the_task_list():
+    """The README's job meta-trains on 64 variants with 8 held out: its start-up lines stay
+    under 200 characters (a task list once made one of 535) and still say where the list is."""
+    import types
+
+    config = meta.ALGORITHM.prepare_config(joat_config.get_config("quick"))
+    assert len(config.variants) > 10 and config.holdout
+    params = network.init_params(
+        network.make_network(config.network), jax.random.key(0), R.OBS_SHAPE
+    )
+    mesh = meta.ALGORITHM.make_mesh(config)
+    text = meta.ALGORITHM.describe(config, mesh, types.SimpleNamespace(params=params))
+    lines = text.splitlines()
+    assert all(len(line) < 200 for line in lines), [len(line) for line in lines]
+    assert f"meta-training on {len(config.variants)} variants" in lines[0]
+    assert "<workdir>/tasks.txt" in lines[0] and lines[1].startswith("held out: ")

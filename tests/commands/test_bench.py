@@ -142,7 +142,9 @@ def fake_env_runners(monkeypatch, on_start=None):
         return counting_arm(1)
 
     monkeypatch.setattr(bench.bench_programs, "mmc_env_runner", mmc_runner)
-    monkeypatch.setattr(bench.bench_programs, "pgx_env_runner", lambda batch, scan_length: counting_arm(10))
+    monkeypatch.setattr(
+        bench.bench_programs, "pgx_env_runner", lambda batch, scan_length: counting_arm(10)
+    )
 
 
 @pytest.mark.parametrize("as_json", [False, True], ids=["text", "json"])
