@@ -45,8 +45,8 @@ def test_a_benchmark_without_pgx_measures_its_own_arms(monkeypatch, capsys):
     def pgx_runner(batch, scan_length):  # pragma: no cover - must not be called
         raise AssertionError("the pgx arm ran without pgx")
 
-    monkeypatch.setattr(bench, "mmc_env_runner", mmc_runner)
-    monkeypatch.setattr(bench, "pgx_env_runner", pgx_runner)
+    monkeypatch.setattr(bench.bench_programs, "mmc_env_runner", mmc_runner)
+    monkeypatch.setattr(bench.bench_programs, "pgx_env_runner", pgx_runner)
     bench.main(
         "env --batch-sizes 2 --scan-length 3 --repeats 2 --movegen-batch 0 --vs-pgx --json".split()
     )
