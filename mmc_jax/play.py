@@ -169,7 +169,7 @@ def main(
         )
     budget = f" ({args.simulations} simulations)" if model.kind == players_lib.NETWORK_KIND else ""
     say(f"{args.variant}: you play {args.colour.capitalize()} against {model.name}{budget}. {HELP}")
-    say("Preparing the game (the first model move compiles the search: up to a minute)...")
+    say("Preparing the game (the first model move compiles the search: about 15 s on a 2-core CPU)...")
     single = arena.SingleGame(args.variant, max_plies=args.max_plies)
     key = jax.random.key(args.seed)
 

@@ -51,6 +51,7 @@ import re
 import secrets
 import sys
 import threading
+import time
 import urllib.parse
 from importlib import resources
 from typing import Any
@@ -609,7 +610,7 @@ def main(argv: list[str] | None = None) -> int:
     host, port = httpd.server_address[:2]
     print(f"mmc_jax: play {default} at http://{host}:{port}/  (Ctrl-C to stop)", flush=True)
     if not args.no_warm_up:
-        threading.Thread(target=_warm_up, args=(app,), daemon=True).start()
+        threading.Thread(target=warm_up_and_say, args=(app,), daemon=True).start()
     try:
         httpd.serve_forever()
     except KeyboardInterrupt:
@@ -619,11 +620,21 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def _warm_up(app: Server) -> None:
+def warm_up_and_say(app: Server) -> None:
+    """`app.warm_up()`, said before and after on stdout (the server's first game waits for it:
+    whoever watches the terminal knows why); a failure is a warning, the page still works."""
+    print(
+        f"warming up: compiling {app.default_model}'s search (about 15 s on a 2-core CPU the "
+        "first time, seconds from the compile cache) ...",
+        flush=True,
+    )
+    started = time.monotonic()
     try:
         app.warm_up()
     except Exception as error:  # noqa: BLE001 -- the page still works, it compiles later
         print(f"warning: warm-up failed: {error}", file=sys.stderr)
+        return
+    print(f"warmed up in {time.monotonic() - started:.1f} s: games start at once", flush=True)
 
 
 if __name__ == "__main__":

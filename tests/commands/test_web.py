@@ -467,3 +467,23 @@ def test_a_client_that_goes_away_is_one_log_line(bare_site, monkeypatch, capsys)
         r"127\.0\.0\.1 client went away: (BrokenPipe|ConnectionReset)Error: .*", line
     )
     assert call(f"http://127.0.0.1:{port}", "/api/options")[0] == 200
+
+
+def test_the_server_says_it_is_warming_up_and_when_it_is_done(capsys):
+    import types
+
+    calls = []
+    app = types.SimpleNamespace(default_model="gardner-cpu", warm_up=lambda: calls.append(1))
+    serve.warm_up_and_say(app)
+    out = capsys.readouterr().out.splitlines()
+    assert calls == [1]
+    assert out[0].startswith("warming up: compiling gardner-cpu's search")
+    assert out[1].startswith("warmed up in ") and out[1].endswith("games start at once")
+
+    def fails():
+        raise RuntimeError("no memory")
+
+    serve.warm_up_and_say(types.SimpleNamespace(default_model="m", warm_up=fails))
+    captured = capsys.readouterr()
+    assert "warmed up" not in captured.out
+    assert captured.err.strip() == "warning: warm-up failed: no memory"
