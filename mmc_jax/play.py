@@ -169,7 +169,10 @@ def main(
         )
     budget = f" ({args.simulations} simulations)" if model.kind == players_lib.NETWORK_KIND else ""
     say(f"{args.variant}: you play {args.colour.capitalize()} against {model.name}{budget}. {HELP}")
-    say("Preparing the game (the first model move compiles the search: about 15 s on a 2-core CPU)...")
+    say(
+        "Preparing the game (the first model move compiles the search; later starts load it "
+        "from the compile cache)..."
+    )
     single = arena.SingleGame(args.variant, max_plies=args.max_plies)
     key = jax.random.key(args.seed)
 

@@ -180,6 +180,7 @@ class Server:
         """Compile the default model's replay and search (the first game then starts at once)."""
         model = self.engine(self.default_model)
         with self._engine_locks[self.default_model]:
+            model.precompile(variant)  # the first move's programs side by side
             model.search(model.position(variant), self.simulations, worlds=self.worlds)
 
     def options(self) -> dict[str, Any]:

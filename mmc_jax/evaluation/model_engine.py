@@ -16,6 +16,7 @@ The protocol, the options and the timing are `mmc_jax.engine`'s.
 
 from __future__ import annotations
 
+import concurrent.futures
 import dataclasses
 import functools
 import math
@@ -490,6 +491,53 @@ class ModelEngine:
         self._cache_moves: dict[tuple[str, str], list[str]] = {}
         self._compiled: set[tuple] = set()
         self.compile_seconds: float | None = None  # of the last search that compiled
+
+    def precompile(self, variant: str = "gardner", workers: int = 2) -> bool:
+        """Compile the programs a first move of `variant` runs (the replay of a position and the
+        grown search's three: its start, its simulations, its result) side by side in
+        `workers` threads, from their shapes alone: XLA compiles one program on one core, so
+        on 2 cores the first search then waits for the larger half of the compiles, not their
+        sum. Later calls with these shapes find them compiled. Fog searches (their own
+        program) are not precompiled: returns False for them, True otherwise."""
+        variant = R.check_variant(variant)
+        if R.get(variant).fog:
+            return False
+        rules = self._rules(variant)
+        state = jax.tree.map(lambda x: jnp.asarray(x)[None], R.from_fen(R.start_fen(variant)))
+        key = jax.random.fold_in(jax.random.key(0), 0)
+        network, capacity = self.network, self.capacity
+        grown = jax.eval_shape(
+            functools.partial(_grow_start, network=network, capacity=capacity),
+            self.params,
+            rules,
+            state,
+            key,
+        )
+        # The real trees are a jitted program's outputs, committed to the device: lowered as
+        # such, or the search's call would not find these programs (another cache key).
+        device = jax.sharding.SingleDeviceSharding(jax.devices()[0])
+        grown = jax.tree.map(
+            lambda a: jax.ShapeDtypeStruct(
+                a.shape, a.dtype, sharding=device, weak_type=a.weak_type
+            ),
+            grown,
+        )
+        table = considered_visits_table(capacity, capacity)
+        no_move = jnp.full((1,), -1, jnp.int32)
+        programs = (
+            lambda: _advance.lower(rules, state, None, jnp.zeros(1), no_move, fog=False),
+            lambda: _grow_start.lower(
+                self.params, rules, state, key, network=network, capacity=capacity
+            ),
+            lambda: _grow.lower(
+                self.params, rules, grown, table, jnp.int32(0), jnp.int32(1), network=network
+            ),
+            lambda: _grow_result.lower(grown),
+        )
+        with concurrent.futures.ThreadPoolExecutor(max(workers, 1)) as pool:
+            for done in [pool.submit(lambda lower=lower: lower().compile()) for lower in programs]:
+                done.result()
+        return True
 
     # -- positions
 

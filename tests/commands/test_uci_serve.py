@@ -599,3 +599,23 @@ def test_evaluate_and_the_ladder_take_a_uci_engine_on_either_side(tmp_path, caps
     report = json.loads(capsys.readouterr().out)
     assert status == 0 and report["models"][0]["name"] == shlex.join(FAKE)
     assert {row["opponent"] for row in report["models"][0]["rungs"]} == {"random", "greedy"}
+
+
+def test_precompile_leaves_the_first_search_nothing_to_compile(model):
+    """`ModelEngine.precompile` compiles the first move's programs (the replay and the grown
+    search) from their shapes, side by side; the search then finds them compiled. A capacity no
+    other test uses makes them new programs in this process."""
+    from mmc_jax.evaluation import model_engine
+    from mmc_jax.infra import compile_log
+
+    fresh = model_engine.ModelEngine(model.network, model.params, "fresh", capacity=40)
+    with compile_log.Tally() as before:
+        assert fresh.precompile("gardner") is True
+    compiled = {name for name, _ in before.summary(top=50)["slowest"]}
+    assert {"jit(_grow)", "jit(_grow_result)", "jit(_grow_start)"} <= compiled
+    with compile_log.Tally() as tally:
+        result = fresh.search(fresh.position("gardner", moves=["a2a3"]), 24)
+    names = {name for name, _ in tally.summary(top=50)["slowest"]}
+    assert not names & {"jit(_grow)", "jit(_grow_result)", "jit(_grow_start)", "jit(_advance)"}
+    assert result.nodes == 24 and result.move in fresh.position("gardner", moves=["a2a3"]).legal
+    assert fresh.precompile("dark") is False  # fog searches compile their own program
