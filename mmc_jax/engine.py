@@ -67,14 +67,17 @@ Memory: a search's tree is linear in its nodes (about 9 KiB a node as estimated,
 the doublings of `go infinite` are capped to it (`ModelEngine.max_nodes`; docs/engine.md).
 
 Anything else is answered with `info string ignored ...` naming the line and the reason, and
-nothing changes. `bestmove` is always a legal move (`bestmove (none)` only when the game is over
-in the position); if `stop` or the deadline comes before the first search has finished (the
-first search after start-up compiles it: tens of seconds on a small CPU, then cached on disk by
-`mmc_jax.infra.cache`), it is the first legal move in alphabetical order, and an `info string` says
-so. A warm-up search of the start position (Simulations) is compiled at start-up and whenever the
-variant changes (the grown search serves every variant: rules are data). Each `go` searches in
-a thread of its own: after `stop` the engine goes on with the next commands at once, while an
-abandoned search that was still compiling finishes in the background (its result is dropped).
+nothing changes; but a `go` always ends in a `bestmove`: limits it cannot use (`go nodes -3`,
+`go nodes many`) are named in an `info string` and the search runs with Simulations.
+`bestmove` is always a legal move (`bestmove (none)` only when the game is over in the
+position); if `stop` or the deadline comes before the first search has finished (the first
+search after start-up compiles it: about 15 s on a 2-core CPU, its programs compiled side by
+side by `ModelEngine.precompile`, then cached on disk by `mmc_jax.infra.cache`), it is the
+first legal move in alphabetical order, and an `info string` says so. A warm-up search of
+the start position (Simulations) is compiled at start-up and whenever the variant changes
+(the grown search serves every variant: rules are data). Each `go` searches in a thread of its
+own: after `stop` the engine goes on with the next commands at once, while an abandoned search
+that was still compiling finishes in the background (its result is dropped).
 
 Each finished search prints `info depth D nodes N nps X time T score cp C wdl W D L pv ...` and
 `info string visits <move> <share> ...` (its top moves). The score is the search's root value v
@@ -280,7 +283,12 @@ class UciServer:
             elif command == "position":
                 self._position_command(args)
             elif command == "go":
-                self._go(args)
+                try:
+                    self._go(args)
+                except ValueError as error:  # a GUI waits for a `bestmove`: it always gets one
+                    self.info(f"ignored the limits of {line.strip()!r}: {error}; searching "
+                              "with the Simulations option")  # fmt: skip
+                    self._go([])
             elif command == "stop":
                 if self._current is not None:
                     self._current.stop.set()
@@ -397,7 +405,7 @@ class UciServer:
                 if i + 1 >= len(args):
                     raise ValueError(f"`go {word}` needs a number")
                 number = _integer(args[i + 1], word)
-                if number < 0 or (word in ("nodes", "perft", "depth") and number < 1):
+                if number < 0 or (word in ("nodes", "perft") and number < 1):
                     raise ValueError(f"`go {word}` needs a positive number, got {number}")
                 if word == "perft":
                     perft = number

@@ -16,6 +16,7 @@ A `Rules` pytree holds arrays only, so a batch may mix variants (`stack`) and on
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import functools
 import itertools
 from collections.abc import Sequence
@@ -272,8 +273,11 @@ def _parse_str(spec: str) -> Variant:
                     f"first; components are given as key=value"
                 )
             if token not in NAMED:
+                close = difflib.get_close_matches(token, list(REGISTERED), n=1, cutoff=0.6)
                 raise ValueError(
-                    f"unknown variant {token!r}; valid variants: {', '.join(REGISTERED)}, or "
+                    f"unknown variant {token!r}"
+                    + (f" (did you mean {close[0]!r}?)" if close else "")
+                    + f"; valid variants: {', '.join(REGISTERED)}, or "
                     f"components {', '.join(c + '=...' for c in COMPONENTS)}"
                 )
             base = NAMED[token]

@@ -619,3 +619,16 @@ def test_precompile_leaves_the_first_search_nothing_to_compile(model):
     assert not names & {"jit(_grow)", "jit(_grow_result)", "jit(_grow_start)", "jit(_advance)"}
     assert result.nodes == 24 and result.move in fresh.position("gardner", moves=["a2a3"]).legal
     assert fresh.precompile("dark") is False  # fog searches compile their own program
+
+
+@pytest.mark.parametrize("go", ["go depth 0", "go nodes -3", "go nodes many", "go sideways 3"])
+def test_every_go_gets_a_bestmove_even_with_limits_it_cannot_use(go):
+    """A GUI waits for the `bestmove` of every `go`: limits this engine cannot use are said in
+    an `info string`, and the search runs on its other limits (or the Simulations option)."""
+    server, out, stub = stub_server(0.0001)
+    send(server, "position startpos", go)
+    end = out.wait_for("^bestmove", timeout=10)
+    assert out.lines[end].split()[1] in ("a2a3", "b1a3", "b1c3", "b2b3", "c2c3", "d2d3", "e2e3")
+    if go != "go depth 0":
+        assert any(line.startswith("info string ignored the limits of") for line in out.lines)
+    server.run(io.StringIO("quit\n"))

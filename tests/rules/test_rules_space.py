@@ -368,3 +368,16 @@ def test_old_observation_layout_is_refused():
     old_params = {"Conv_0": {"kernel": np.zeros((3, 3, 26, 8))}}  # 17 + 9 variant one-hot
     with pytest.raises(ValueError, match="reads 26 observation channels, this layout gives 27"):
         network.check_obs_layout(network.obs_layout(config), config, old_params)
+
+
+@pytest.mark.parametrize(
+    "misspelt, meant",
+    [("atomc", "atomic"), ("gardener", "gardner"), ("bichromatik", "bichromatic")],
+)
+def test_a_misspelt_variant_name_says_which_one_was_meant(misspelt, meant):
+    with pytest.raises(ValueError) as error:
+        R.check_variant(misspelt)
+    assert str(error.value).startswith(f"unknown variant {misspelt!r} (did you mean {meant!r}?)")
+    with pytest.raises(ValueError) as error:
+        R.check_variant("chess960")  # nothing close: the list alone
+    assert str(error.value).startswith("unknown variant 'chess960'; valid variants: gardner")
