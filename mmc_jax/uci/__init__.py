@@ -316,7 +316,8 @@ def _command(engine: str | Sequence[str] | None) -> list[str]:
             f"no UCI engine at {path!r}; build Fairy-Stockfish with `python -m mmc_jax.uci "
             "build` (from pyffish's sources, about a minute), or install Debian's with "
             "`apt-get install fairy-stockfish` (it lands in /usr/games; it plays fewer "
-            "variants), or pass --engine PATH"
+            "variants), or name one with MMC_ENGINE=PATH (or --engine PATH, where a command "
+            "has that flag)"
         )
     if not os.access(resolved, os.X_OK):
         raise EngineNotFound(f"engine {resolved!r} is not executable")

@@ -216,7 +216,10 @@ def test_check_cli(capsys):
         uci_cli.main(["--variants", "chess"])
     assert "valid variants" in capsys.readouterr().err
     assert uci_cli.main(["--engine", "/nonexistent/engine", "--variants", "gardner"]) == 1
-    assert "no UCI engine at '/nonexistent/engine'" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "no UCI engine at '/nonexistent/engine'" in err
+    # train and the other commands without an --engine flag: the variable is the way out.
+    assert "MMC_ENGINE=PATH (or --engine PATH, where a command has that flag)" in err
 
 
 def test_default_engine_is_found(fairy_stockfish):
