@@ -68,6 +68,8 @@ def _parser() -> argparse.ArgumentParser:
     cli.add_integer(parser, "--step", 0, default=None)
     parser.add_argument(
         "--as",
+        "--colour",
+        "--color",
         dest="colour",
         choices=("white", "black"),
         default="white",

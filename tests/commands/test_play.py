@@ -81,6 +81,12 @@ def test_as_black_and_end_of_input():
     assert "game ended (end of input) after 1 plies" in out
 
 
+@pytest.mark.parametrize("flag", ["--colour", "--color"])
+def test_the_colour_flag_by_its_other_names(flag):
+    status, out = run(["--variant", "baby", flag, "black", "--simulations", "0"], [])
+    assert status == 0 and out.index("model plays") < out.index("your move>")
+
+
 def test_quit_and_ctrl_c():
     status, out = run(["--variant", "atomic", "--simulations", "0"], ["quit"])
     assert status == 0 and "game ended (quit) after 0 plies" in out
