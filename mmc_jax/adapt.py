@@ -806,7 +806,11 @@ def main(argv) -> None:
     if init_from not in checkpoint_lib.shipped_models() and not FLAGS.init_from:
         cli.fail("--init_from is required: a run workdir, <workdir>/checkpoints/<step>, or scratch")
     workdir = FLAGS.workdir or os.path.join("runs", f"adapt_{variant}")
-    start_note = "" if FLAGS.init_from else " (the shipped JOAT model; --init_from to change)"
+    start_note = (
+        ""
+        if FLAGS.init_from
+        else " (the shipped joint-pretraining model, the study's pick; --init_from to change)"
+    )
     where_note = "" if FLAGS.workdir else " (--workdir to change)"
     print(f"adapting {init_from}{start_note} to {variant}", flush=True)
     print(f"workdir {workdir}{where_note}", flush=True)
