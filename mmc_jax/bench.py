@@ -61,6 +61,14 @@ start and the first model's own moves at 8 simulations), round-robin over the mo
 compile) and each model's ratio to the first: e.g. `--models gardner-cpu PATH/gardner-h200`
 says how much slower a 6x128 network moves than the shipped 2x32 one on this machine.
 
+`compile` measures what each program a user meets costs to compile (`mmc_jax.compile_bench`: the
+rules' step, random play, self-play, one iteration of every learner, the engine's first search,
+the match arena, adapt's evaluation, and pgx's random play and self-play beside ours), each in a
+fresh process with the persistent cache off: JAX's tracing, lowering and XLA seconds from its
+compile events, the programs XLA compiled, and the main program's StableHLO and optimised HLO
+lines; `vs_pgx` is a program's compile seconds over its pgx peer's. `--xla-flags` adds XLA flags
+to every measured process (to measure an optimisation level, say).
+
 Rows as they are measured (so a time limit never costs a finished row): `env` measures a row per
 batch size and then move generation; `selfplay` the moves/s of every arm, then `--breakdown`,
 then `--memory-batch`; `iteration` a row per config; `processes` and `xla-flags` a row per run.
@@ -1805,8 +1813,10 @@ def _compile_flags(p) -> None:
         p,
         "--programs",
         list(compile_bench.PROGRAMS),
-        "the programs measured, each in its own process (default: all, pgx's peers included)",
+        "the programs measured, each in its own process (default: all, pgx's peers included): "
+        + ", ".join(compile_bench.PROGRAMS),
         choices=list(compile_bench.PROGRAMS),
+        metavar="NAME",
     )
     p.add_argument(
         "--xla-flags",
