@@ -146,19 +146,26 @@ class said_by_caller:
         _SAID.depth -= 1
 
 
-_LABELS: dict[str, str] = {}
-
-
-def label(function_name: str, text: str) -> None:
-    """Call the program of the jitted Python function `function_name` `text` in announcements
-    ("the engine's search" rather than "jit(_grow)")."""
-    _LABELS[function_name] = text
+# What announcements call the programs of the package's jitted functions (by function name);
+# others are called by JAX's name for them.
+PROGRAM_NAMES = {
+    "_arena": "the match arena",
+    "_fog_arena": "the match arena under fog",
+    "_grow": "the engine's search",
+    "_grow_result": "the engine's search result",
+    "_grow_start": "the engine's search start",
+    "_search": "the engine's search",
+    "_advance": "the engine's replay of the game",
+    "iteration": "the training iteration",
+    "iteration_step": "the training iteration",
+    "meta_step": "the meta-training iteration",
+}
 
 
 def describe(fun_name: str) -> str:
     """What announcements call the program JAX names `fun_name` (e.g. `jit(_grow)`)."""
     bare = fun_name[4:-1] if fun_name.startswith("jit(") and fun_name.endswith(")") else fun_name
-    return _LABELS.get(bare, f"the program {fun_name}")
+    return PROGRAM_NAMES.get(bare, f"the program {fun_name}")
 
 
 def announce_slow_compiles(threshold: float = 5.0, stream=None) -> None:

@@ -37,13 +37,16 @@ def test_a_compile_past_the_threshold_is_announced_then_timed():
     def program_of_the_announcement_test(x):
         return jnp.sin(x) * 13.0
 
-    compile_log.label("program_of_the_announcement_test", "the test's program")
     try:
         jax.jit(program_of_the_announcement_test)(jnp.ones(3)).block_until_ready()
     finally:
         announcer.uninstall()
     lines = stream.getvalue().splitlines()
-    assert any(line.startswith("compiled the test's program in ") for line in lines), lines
+    name = "the program jit(program_of_the_announcement_test)"
+    assert any(line.startswith(f"compiled {name} in ") for line in lines), lines
+    # The package's big programs by what they are.
+    assert compile_log.describe("jit(_arena)") == "the match arena"
+    assert compile_log.describe("jit(meta_step)") == "the meta-training iteration"
 
 
 def test_a_compile_under_the_threshold_or_said_by_the_caller_is_not_announced():
