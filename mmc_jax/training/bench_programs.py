@@ -90,19 +90,30 @@ def mmc_selfplay_runner(
     dtype: str = "float32",
 ):
     """Self-play plies of `batch` Gardner games with the project's own search (search.py);
-    with `mesh`, each device plays its share of the games under `shard_map`."""
+    with `mesh`, each device plays its share of the games under `shard_map`. Like training's
+    self-play (`selfplay.selfplay`) it carries each position's legal planes from one ply to the
+    next (`step_with_planes`) and generates the start positions' once per scan
+    (`selfplay.planes_and_starts`): one move generation a ply outside the search, as pgx
+    carries its legal mask in its state."""
     from mmc_jax import search
+    from mmc_jax.training import selfplay
 
     rules = R.batch("gardner", batch)
     network, params = selfplay_network(R.OBS_CHANNELS, blocks, channels, dtype)
 
     def scan(rules, state, key):
-        def body(state, key):
-            out = search.run_search(network, params, rules, state, key, num_simulations=simulations)
-            state = R.step(rules, state, out.action)
-            return where_done(state.terminated, R.init(rules), state), None
+        planes, start, start_planes = selfplay.planes_and_starts(rules, state)
 
-        return jax.lax.scan(body, state, jax.random.split(key, plies))[0]
+        def body(carry, key):
+            state, planes = carry
+            out = search.run_search(
+                network, params, rules, state, key, num_simulations=simulations, planes=planes
+            )
+            state, planes = R.step_with_planes(rules, state, out.action, planes)
+            done = state.terminated
+            return (where_done(done, start, state), where_done(done, start_planes, planes)), None
+
+        return jax.lax.scan(body, (state, planes), jax.random.split(key, plies))[0][0]
 
     return mapped_scan(scan, mesh, (rules,)), R.init(rules), (network, params, rules)
 
