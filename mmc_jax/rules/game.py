@@ -146,11 +146,6 @@ def king_neighbourhood(k):
 # ----------------------------------------------------------------------------- attacks
 
 
-def _direction_table(distance: int) -> tuple[np.ndarray, np.ndarray]:
-    """`_shift_table` of the 8 directions at `distance`: [8]."""
-    return _shift_table([(df * distance, dr * distance) for df, dr in T.DIRECTIONS])
-
-
 def _or_all(x, axis: int = 0):
     """Bitwise OR of `x` over `axis`, as one reduction (computed once, never fused and repeated
     into each consumer; see `computed_once`)."""
@@ -311,8 +306,7 @@ _BACK_SHIFTS = _shift_table(
     + [(-df, -dr) for df, dr in T.KNIGHT_VECTORS]
 )
 _BACK_SHIFTS_BY_SHIELD = tuple(x[:, None] for x in _BACK_SHIFTS)  # [40, 1]: against [24]
-# One step along each of the 8 directions, and which are orthogonal: [8].
-_STEP = _direction_table(1)
+# Which of the 8 directions are orthogonal: [8].
 _ORTHOGONAL = np.array(T.ORTHOGONAL)
 # Vectors of distance 1 (the king's steps, the pawns' moves): [8], one per direction.
 _STEP_VECTOR = np.array([T.vector_index(d, 1) for d in range(8)])
