@@ -13,7 +13,9 @@ extinction: `extinction-supervised`, 2x32, learned from Fairy-Stockfish's games)
 search with a uniform prior
 (zero logits, zero value: it finds mates and king captures within its simulations, nothing
 more; `--checkpoint none` asks for it). The model
-plays its evaluation search (`--simulations`, deterministic); `--pgn FILE` saves the game.
+plays its evaluation search (`--simulations`, deterministic) through the UCI engine's and the
+page's compiled programs (`model_engine.ModelEngine`), so the three share one search program
+and its compile cache; at `--simulations 0` its raw policy; `--pgn FILE` saves the game.
 
 `--opponent NAME` plays any player of the one player table (`mmc_jax.evaluation.players`) whose
 moves this command computes: a built-in player (random, greedy, ...) or a model; in a sensing
@@ -124,9 +126,10 @@ def _read(stdin: TextIO, stdout: TextIO, prompt: str) -> str:
 
 
 def _model_move(single: arena.SingleGame, player: arena.Player, key, engine=None) -> int:
-    """The model's action. Under fog `engine` (a `model_engine.ModelEngine`) searches from the
-    model's own view and belief, as the UCI engine and the browser page do: the arena's
-    search would step the true board and read your hidden pieces."""
+    """The model's action: `engine` (a `model_engine.ModelEngine`) searches as the UCI engine
+    and the browser page do, with their programs; under fog from the model's own view and
+    belief (the arena's search would step the true board and read your hidden pieces).
+    Without an engine (the raw policy, 0 simulations) the arena's player moves."""
     if engine is None:
         return int(arena.act(player, single.rules, single.state, single.planes, [0], key)[0])
     position = engine.position(single.variant, single.start_fen, single.moves)
@@ -154,8 +157,11 @@ def main(
     human = 0 if args.colour == "white" else 1
     dark = R.has_fog(args.variant)
     engine = None
-    if dark and model.kind == players_lib.NETWORK_KIND:
-        # the model plays from its view (a fair search), never from the true board
+    if model.kind == players_lib.NETWORK_KIND and (dark or args.simulations > 0):
+        # The model searches as the UCI engine and the page do, with their compiled programs
+        # (one search program for the three, kept in the compile cache); under fog from its own
+        # view (a fair search), never from the true board. At 0 simulations (the raw policy) it
+        # plays through the arena.
         engine = model_engine.ModelEngine(
             model.network, model.params, model.name, max_plies=args.max_plies
         )
@@ -177,6 +183,8 @@ def main(
     )
     single = arena.SingleGame(args.variant, max_plies=args.max_plies)
     key = jax.random.key(args.seed)
+    if engine is not None:
+        engine.precompile(args.variant)  # the first model move's programs, side by side
 
     def draw() -> None:
         legal = list(single.legal_moves())

@@ -145,3 +145,23 @@ def test_help(argv, capsys):
 def test_gardner_defaults_to_the_shipped_default_model():
     status, out = run(["--variant", "gardner", "--simulations", "0"], ["quit"])
     assert status == 0 and f"against {checkpoint.default_model('gardner')}" in out
+
+
+def test_a_searching_model_moves_as_the_uci_engine_does():
+    """With simulations, play's model searches through `ModelEngine`, the program the UCI
+    engine and the page use (one search program for the three): its move is the engine's."""
+    import jax
+
+    from mmc_jax.evaluation import model_engine
+
+    status, out = run(
+        ["--variant", "gardner", "--checkpoint", "gardner-cpu", "--simulations", "8"]
+        + ["--as", "black"],
+        [],
+    )
+    assert status == 0
+    played = next(line for line in out.splitlines() if line.startswith("model plays "))
+    engine = model_engine.load_engine("gardner-cpu")
+    seed = int(jax.random.randint(jax.random.fold_in(jax.random.key(0), 0), (), 0, 2**31 - 1))
+    expected = engine.search(engine.position("gardner"), 8, seed=seed).move
+    assert played == f"model plays {expected}"
