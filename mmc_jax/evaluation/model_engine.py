@@ -132,35 +132,30 @@ class _SearchArrays(NamedTuple):
 
 
 def _principal_variation(output, planes):
-    """The chosen move, then the most visited child down the tree (at most PV_LENGTH moves)."""
+    """The chosen move, then the most visited child down the tree (at most PV_LENGTH moves):
+    (actions [L], valid [L], pieces [L, 6], own [L], turn [L]). One `lax.scan` over the plies,
+    not PV_LENGTH unrolled copies of its tree reads and slot decoding (compile time)."""
     tree = output.search_tree
     states, node_planes = tree.embeddings
     slot_actions, valid = search.all_slot_actions(planes)
-    chosen = jnp.argmax(valid[0] & (slot_actions[0] == output.action[0]))
-    node, slot, alive = jnp.int32(0), chosen.astype(jnp.int32), valid[0, 0]
-    actions, oks, pieces, owns, turns = [], [], [], [], []
-    for _ in range(PV_LENGTH):
-        here = jax.tree.map(lambda x, node=node: x[0, node], states)
+    chosen = jnp.argmax(valid[0] & (slot_actions[0] == output.action[0])).astype(jnp.int32)
+
+    def ply(carry, _):
+        node, slot, alive = carry
+        here = jax.tree.map(lambda x: x[0, node], states)
         alive = alive & ~here.terminated
         action, _ = search.slot_actions(node_planes[0, node][None], slot[None, None])
-        actions.append(action[0, 0])
-        oks.append(alive)
-        pieces.append(here.pieces)
-        owns.append(here.own)
-        turns.append(here.turn)
+        read = (action[0, 0], alive, here.pieces, here.own, here.turn)
         child = tree.children_index[0, node, slot]
         alive = alive & (child >= 0)
-        node = jnp.maximum(child, 0)
+        node = jnp.maximum(child, 0).astype(jnp.int32)
         visits = tree.children_visits[0, node]
         slot = jnp.argmax(visits).astype(jnp.int32)
         alive = alive & (visits[slot] > 0)
-    return (
-        jnp.stack(actions),
-        jnp.stack(oks),
-        jnp.stack(pieces),
-        jnp.stack(owns),
-        jnp.stack(turns),
-    )
+        return (node, slot, alive), read
+
+    start = (jnp.int32(0), chosen, valid[0, 0])
+    return jax.lax.scan(ply, start, None, length=PV_LENGTH)[1]
 
 
 @functools.partial(
