@@ -370,7 +370,8 @@ def test_adapts_to_a_held_out_variant(runs, adaptation):
         )
     with pytest.raises(FileNotFoundError, match="no such checkpoint directory"):
         adapt.run_adaptation("atomic", str(adapt_workdir / "nothing"), adapt_workdir, stream=None)
-    with pytest.raises(ValueError, match="unknown variant 'darkish'; valid variants"):
+    misspelt = r"unknown variant 'darkish' \(did you mean 'dark'\?\); valid variants"
+    with pytest.raises(ValueError, match=misspelt):
         adapt.run_adaptation("darkish", "scratch", adapt_workdir, stream=None)
 
 
