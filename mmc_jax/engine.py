@@ -490,7 +490,7 @@ class UciServer:
             if kind == "variant" or self._warm_up:
                 try:
                     self._compiling = COMPILING
-                    # The first move's programs side by side (2 cores: about half the wait).
+                    # The first move's programs, compiled side by side.
                     precompile = getattr(self.engine, "precompile", None)
                     if precompile is not None:
                         precompile(payload)

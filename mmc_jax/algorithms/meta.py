@@ -817,7 +817,8 @@ def _check_playable(state: MetaState, variants: tuple[str, ...]) -> None:
 
 
 def _first(names: list[str], shown: int) -> str:
-    """The first `shown` of `names` and how many more ("a, b and 62 more")."""
+    """The first `shown` of `names` and how many more ("a; b and 62 more": composed variants
+    hold commas)."""
     text = "; ".join(names[:shown])
     return text + (f" and {len(names) - shown} more" if len(names) > shown else "")
 

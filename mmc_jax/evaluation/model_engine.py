@@ -490,10 +490,11 @@ class ModelEngine:
     def precompile(self, variant: str = "gardner", workers: int = 2) -> bool:
         """Compile the programs a first move of `variant` runs (the replay of a position and the
         grown search's three: its start, its simulations, its result) side by side in
-        `workers` threads, from their shapes alone: XLA compiles one program on one core, so
-        on 2 cores the first search then waits for the larger half of the compiles, not their
-        sum. Later calls with these shapes find them compiled. Fog searches (their own
-        program) are not precompiled: returns False for them, True otherwise."""
+        `workers` threads, from their shapes alone. XLA:CPU already spreads one compile over
+        more than one core, so on the 2-core CPU this saved 1-3 s of about 17 (the engine's
+        start to its first `bestmove`, experiments/bench/README.md). Later calls with these
+        shapes find them compiled. Fog searches (their own program) are not precompiled:
+        returns False for them, True otherwise."""
         variant = R.check_variant(variant)
         if R.get(variant).fog:
             return False

@@ -251,10 +251,15 @@ def load_preset(name: str, preset: str) -> ml_collections.ConfigDict:
     """`configs/<name>.py:<preset>` of the project's checkout (benchmarks; commands load their
     `--config` through absl's flag)."""
     path = pathlib.Path(__file__).resolve().parents[2] / "configs" / f"{name}.py"
-    spec = importlib.util.spec_from_file_location(f"_mmc_configs_{name}", path)
+    return _config_module(path).get_config(preset)
+
+
+def _config_module(path: str | os.PathLike):
+    """The config file at `path`, executed as a module."""
+    spec = importlib.util.spec_from_file_location("_mmc_config", path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
-    return module.get_config(preset)
+    return module
 
 
 def _load_config_quietly(path_and_arg: str | None) -> ml_collections.ConfigDict | None:
@@ -264,10 +269,8 @@ def _load_config_quietly(path_and_arg: str | None) -> ml_collections.ConfigDict 
         return None
     path, _, arg = path_and_arg.partition(":")
     try:
-        spec = importlib.util.spec_from_file_location("_mmc_config", path)
-        module = importlib.util.module_from_spec(spec)
         with contextlib.redirect_stderr(io.StringIO()):  # its notes come with the real load
-            spec.loader.exec_module(module)
+            module = _config_module(path)
             return module.get_config(arg) if arg else module.get_config()
     except Exception:
         return None

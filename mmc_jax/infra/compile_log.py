@@ -106,7 +106,7 @@ class Announcer:
         if event != XLA_EVENT:
             return
         with self.lock:
-            start, name, said = self.running.pop(threading.get_ident(), (0.0, "", False))
+            _, name, said = self.running.pop(threading.get_ident(), (0.0, "", False))
         if said or (name and duration >= self.threshold):  # also when it ended between polls
             self._print(f"compiled {name} in {duration:.1f} s")
 

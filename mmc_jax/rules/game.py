@@ -300,7 +300,7 @@ _RAY_SHIFTS = _shift_table([[(df * n, dr * n) for n in range(1, 5)] for df, dr i
 # Squares from which a knight (8) or a pawn (2, moving down the board) attacks the king.
 _SHORT_SHIFTS = _shift_table(list(T.KNIGHT_VECTORS) + [T.DIRECTIONS[5], T.DIRECTIONS[6]])
 _SHORT_VECTOR = np.array([32 + k for k in range(8)] + [T.vector_index(d, 1) for d in (5, 6)])
-# `_back_vec` for the 40 vectors, as one table: [40].
+# The squares whose move along each of the 40 vectors lands in a set: `shift` back by it, [40].
 _BACK_SHIFTS = _shift_table(
     [(-df * n, -dr * n) for (df, dr) in T.DIRECTIONS for n in range(1, 5)]
     + [(-df, -dr) for df, dr in T.KNIGHT_VECTORS]
@@ -489,12 +489,11 @@ def analyse(rules: Rules, pieces, own) -> Analysis:
     king_ok = jnp.where(check_based, king_ok, jnp.where(atomic, quiet_to, FULL))
 
     not_own_to = _shift_each(not_own, _BACK_SHIFTS)
-    empty_to = quiet_to
     # Sliders: reach[d, n - 1] are the sliders with empty squares at distances 1 .. n - 1.
     reach = jnp.where(_ORTHOGONAL, (rook | queen) & own, (bishop | queen) & own)  # [8]
     reaches = [reach]
     for n in range(1, 4):
-        reach = reach & empty_to[: 4 * 8].reshape(8, 4)[:, n - 1]
+        reach = reach & quiet_to[: 4 * 8].reshape(8, 4)[:, n - 1]
         reaches.append(reach)
     candidates = jnp.concatenate(
         [jnp.stack(reaches, axis=1).reshape(32), jnp.broadcast_to(knight & own, (8,))]
@@ -502,7 +501,7 @@ def analyse(rules: Rules, pieces, own) -> Analysis:
     own_pawns = pawn & own
     # The pawns' vectors: forward onto an empty square, the two captures onto the opponent's.
     pawn_moves = jnp.where(
-        jnp.asarray(_PAWN_PUSH), empty_to, jnp.where(jnp.asarray(_PAWN_CAPTURE), capture_to, ZERO)
+        jnp.asarray(_PAWN_PUSH), quiet_to, jnp.where(jnp.asarray(_PAWN_CAPTURE), capture_to, ZERO)
     )
     pawn_moves = pawn_moves & own_pawns
     candidates = (candidates & not_own_to) | pawn_moves
@@ -523,15 +522,6 @@ def analyse(rules: Rules, pieces, own) -> Analysis:
     decided = own_type_missing | opp_type_missing
     planes = jnp.where(decided, ZERO, planes)
     return Analysis(planes=planes, in_check=in_check)
-
-
-_VECTORS = [(df * n, dr * n) for (df, dr) in T.DIRECTIONS for n in range(1, 5)]
-_VECTORS += list(T.KNIGHT_VECTORS)
-
-
-def _back_vec(x, vec: int):
-    df, dr = _VECTORS[vec]
-    return shift(x, -df, -dr)
 
 
 _PLANE_OF_ACTION = np.tile(np.arange(T.NUM_PLANES), T.NUM_SQUARES)
