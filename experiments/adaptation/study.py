@@ -164,6 +164,13 @@ class Preset:
     extend: tuple[tuple[str, str], ...] = ()
     mde_target: float = 0.05
     max_seeds: int = 30
+    # Amendment 5 (registered 2026-12-07, before its runs): whole rule components absent from
+    # the joint and JOAT arms' pretraining region ("capture=atomic", "goal=extinction");
+    # `procedure_rule` "fixed" pretrains JOAT's inner loop with SGD `fixed_step` and plays the
+    # cells with SGD `adapt_step` (0: the same), one preset per step of the registered grid.
+    held_out_components: tuple[str, ...] = ()
+    fixed_step: float = 0.0
+    adapt_step: float = 0.0
 
 
 PRESETS = {
@@ -226,6 +233,20 @@ PRESETS = {
         extend=(("joat", "joint"), ("joint", "gardner")),
     ),
 }
+# Amendment 5 (issue 69): the power preset's recipe with capture=atomic and goal=extinction
+# held out of the joint and JOAT pretraining region, JOAT's inner loop at Amendment 3's SGD 0.3,
+# the cells at SGD 0.3 (`heldout`) and 1.0 (`heldout1`). `heldout` copies the gardner runs and
+# the gardner and scratch cells of `power` (the same configs); `heldout1` copies the
+# pretraining of `heldout`.
+PRESETS["heldout"] = dataclasses.replace(
+    PRESETS["power"],
+    procedure_rule="fixed",
+    fixed_step=0.3,
+    reuse="power",
+    held_out_components=("capture=atomic", "goal=extinction"),
+    extend=(("joat", "joint"), ("joint", "gardner")),
+)
+PRESETS["heldout1"] = dataclasses.replace(PRESETS["heldout"], reuse="heldout", adapt_step=1.0)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -479,7 +500,30 @@ def arm_config(preset: Preset, arm: str, seed: int, choice: dict | None):
             config.learner.batch_size = tasks * int(config.inner.batch_size)
     else:
         raise ValueError(f"unknown arm {arm!r}; one of {ARMS + CONTROL_ARMS}")
+    if arm != "gardner":  # (the gardner arm reads no task region: its runs stay shared)
+        hold_out_components(config, preset.held_out_components)
     return config
+
+
+def hold_out_components(config, components: tuple[str, ...]) -> None:
+    """Removes whole rule components ("capture=atomic", "goal=extinction") from `config`'s
+    task region (Amendment 5): no task drawn from it has one."""
+    for component in components:
+        field, _, value = component.partition("=")
+        section = config.task_space
+        if field == "capture" and value in section.captures:
+            section.captures = tuple(c for c in section.captures if c != value)
+        elif field == "goal" and any(p.split("/")[0] == value for p in section.goal_fogs):
+            section.goal_fogs = tuple(p for p in section.goal_fogs if p.split("/")[0] != value)
+        else:
+            raise ValueError(f"held-out component {component!r} is not in the task region")
+
+
+def cell_procedure(preset: Preset, choice: dict | None) -> dict | None:
+    """The procedure the cells adapt with: the preset's `adapt_step` (SGD) or the chosen one."""
+    if preset.adapt_step:
+        return {"optimizer": "sgd", "learning_rate": float(preset.adapt_step)}
+    return choice
 
 
 def reference_config(preset: Preset, variant: str):
@@ -762,6 +806,10 @@ def sensitivity(study: Study, log) -> dict:
     preset = study.preset
     if preset.procedure_rule == "training_tasks":
         return procedure_on_training_tasks(study, log)
+    if preset.procedure_rule == "fixed":  # Amendment 5: registered, nothing to choose
+        choice = {"optimizer": "sgd", "learning_rate": float(preset.fixed_step)}
+        log(f"procedure: {_procedure_name(choice)} for JOAT's inner loop (registered)")
+        return study.write({"rule": "fixed (registered)", "choice": choice}, "sensitivity.json")
     cpu = committed("cpu", study.warn)
     decided = cpu.read("sensitivity.json") if study.preset_name != "cpu" else None
     if decided is not None:
@@ -1079,6 +1127,10 @@ def whole_network_calibration(study: Study, variant: str, log) -> dict | None:
     curve_info = curve(study, variant, log)
     if done and done["yardstick2"] == settings and done["mid"] == curve_info["mid"]:
         return done
+    if preset.reuse and curve_info.get("from"):  # the same mid: the reused preset's range
+        theirs = committed(preset.reuse, study.warn).read("curve2", f"{slug(variant)}.json")
+        if theirs and theirs["yardstick2"] == settings and theirs["mid"] == curve_info["mid"]:
+            return study.write({**theirs, "from": preset.reuse}, "curve2", f"{slug(variant)}.json")
     searched = dataclasses.replace(preset, simulations=preset.whole_network_simulations)
     mid = checkpoint.load_model(study.reference_model(variant, curve_info["mid"]))[:2]
     final = checkpoint.load_model(study.reference_model(variant, curve_info["final"]))[:2]
@@ -1165,6 +1217,10 @@ def cell(study: Study, arm: str, seed: int, variant: str, choice: dict, log) -> 
         and done.get("yardstick2") == yardstick2(preset)
     ):
         return done  # (a cell of another mid, final reference or yardstick is played again)
+    shared = shared_cell(study, arm, seed, variant, choice, curve_info)
+    if shared is not None:
+        log(f"cell {name}: the {shared['from']} preset's (the same start and procedure)")
+        return shared
     # One workdir per mid reference and yardstick: an interrupted cell resumes with its
     # evaluated points, and a cell played against another mid starts afresh (a kept workdir
     # holds only the last checkpoints, so its earlier points could not be evaluated again).
@@ -1239,6 +1295,35 @@ def cell(study: Study, arm: str, seed: int, variant: str, choice: dict, log) -> 
         "cells",
         f"{name}.json",
     )
+
+
+def shared_cell(study: Study, arm: str, seed: int, variant: str, choice: dict, curve_info: dict):
+    """The `reuse` preset's committed cell (`arm`, `seed`, `variant`), written into this
+    preset's artefacts, when it was played from the same start (scratch, or a pretraining run
+    this preset copied from there) with the same procedure, mid, final reference and
+    yardsticks (Amendment 5's gardner and scratch cells at SGD 0.3); None otherwise."""
+    preset = study.preset
+    if not preset.reuse:
+        return None
+    source = committed(preset.reuse, study.warn)
+    if source.artefacts.resolve() == study.artefacts.resolve():
+        return None
+    if arm != "scratch":
+        mine = study.read("pretrain", f"{arm}_s{seed}.json") or {}
+        if mine.get("from") != source.preset_name:
+            return None
+    name = f"{arm}_s{seed}_{slug(variant)}"
+    theirs = source.read("cells", f"{name}.json")
+    if (
+        theirs is None
+        or theirs.get("procedure") != choice
+        or theirs["mid"] != curve_info["mid"]
+        or theirs.get("final") != curve_info["final"]
+        or theirs.get("yardstick") != yardstick(preset)
+        or theirs.get("yardstick2") != yardstick2(preset)
+    ):
+        return None
+    return study.write({**theirs, "from": source.preset_name}, "cells", f"{name}.json")
 
 
 def long_run(study: Study, choice: dict, log) -> dict | None:
@@ -1916,6 +2001,123 @@ def extension_endpoints(results: dict) -> list[tuple[str, list[float]]]:
     return rows
 
 
+SPEEDUP_THRESHOLD = 0.4  # Amendment 5: the score against the mid both curves must reach
+ADAPT_RESOLUTION = 512.0  # one adaptation iteration's frames: a start already at T
+UNREACHED = (4096.0, 8192.0)  # a cell short of T after 2,048 frames (registered, sensitivity)
+
+
+def speedup_rows(results: dict, threshold: float = SPEEDUP_THRESHOLD, unreached: float = 4096.0):
+    """Amendment 5's speed-up in frames, per arm: for each seed the geometric mean over the
+    primary variants of F_s / F_a (scratch-curve frames to `threshold` against the mid over the
+    cell's adaptation frames to it, both curves as running maxima, linear between points; a
+    cell starting at or above it counts one adaptation iteration, one short of it after its
+    last point `unreached` frames). Returns [(arm, per-seed log ratios, started, unreached,
+    cells)]."""
+    primary = primary_variants(results)
+    scratch_frames = {}
+    for v in primary:
+        curve_points = [(p["frames"], p["score"]) for p in results["curves"][v]["points"]]
+        scratch_frames[v] = scratch_equivalent_frames(curve_points, threshold)[0]
+    by = {(r["arm"], r["seed"], r["variant"]): r for r in results["cells"]}
+    rows = []
+    for arm in [a for a in GAME_ARMS if any(r["arm"] == a for r in results["cells"])]:
+        logs, started, short, cells = [], 0, 0, 0
+        for seed in sorted({r["seed"] for r in results["cells"]}):
+            ratios = []
+            for v in primary:
+                row = by.get((arm, seed, v))
+                if row is None:
+                    break
+                points = [(p["frames"], p["score"]) for p in row["points"]]
+                frames, censored = scratch_equivalent_frames(points, threshold)
+                cells += 1
+                if censored:
+                    short += 1
+                    frames = unreached
+                elif min(points)[1] >= threshold:
+                    started += 1
+                if not censored:
+                    frames = max(frames, ADAPT_RESOLUTION)
+                ratios.append(math.log(scratch_frames[v] / frames))
+            else:
+                if ratios:
+                    logs.append(sum(ratios) / len(ratios))
+        rows.append((arm, logs, started, short, cells))
+    return rows
+
+
+def speedup_table(results: dict) -> str:
+    """`speedup_rows` as markdown, at both registered values for unreached cells."""
+    lines = [
+        f"Speed-up in frames to {SPEEDUP_THRESHOLD} against the mid (Amendment 5): scratch "
+        "frames / adaptation frames, geometric mean over the primary variants per seed, "
+        "Student t over seeds.",
+        "",
+        "| arm | seeds | ratio [95% CI] | unreached at 8,192 | cells at T from the start | "
+        "cells short of T |",
+        "|---|---:|---|---|---:|---:|",
+    ]
+    low, high = (speedup_rows(results, unreached=u) for u in UNREACHED)
+    for (arm, logs, started, short, cells), (_, logs8, *_) in zip(low, high, strict=True):
+        if not logs:
+            continue
+        texts = []
+        for values in (logs, logs8):
+            mean, half = t_interval(values) if len(values) > 1 else (values[0], math.nan)
+            texts.append(
+                f"{math.exp(mean):.1f}x [{math.exp(mean - half):.1f}, {math.exp(mean + half):.1f}]"
+            )
+        lines.append(
+            f"| {arm} | {len(logs)} | {texts[0]} | {texts[1]} | {started}/{cells} | "
+            f"{short}/{cells} |"
+        )
+    return "\n".join(lines)
+
+
+def unseen_rule_rows(results: dict, other: dict) -> list[tuple[str, list[float]]]:
+    """Amendment 5's D rows: this preset's joint and JOAT minus `other`'s (Amendment 3's, the
+    same variants, seeds and procedure) per seed, yardstick 1: what holding the rule out costs."""
+    theirs = [{**r, "arm": f"{r['arm']}@{other['preset']}"} for r in other["cells"]]
+    merged = {**results, "cells": results["cells"] + theirs}
+    rows = []
+    for arm in ("joint", "joat"):
+        name = f"D {arm} - {arm}@{other['preset']}"
+        rows.append(
+            (
+                f"{name}, AUC",
+                seed_level(merged, arm, f"{arm}@{other['preset']}", lambda r: r["auc"]),
+            )
+        )
+        rows.append(
+            (f"{name}, iteration 0", seed_level(merged, arm, f"{arm}@{other['preset']}", at(0)))
+        )
+    return rows
+
+
+def amendment5_text(study: Study, results: dict) -> str:
+    """The speed-up table, and for a preset with held-out components the D rows against the
+    power preset's committed cells (at the same procedure only)."""
+    parts = [speedup_table(results)]
+    if study.preset.held_out_components:
+        power = collect(committed("power", study.warn))
+        same = (results.get("sensitivity") or {}).get("choice") == cell_procedure(
+            study.preset, (results.get("sensitivity") or {}).get("choice")
+        )
+        if same:
+            table = seed_level_table({**results, "cells": []})  # the header only
+            rows = table.splitlines()[:2]
+            for name, diffs in unseen_rule_rows(results, power):
+                if diffs:
+                    mean, half = t_interval(diffs)
+                    mde = minimum_detectable(diffs)
+                    rows.append(
+                        f"| {name} | {len(diffs)} | {mean:+.3f} [{mean - half:+.3f}, "
+                        f"{mean + half:+.3f}] | {'-' if mde is None else f'{mde:.3f}'} | - |"
+                    )
+            parts.append("\n".join(rows))
+    return "\n\n".join(parts)
+
+
 def report(study: Study, results: dict) -> str:
     preset = study.preset
     cells = results["cells"]
@@ -2239,6 +2441,8 @@ def run(
                 if out_of_time():
                     return False
                 pretrain(study, arm, seed, None, log, pack)
+    if preset.procedure_rule == "fixed":
+        sensitivity(study, log)  # (registered: written at once)
     if only == "pretrain" and study.read("sensitivity.json") is None:
         # A pretraining-only run (an accelerator's) does not decide the procedure. The JOAT
         # arms wait for `--only sensitivity` on the CPU and a second call.
@@ -2270,7 +2474,7 @@ def run(
                         continue
                     if out_of_time():
                         return False
-                    cell(study, arm, seed, v, choice, log)
+                    cell(study, arm, seed, v, cell_procedure(preset, choice), log)
     if preset.extend and only in ("all", "pretrain", "games"):
         done = extend(study, log, only, choice, requested, variants, out_of_time, pack)
         complete = done and complete
@@ -2305,7 +2509,7 @@ def extend(study: Study, log, only, choice, requested, variants, out_of_time, pa
                         continue
                     if out_of_time():
                         return False
-                    cell(study, arm, seed, v, choice, log)
+                    cell(study, arm, seed, v, cell_procedure(study.preset, choice), log)
     return complete
 
 
@@ -2351,6 +2555,8 @@ def status(study: Study) -> str:
         lines.append(f"reference {v}: {done('reference', f'{slug(v)}.json')}")
         lines.append(f"curve {v}: {done('curve', f'{slug(v)}.json')}")
     choice = (read("sensitivity.json") or {}).get("choice")
+    if preset.procedure_rule == "fixed":  # registered: known before the stage writes it
+        choice = {"optimizer": "sgd", "learning_rate": float(preset.fixed_step)}
     for s in preset.seeds:
         for a in preset.arms:
             state = done("pretrain", f"{a}_s{s}.json")
@@ -2360,7 +2566,9 @@ def status(study: Study) -> str:
                 source = reusable(view, a, s, choice)
                 state = f"- (the {source.preset_name} preset's run is reused)" if source else "-"
             lines.append(f"pretrain {a} s{s}: {state}")
-    rule = "training tasks" if preset.procedure_rule == "training_tasks" else "held-out"
+    rule = {"training_tasks": "training tasks", "fixed": "registered"}.get(
+        preset.procedure_rule, "held-out"
+    )
     lines.append(
         f"sensitivity ({rule}): "
         + (f"done, {_procedure_name(choice)}" if choice else done("sensitivity.json"))
@@ -2472,6 +2680,9 @@ def main(argv=None) -> int:
         results = collect(study)
         print(primary_note(results))
         print(seed_level_table(results))
+        if results["cells"] and primary_variants(results):
+            print()
+            print(amendment5_text(study, results))
         return 0
     from mmc_jax.infra import startup
 

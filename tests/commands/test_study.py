@@ -809,3 +809,79 @@ def test_amendment_4_decides_once_from_the_spread_and_plays_only_the_extended_ar
     assert "**Incomplete**" in text  # (joat and scratch of seed 0-2 were never played here)
     study.plot(s, results)  # the seed-level forest plot, Amendment 4's rows among them
     assert s.path("endpoints.png").stat().st_size > 0
+
+
+def test_amendment_5_holds_whole_components_out_and_reuses_only_identical_units(tmp_path):
+    """Amendment 5: no joint or JOAT pretraining task has an atomic capture or the extinction
+    goal; the gardner runs (which read no task region) and the gardner and scratch cells at
+    the same step are Amendment 3's, copied; a cell at the other step, or from a start this
+    preset trained, is played anew."""
+    heldout, power = study.PRESETS["heldout"], study.PRESETS["power"]
+    sgd = {"optimizer": "sgd", "learning_rate": 0.3}
+    for arm in ("joint", "joat"):
+        tasks = list(meta.task_weights(study.arm_config(heldout, arm, 4, sgd)))
+        assert len(tasks) == 64
+        assert not [t for t in tasks if "atomic" in t or "extinction" in t]
+        assert study.arm_config(heldout, arm, 4, sgd) != study.arm_config(power, arm, 4, sgd)
+    assert study.arm_config(heldout, "gardner", 4, None) == study.arm_config(
+        power, "gardner", 4, None
+    )
+    assert study.cell_procedure(heldout, sgd) == sgd
+    assert study.cell_procedure(study.PRESETS["heldout1"], sgd)["learning_rate"] == 1.0
+    with pytest.raises(ValueError, match="not in the task region"):
+        study.hold_out_components(study.joat_config(heldout, 0), ("capture=explode",))
+
+    s = study.Study("heldout", heldout, tmp_path / "work", tmp_path / "art")
+    assert study.reusable(s, "gardner", 12, None).preset_name == "power"
+    assert study.reusable(s, "joint", 0, None) is None
+    lines = []
+    assert study.sensitivity(s, lines.append)["choice"] == sgd  # registered, not chosen
+    curve_info = study.committed("power").read("curve", "atomic.json")
+    got = study.shared_cell(s, "scratch", 3, "atomic", sgd, curve_info)
+    want = study.committed("power").read("cells", "scratch_s3_atomic.json")
+    assert got == {**want, "from": "power"}
+    assert (
+        study.shared_cell(s, "scratch", 3, "atomic", {**sgd, "learning_rate": 1.0}, curve_info)
+        is None
+    )
+    assert study.shared_cell(s, "gardner", 3, "atomic", sgd, curve_info) is None  # not copied yet
+    study.pretrain(s, "gardner", 3, None, lines.append)
+    assert study.shared_cell(s, "gardner", 3, "atomic", sgd, curve_info)["from"] == "power"
+
+
+def test_speed_up_in_frames_reads_both_curves_at_the_threshold():
+    """F_s / F_a at T = 0.4, a start at T counted as one adaptation iteration and a cell short
+    of T at the registered frames; geometric mean over variants within a seed."""
+    curve = {
+        "primary": True,
+        "points": [{"frames": 0, "score": 0.2}, {"frames": 8192, "score": 0.6}],
+    }
+    # The scratch curve reaches 0.4 at 4,096 frames.
+
+    def row(arm, scores):
+        frames = (0, 512, 1024, 2048)
+        return {
+            "arm": arm,
+            "seed": 0,
+            "variant": "atomic",
+            "points": [{"frames": f, "score": x} for f, x in zip(frames, scores, strict=True)],
+        }
+
+    results = {
+        "curves": {"atomic": curve},
+        "cells": [
+            row("joint", (0.3, 0.5, 0.5, 0.5)),  # reaches 0.4 at 256 frames: counted as 512
+            row("joat", (0.45, 0.5, 0.5, 0.5)),  # at T from the start: 512
+            row("gardner", (0.3, 0.3, 0.35, 0.35)),  # short: 4,096 (8,192)
+            row("scratch", (0.2, 0.2, 0.3, 0.5)),  # 1024 + 1024 * 0.1 / 0.2 = 1,536
+        ],
+    }
+    rows = {
+        arm: (logs, started, short) for arm, logs, started, short, _ in study.speedup_rows(results)
+    }
+    assert math.exp(rows["joint"][0][0]) == pytest.approx(8.0)
+    assert math.exp(rows["joat"][0][0]) == pytest.approx(8.0) and rows["joat"][1] == 1
+    assert math.exp(rows["gardner"][0][0]) == pytest.approx(1.0) and rows["gardner"][2] == 1
+    assert math.exp(rows["scratch"][0][0]) == pytest.approx(4096 / 1536)
+    eight = {arm: logs for arm, logs, *_ in study.speedup_rows(results, unreached=8192.0)}
+    assert math.exp(eight["gardner"][0]) == pytest.approx(0.5)
