@@ -39,6 +39,7 @@ import math
 import multiprocessing
 import os
 import time
+import zipfile
 from typing import Any
 
 import jax
@@ -289,7 +290,7 @@ def load_dataset(config, workdir: str, chunk: int = 512) -> dict[str, np.ndarray
         try:
             with np.load(path) as arrays:
                 parts.append({name: arrays[name] for name in ("fen", "actions", "probs", "value")})
-        except (OSError, ValueError, KeyError) as error:
+        except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile) as error:
             raise ValueError(
                 f"{path} is damaged ({type(error).__name__}); delete it and its manifest entry "
                 "to play it again"

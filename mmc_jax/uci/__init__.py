@@ -921,6 +921,29 @@ class UciEngine:
         words = lines[-1].split()
         return words[1] if len(words) > 1 else "(none)"
 
+    def score_move(
+        self,
+        fen: str,
+        move: str,
+        limits: Limits,
+        timeout: float = DEFAULT_MOVE_TIMEOUT,
+    ) -> float:
+        """The score of `move` in `fen` (centipawns, mover's view; a mate in n +-(MATE_CP -
+        n)): the search restricted to it (`go ... searchmoves move`) after `ucinewgame`, so
+        that no search reads another's hash; the deepest iteration's exact score."""
+        self.send("ucinewgame")
+        self.send(self._position_command(fen, ()))
+        self.send(f"{limits.go_command()} searchmoves {move}")
+        lines = self._read_until(
+            lambda line: line.startswith("bestmove"),
+            timeout,
+            f"scoring {move} ({limits.go_command()}) in {fen!r}",
+        )
+        scores = [parsed[3] for parsed in map(parse_info_line, lines) if parsed is not None]
+        if not scores:
+            raise EngineError(f"no score for {move} in {fen!r} ({limits.label()})")
+        return scores[-1]
+
     def analyse(
         self,
         fen: str,

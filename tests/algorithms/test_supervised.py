@@ -189,3 +189,17 @@ def test_supervised_configs_refuse_bad_values_in_one_line(field, value, message)
     config[section][name] = value
     with pytest.raises(ValueError, match=message.replace("[", "\\[").replace("]", "\\]")):
         supervised.prepare_config(config)
+
+
+def test_a_truncated_dataset_shard_is_named_in_one_line(tmp_path):
+    """A shard cut short (a full disk, a killed copy) is a ValueError naming the file and the
+    way out, not a zipfile traceback (issue 70)."""
+    folder = tmp_path / "dataset"
+    folder.mkdir()
+    np.savez_compressed(folder / "shard-00000.npz", fen=np.asarray(["x"]), value=np.zeros(1))
+    whole = (folder / "shard-00000.npz").read_bytes()
+    (folder / "shard-00000.npz").write_bytes(whole[: len(whole) // 2])
+    manifest = {"settings": {}, "shards": [{"index": 0, "file": "shard-00000.npz"}]}
+    (folder / "manifest.json").write_text(json.dumps(manifest))
+    with pytest.raises(ValueError, match="shard-00000.npz is damaged \\(BadZipFile\\); delete it"):
+        supervised.load_dataset(smoke(1), tmp_path)
