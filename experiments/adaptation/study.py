@@ -2139,8 +2139,12 @@ def report(study: Study, results: dict) -> str:
         s = results["sensitivity"]
         lines.append(
             f"- Adaptation procedure (and JOAT's inner loop): {_procedure_name(s['choice'])}, "
-            "chosen by held-out loss: "
-            + ", ".join(f"{n} {m:.3f}" for n, m in s["means"].items())
+            + (
+                "chosen by held-out loss: "
+                + ", ".join(f"{n} {m:.3f}" for n, m in s["means"].items())
+                if "means" in s
+                else f"{s.get('rule', 'registered')}"
+            )
             + "."
         )
     curves = {v: c for v, c in (results.get("curves") or {}).items() if c}

@@ -836,6 +836,7 @@ def test_amendment_5_holds_whole_components_out_and_reuses_only_identical_units(
     assert study.reusable(s, "joint", 0, None) is None
     lines = []
     assert study.sensitivity(s, lines.append)["choice"] == sgd  # registered, not chosen
+    assert "sgd 0.3, fixed (registered)" in study.report(s, study.collect(s))  # no selection
     curve_info = study.committed("power").read("curve", "atomic.json")
     got = study.shared_cell(s, "scratch", 3, "atomic", sgd, curve_info)
     want = study.committed("power").read("cells", "scratch_s3_atomic.json")
