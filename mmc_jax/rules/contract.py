@@ -85,6 +85,12 @@ class Game(abc.ABC):
         """float32 [B, *observation_shape], the mover's view, from what it may know alone."""
 
     @abc.abstractmethod
+    def observe_waiting(self, rules, state) -> jax.Array:
+        """float32 [B, *observation_shape]: the view of the player not to move, as `observe`
+        would give it were its turn to begin now, from what that player may know alone (its
+        own pieces, and under fog what they reach; under sensing its memory, no sense yet)."""
+
+    @abc.abstractmethod
     def descriptor(self, rules) -> jax.Array:
         """float32 [B, descriptor_size]: what the rules are (one-hots), as the network sees it."""
 
@@ -140,6 +146,19 @@ class BoardGame(Game):
         planes = jax.vmap(board.legal_planes)(rules, state)
         return jax.vmap(lambda r, s, p: board.observe(r, s, True, p))(rules, state, planes)
 
+    def observe_waiting(self, rules, state):
+        def one(r, s):
+            occupied = s.pieces[0] | s.pieces[1] | s.pieces[2] | s.pieces[3] | s.pieces[4]
+            occupied = occupied | s.pieces[5]
+            other = s.replace(
+                pieces=board.mirror(s.pieces),
+                own=board.mirror(occupied & ~s.own),
+                turn=1 - s.turn,
+            )
+            return board.observe(r, other, True, board.legal_planes(r, other))
+
+        return jax.vmap(one)(rules, state)
+
     def descriptor(self, rules):
         return jax.vmap(board.rules_descriptor)(rules)
 
@@ -174,6 +193,25 @@ class ReconGame(Game):
 
     def observe(self, rules, state):
         return jax.vmap(recon.observe)(rules, state)
+
+    def observe_waiting(self, rules, state):
+        def one(r, s):
+            other = 1 - s.turn
+            info = recon.PlayerInfo(
+                own_pieces=board.mirror(s.pieces & ~s.own),  # exact: it moves them itself
+                known=s.known[other],
+                seen_ply=s.seen_ply[other],
+                sensed=jnp.uint32(0),
+                notification=jnp.int32(recon.NO_SQUARE),
+                taken=s.taken[other],
+                capture=s.capture[other],
+                turn=other,
+                phase=jnp.int32(recon.SENSE),
+                ply=s.ply,
+            )
+            return recon.observe_info(r, info)
+
+        return jax.vmap(one)(rules, state)
 
     def descriptor(self, rules):
         return jax.vmap(recon.rules_descriptor)(rules)

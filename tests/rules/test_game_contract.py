@@ -67,6 +67,7 @@ def _compiled(game_name: str) -> dict:
             after=after,
             mask=mask,
             obs=game.observe(rules, state),
+            waiting=game.observe_waiting(rules, after),
             desc=game.descriptor(rules),
             sensing=game.sense_phase(state),
             windows=game.sense_action_mask(rules),
@@ -113,6 +114,8 @@ def test_shapes_and_dtypes(case):
     chex.assert_type(out["mask"], bool)
     chex.assert_shape(out["obs"], (BATCH, *game.observation_shape))
     chex.assert_type(out["obs"], jnp.float32)
+    chex.assert_shape(out["waiting"], (BATCH, *game.observation_shape))
+    chex.assert_type(out["waiting"], jnp.float32)
     chex.assert_shape(out["desc"], (BATCH, game.descriptor_size))
     chex.assert_type(out["desc"], jnp.float32)
     state = out["state"]
