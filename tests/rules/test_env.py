@@ -25,7 +25,13 @@ def _single_act_randomly(key, legal_action_mask):
 
 
 @pytest.mark.parametrize(
-    "spec", ["gardner", "capture=atomic,goal=king", "dark", "goal=king,fog=sense:3"]
+    "spec",
+    [
+        "gardner",
+        pytest.param("capture=atomic,goal=king", marks=pytest.mark.slow),
+        pytest.param("dark", marks=pytest.mark.slow),
+        "goal=king,fog=sense:3",
+    ],
 )
 def test_pgx_api_test_passes(spec, monkeypatch):
     """pgx's api_test with two stated patches: its closed list of env ids names this one, and
