@@ -67,6 +67,13 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
     # The last this many shards are held out (never trained on): their loss is logged each
     # iteration as valid/policy_loss and valid/value_loss (0: every game is trained on).
     config.data.holdout_shards = 0
+    # Action-value labels instead of engine games (issue 72): a folder made by `python -m
+    # mmc_jax.labels build` (every legal move scored); its first `positions` training positions
+    # (0: all) are trained on and its held-out games give the valid/ losses. The game settings
+    # above (games, nodes, multipv, ...) are then unused; temperature_cp and cp_scale shape the
+    # targets.
+    config.data.labels = ""
+    config.data.positions = 0
 
     size = "smoke" if preset == "smoke" else "cpu" if preset == "cpu" else "full"
     config.network = common.network(size, rule_planes="descriptor")  # as configs/gardner.py

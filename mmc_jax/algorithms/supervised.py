@@ -27,7 +27,11 @@ Two phases, one command (`python -m mmc_jax.train --config configs/supervised.py
    drawn for a step) are the held-out set: every iteration ends with the loss on up to
    `VALID_ROWS` of their positions, `valid/policy_loss` and `valid/value_loss` beside the
    training losses in the metrics and their plots (where memorising the games shows as the
-   two curves parting). The network is `configs/gardner.py`'s, so the result starts AlphaZero
+   two curves parting). With `data.labels` (a folder of `python -m mmc_jax.labels build`) phase
+   1 is skipped: every legal move's engine score is the policy target's softmax and the best
+   score the value (`load_labels`), on the folder's first `data.positions` training positions,
+   its held-out games the valid/ losses (issue 72's data curve). The network is
+   `configs/gardner.py`'s, so the result starts AlphaZero
    (`--init_from` of adapt, or `runloop.run(..., init_params=...)`) without conversion.
 """
 
@@ -298,16 +302,69 @@ def load_dataset(config, workdir: str, chunk: int = 512) -> dict[str, np.ndarray
     data = {name: np.concatenate([p[name] for p in parts]) for name in parts[0]}
     held_out = min(int(config.data.get("holdout_shards", 0)), len(parts) - 1)
     data["train_rows"] = np.asarray(sum(len(p["value"]) for p in parts[: len(parts) - held_out]))
-    variant = str(config.variant)
+    data["obs"], data["mask"] = _observations(str(config.variant), data["fen"], chunk)
+    return data
+
+
+def _observations(variant: str, fens: np.ndarray, chunk: int = 512):
+    """Observations [N, 5, 5, C] and legal masks [N, A] of FENs, in chunks of one shape."""
     obs, masks = [], []
-    for begin in range(0, len(data["fen"]), chunk):
-        fens = list(data["fen"][begin : begin + chunk])
-        states = R.from_fens(fens, variant)
-        rules = R.batch(variant, len(fens))
+    for begin in range(0, len(fens), chunk):
+        part = list(fens[begin : begin + chunk])
+        states = R.from_fens(part, variant)
+        rules = R.batch(variant, len(part))
         o, m = jax.device_get(_observe_fn()(rules, states))
         obs.append(o)
         masks.append(m)
-    data["obs"], data["mask"] = np.concatenate(obs), np.concatenate(masks)
+    return np.concatenate(obs), np.concatenate(masks)
+
+
+def load_labels(config, chunk: int = 512) -> dict[str, np.ndarray]:
+    """The dataset of an action-value label folder (`config.data.labels`, made by `python -m
+    mmc_jax.labels build`): its first `data.positions` training positions (0: all; in shard
+    order, so a larger row contains a smaller one) and then every held-out position (whole
+    games). Policy target: the softmax of every legal move's score at `data.temperature_cp`;
+    value target: tanh(best score / `data.cp_scale`)."""
+    from mmc_jax import labels as labels_lib
+
+    folder = str(config.data.labels)
+    manifest = labels_lib.read_manifest(folder)
+    if manifest is None:
+        raise ValueError(
+            f"config.data.labels={folder!r} has no label manifest: build it with "
+            f"python -m mmc_jax.labels build {folder}"
+        )
+    if manifest["settings"]["variant"] != str(config.variant):
+        raise ValueError(
+            f"config.data.labels={folder!r} labels {manifest['settings']['variant']}, not "
+            f"config.variant={config.variant}"
+        )
+    rows = labels_lib.load(folder)
+    train = np.flatnonzero(~rows["held_out"])
+    wanted = int(config.data.positions) or len(train)
+    if wanted > len(train):
+        raise ValueError(
+            f"config.data.positions={wanted:,}: {folder} has {len(train):,} training positions; "
+            f"build more with python -m mmc_jax.labels build {folder} --positions N"
+        )
+    order = np.concatenate([train[:wanted], np.flatnonzero(rows["held_out"])])
+    actions = rows["actions"][order]
+    scores = np.where(actions >= 0, rows["scores"][order], np.nan)
+    clipped = np.clip(scores, -2000.0, 2000.0)
+    logits = (clipped - np.nanmax(clipped, axis=1, keepdims=True)) / float(
+        config.data.temperature_cp
+    )
+    weights = np.where(actions >= 0, np.exp(np.nan_to_num(logits, nan=-np.inf)), 0.0)
+    data = {
+        "fen": rows["fen"][order],
+        "actions": actions,
+        "probs": (weights / weights.sum(axis=1, keepdims=True)).astype(np.float32),
+        "value": np.tanh(
+            np.clip(rows["value"][order], -2000.0, 2000.0) / float(config.data.cp_scale)
+        ).astype(np.float32),
+        "train_rows": np.asarray(wanted),
+    }
+    data["obs"], data["mask"] = _observations(str(config.variant), data["fen"], chunk)
     return data
 
 
@@ -387,6 +444,9 @@ def prepare_config(config: ml_collections.ConfigDict) -> ml_collections.ConfigDi
     check_ranges(config, ranges)
     if int(config.data.random_plies) < 0:
         raise ValueError("config.data.random_plies must be >= 0")
+    positions = config.data.get("positions", 0)
+    if isinstance(positions, bool) or not isinstance(positions, int) or positions < 0:
+        raise ValueError(f"config.data.positions must be an integer >= 0, got {positions!r}")
     shards = math.ceil(int(config.data.games) / int(config.data.shard_games))
     held_out = config.data.get("holdout_shards", 0)
     if isinstance(held_out, bool) or not isinstance(held_out, int) or not 0 <= held_out < shards:
@@ -408,6 +468,14 @@ class Supervised(ReplicatedAlgorithm):
     def load_data(self, config, mesh, workdir, log):
         """Makes or finishes the dataset in `workdir` and loads it (host arrays)."""
         del mesh
+        if config.data.get("labels", ""):
+            data = load_labels(config)
+            held = len(data["value"]) - int(data["train_rows"])
+            log(
+                f"data: {int(data['train_rows']):,} training positions and {held:,} held out "
+                f"from the action-value labels in {config.data.labels}"
+            )
+            return data
         generate(config, os.fspath(workdir), log)
         data = load_dataset(config, workdir)
         log(f"data: {len(data['value']):,} labelled positions loaded")
@@ -425,12 +493,17 @@ class Supervised(ReplicatedAlgorithm):
 
     def describe(self, config, mesh, state):
         data = config.data
+        source = (
+            f"action-value labels from {data.labels} ({data.positions or 'all'} positions)"
+            if data.get("labels", "")
+            else f"{data.games} Fairy-Stockfish games at {data.nodes} nodes (MultiPV "
+            f"{data.multipv}"
+            + (f", the last {data.holdout_shards} shards held out" if data.holdout_shards else "")
+            + ")"
+        )
         return (
             f"supervised ({config.variant}): {mesh.size} device(s) "
-            f"({jax.devices()[0].platform}), {data.games} Fairy-Stockfish games at "
-            f"{data.nodes} nodes (MultiPV {data.multipv}"
-            + (f", the last {data.holdout_shards} shards held out" if data.holdout_shards else "")
-            + f"), {config.learner.steps_per_iteration} "
+            f"({jax.devices()[0].platform}), {source}, {config.learner.steps_per_iteration} "
             f"steps of {config.learner.batch_size} per iteration, net "
             f"{config.network.num_blocks}x{config.network.channels} "
             f"({network_lib.num_params(state.params):,} params)"

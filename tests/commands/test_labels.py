@@ -14,8 +14,8 @@ SETTINGS = {
     "variant": "gardner",
     "seed": 3,
     "nodes": 50,
-    "games": 1,
-    "max_plies": 12,
+    "games": 2,  # (seed 3: the second game is held out)
+    "max_plies": 10,
     "temperature_cp": 50.0,
     "perturb": 0.3,
     "holdout": 0.5,
@@ -82,3 +82,62 @@ def test_the_command_line_refuses_bad_input_in_one_line(tmp_path, capsys):
     assert "--nodes must be at least 1" in capsys.readouterr().err
     assert labels.main(["status", str(tmp_path)]) == 0
     assert "no labels yet" in capsys.readouterr().out
+
+
+def _supervised_config(folder: str, positions: int):
+    from configs import supervised as supervised_config
+
+    config = supervised_config.get_config("smoke").copy_and_resolve_references()
+    config.unlock()
+    config.num_iterations = 1
+    config.data.labels = folder
+    config.data.positions = positions
+    return config
+
+
+def test_supervised_learns_from_the_first_positions_and_scores_the_held_out_games(built, tmp_path):
+    """`configs/supervised.py` with `data.labels`: the first `positions` training positions in
+    shard order, then every held-out one; the policy target is the softmax of every legal
+    move's score (its mode the best move), the value tanh(best / cp_scale); the run logs the
+    held-out losses; asking for more positions than there are, or another variant's labels,
+    is refused in one line."""
+    import io
+    import math
+
+    from mmc_jax.algorithms import supervised
+    from mmc_jax.infra import metrics
+    from mmc_jax.training import runloop
+
+    rows = labels.load(built)
+    train = np.flatnonzero(~rows["held_out"])
+    assert len(train) >= 4 and rows["held_out"].any()
+    config = supervised.prepare_config(_supervised_config(built, 3))
+    data = supervised.load_labels(config)
+    assert int(data["train_rows"]) == 3
+    assert list(data["fen"][:3]) == list(rows["fen"][train[:3]])
+    assert len(data["fen"]) == 3 + int(rows["held_out"].sum())
+    np.testing.assert_allclose(data["probs"].sum(axis=1), 1.0, rtol=1e-5)
+    assert (data["probs"][data["actions"] < 0] == 0).all()
+    for i, fen in enumerate(data["fen"]):
+        source = int(np.flatnonzero(rows["fen"] == fen)[0])
+        best = int(np.nanargmax(rows["scores"][source]))
+        assert data["actions"][i][np.argmax(data["probs"][i])] == rows["actions"][source][best]
+        want = math.tanh(np.clip(rows["value"][source], -2000, 2000) / config.data.cp_scale)
+        assert data["value"][i] == pytest.approx(want, abs=1e-6)
+        legal = data["mask"][i][data["actions"][i][data["actions"][i] >= 0]]
+        assert legal.all()  # every labelled move is legal in the observed position
+
+    log = io.StringIO()
+    runloop.run(supervised.ALGORITHM, _supervised_config(built, 3), tmp_path / "run", stream=log)
+    assert "3 training positions" in log.getvalue()
+    record = metrics.read_metrics(tmp_path / "run")[-1]
+    assert math.isfinite(record["valid/policy_loss"]) and math.isfinite(record["train/policy_loss"])
+
+    with pytest.raises(ValueError, match="has .* training positions; build more"):
+        supervised.load_labels(supervised.prepare_config(_supervised_config(built, 10**6)))
+    other = _supervised_config(built, 3)
+    other.variant = "baby"
+    with pytest.raises(ValueError, match="labels gardner, not config.variant=baby"):
+        supervised.load_labels(supervised.prepare_config(other))
+    with pytest.raises(ValueError, match="has no label manifest"):
+        supervised.load_labels(supervised.prepare_config(_supervised_config(str(tmp_path), 3)))
