@@ -22,7 +22,7 @@ with perfect play, the table also gives the model's score (W + D/2) and loss rat
 The tournament puts several checkpoints of one run (by default every saved step) on the same
 ladder, fits all of them together, and draws Elo over training steps.
 
-Outputs in `--out` (default `<workdir>/ladder` or `<run>/tournament`): `ladder.json` /
+Outputs in `--out` (default `<workdir>/ladder`, `ladder-<name>` for a shipped model, or `<run>/tournament`): `ladder.json` /
 `tournament.json` and a PNG of the same name; `--pgn FILE` saves every game.
 """
 
@@ -739,7 +739,10 @@ def ladder_main(argv: Sequence[str]) -> int:
         step = step if step is not None else checkpoint.latest_step(workdir)
         name = os.path.basename(workdir) + (f"@{step}" if step is not None else "")
         models = [Model(name, network, params, step)]
-        default_out = os.path.join(workdir, "ladder")
+        shipped = checkpoint.resolve_model_path(args.checkpoint) != args.checkpoint
+        # A shipped model's outputs go beside it, never into a folder named like it (which
+        # would be a local folder of that name: issue 70).
+        default_out = f"ladder-{args.checkpoint}" if shipped else os.path.join(workdir, "ladder")
     args.out = args.out or default_out
     _check_outputs(parser, args)
     report, records = _run_or_fail(parser, models, settings)

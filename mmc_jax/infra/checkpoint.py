@@ -904,11 +904,20 @@ def shipped_hint(name: str | os.PathLike) -> str:
 
 
 def resolve_model_path(path: str | os.PathLike) -> str:
-    """`path`, or the folder of the shipped model named `path` (e.g. "joat-cpu")."""
+    """`path`, or the folder of the shipped model named `path` (e.g. "joat-cpu"). A local
+    folder of that name shadows the shipped model only if it holds a model or a run (an
+    exported `model.json` or a `checkpoints` folder): a folder of outputs does not."""
     path = os.fspath(path)
-    if path in shipped_models() and not storage.to_path(path).exists():
+    if path in shipped_models() and not is_model_or_run(path):
         return shipped_models()[path]
     return path
+
+
+def is_model_or_run(path: str | os.PathLike) -> bool:
+    """Whether the folder `path` holds an exported model or a run's checkpoints."""
+    return storage.to_path(storage.join(path, EXPORT_FILE)).is_file() or storage.to_path(
+        storage.join(path, CHECKPOINT_SUBDIR)
+    ).is_dir()
 
 
 def is_exported(path: str | os.PathLike) -> bool:

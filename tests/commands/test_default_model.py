@@ -41,3 +41,31 @@ def test_engine_serve_and_play_default_to_it():
     args = argparse.Namespace(variant="gardner", checkpoint=None, step=None, simulations=0)
     player = play._model_player(argparse.ArgumentParser(), args)
     assert args.checkpoint == default and player.name == default
+
+
+def test_a_folder_named_like_a_shipped_model_shadows_it_only_if_it_holds_a_model_or_a_run(
+    tmp_path, monkeypatch, capsys
+):
+    """`evaluate ladder --checkpoint gardner-cpu` writes `ladder-gardner-cpu/`, not a folder
+    named like the model; and a folder of outputs named like a shipped model (an older
+    version's ladder) no longer hides it from `serve`, `engine` and `play` (issue 70)."""
+    from mmc_jax import evaluate
+    from mmc_jax.infra import checkpoint
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "gardner-cpu" / "ladder").mkdir(parents=True)  # what older versions wrote
+    shipped = checkpoint.shipped_models()["gardner-cpu"]
+    assert checkpoint.resolve_model_path("gardner-cpu") == shipped
+    assert checkpoint.open_model("gardner-cpu").config.network.num_blocks >= 1
+    status = evaluate.main(
+        [
+            "ladder", "--variant", "gardner", "--checkpoint", "gardner-cpu", "--no-engine",
+            "--games", "2", "--chain-games", "0", "--max-plies", "12", "--bootstrap", "0",
+            "--json",
+        ]
+    )  # fmt: skip
+    capsys.readouterr()
+    assert status == 0 and (tmp_path / "ladder-gardner-cpu" / "ladder.json").is_file()
+    assert sorted(p.name for p in (tmp_path / "gardner-cpu").iterdir()) == ["ladder"]
+    (tmp_path / "gardner-cpu" / "checkpoints").mkdir()  # a run of that name is the user's own
+    assert checkpoint.resolve_model_path("gardner-cpu") == "gardner-cpu"
