@@ -22,8 +22,9 @@ with perfect play, the table also gives the model's score (W + D/2) and loss rat
 The tournament puts several checkpoints of one run (by default every saved step) on the same
 ladder, fits all of them together, and draws Elo over training steps.
 
-Outputs in `--out` (default `<workdir>/ladder`, `ladder-<name>` for a shipped model, or `<run>/tournament`): `ladder.json` /
-`tournament.json` and a PNG of the same name; `--pgn FILE` saves every game.
+Outputs in `--out` (default `<workdir>/ladder`, `ladder-<name>` for a shipped model, or
+`<run>/tournament`): `ladder.json` / `tournament.json` and a PNG of the same name; `--pgn FILE`
+saves every game.
 """
 
 from __future__ import annotations
