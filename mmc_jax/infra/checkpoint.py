@@ -241,6 +241,20 @@ def largest_magnitude(tree: Any) -> float:
     return max((float(jnp.max(jnp.abs(x))) for x in leaves if np.size(x)), default=0.0)
 
 
+# Healthy networks of this project keep every |parameter| below about 10 (the shipped models:
+# 0.6-9.1); a step beyond this bound exploded (a learning rate of 1e30 leaves them ~1e30 and
+# finite, which a finiteness check passes).
+EXPLODED_MAGNITUDE = 1e6
+
+
+def exploded(params: Any) -> str | None:
+    """Why `params` exploded (their largest |value| is beyond `EXPLODED_MAGNITUDE`), or None."""
+    size = largest_magnitude(params)
+    if size > EXPLODED_MAGNITUDE:
+        return f"its parameters exploded (largest |parameter| {size:.2g})"
+    return None
+
+
 class CheckpointDamaged(ValueError):
     """A checkpoint step whose files cannot be read (missing, truncated, a corrupt sidecar) or
     whose values are not finite."""
@@ -786,6 +800,9 @@ def open_model(
         bad = nonfinite_leaves(params)
         if bad:
             raise CheckpointDamaged(f"non-finite values in {', '.join(bad)}")
+        reason = exploded(params)  # (finite, but no model to play or export)
+        if reason:
+            raise CheckpointDamaged(reason)
         return meta, network, params, config
 
     with Checkpointer(workdir, max_to_keep=None, async_save=False) as ckpt:

@@ -255,7 +255,9 @@ def _restore(algorithm, config, mesh, ckpt, log):
         if bad:
             raise checkpoint_lib.CheckpointDamaged(f"non-finite values in {', '.join(bad)}")
         # Finite is not enough: exploded parameters (|p| ~ 1e30) stay finite.
-        reason = algorithm.probe(config, restored.state)
+        parts = algorithm.finite_parts(restored.state)
+        reason = checkpoint_lib.exploded(parts["params"]) if "params" in parts else None
+        reason = reason or algorithm.probe(config, restored.state)
         if reason:
             raise checkpoint_lib.CheckpointDamaged(reason)
         return loop, restored

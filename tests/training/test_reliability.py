@@ -218,9 +218,44 @@ def test_a_resume_steps_past_a_checkpoint_whose_parameters_exploded(tmp_path):
     config.num_iterations = 2
     log = io.StringIO()
     resumed = runloop.run(alphazero.ALGORITHM, config, workdir, stream=log)
-    assert "checkpoints/2 is damaged (its parameters give a non-finite loss" in log.getvalue()
+    assert "checkpoints/2 is damaged (its parameters exploded (largest |parameter|" in (
+        log.getvalue()
+    )
     assert resumed.start_iteration == 1
     assert checkpoint_lib.largest_magnitude(resumed.params) < 1e6
+
+
+@pytest.mark.slow
+def test_an_exploded_step_is_neither_played_nor_exported(tmp_path, capsys):
+    """Issue 70: `open_model` (evaluate, play, serve, export) steps past a step whose parameters
+    exploded (finite, ~1e30) with a warning, and `export --step` of it is refused in one line,
+    where it used to write the explosion as a model without a word."""
+    from configs import gardner
+    from mmc_jax import export
+    from mmc_jax.algorithms import alphazero
+
+    workdir = tmp_path / "run"
+    config = gardner.get_config("smoke").copy_and_resolve_references()
+    config.unlock()
+    config.num_iterations = 1
+    first = runloop.run(alphazero.ALGORITHM, config, workdir, stream=None)
+    state = jax.tree.map(np.asarray, jax.device_get(first.state))
+    state = state.replace(params=jax.tree.map(lambda x: x * np.float32(1e30), state.params))
+    saved = runloop.checkpoint_state(alphazero.ALGORITHM, state, 2, 16, 2, True)
+    checkpoint_lib.save_checkpoint(
+        workdir, 2, saved, config=alphazero.prepare_config(config), extra={"frames": 16, "games": 2}
+    )
+    warnings = []
+    model = checkpoint_lib.open_model(workdir, warn=warnings.append)
+    assert model.step == 1 and checkpoint_lib.largest_magnitude(model.params) < 10
+    assert any("exploded" in w for w in warnings), warnings
+    out = tmp_path / "model"
+    with pytest.raises(SystemExit):
+        export.main(["--checkpoint", str(workdir), "--step", "2", "--out", str(out)])
+    err = capsys.readouterr().err.strip().splitlines()[-1]
+    assert "checkpoints/2 is damaged (its parameters exploded (largest |parameter|" in err, err
+    assert err.endswith("/checkpoints/1)") and "try --step 1" in err
+    assert not out.exists()
 
 
 @pytest.mark.slow
