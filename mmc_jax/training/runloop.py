@@ -233,6 +233,28 @@ class _StopRequest:
             signal.signal(signum, handler)
 
 
+def _refuse_another_algorithm(config, ckpt) -> None:
+    """ValueError, in one line, when the workdir's newest readable step was trained by another
+    algorithm than `config.algorithm` (its checkpoint could never fit: not a leaf-by-leaf
+    mismatch list, but what the workdir holds)."""
+    from mmc_jax.algorithms import REGISTRY  # (the algorithms import this module)
+
+    wanted = config.get("algorithm")
+    for step in reversed(ckpt.all_steps()):
+        try:
+            saved = (ckpt.metadata(step).get("config") or {}).get("algorithm")
+        except (OSError, ValueError):
+            continue  # a damaged sidecar: the restore names it
+        # (Runs of older versions named their search "gumbel_muzero" here: not an algorithm.)
+        if wanted and saved in REGISTRY and saved != wanted:
+            raise ValueError(
+                f"{os.path.dirname(str(ckpt.directory))} holds a run of {saved} (step {step}); "
+                f"this config trains {wanted}: use another --workdir, or resume it with a config "
+                f"of {saved}"
+            )
+        return
+
+
 def _restore(algorithm, config, mesh, ckpt, log):
     """(counters, `Restored`) of the latest intact checkpoint, restored into the template the
     algorithm makes for it (`restore_template`, `from_checkpoint`), or None when there is
@@ -242,6 +264,7 @@ def _restore(algorithm, config, mesh, ckpt, log):
     `algorithm.restore_error`)."""
     if not ckpt.all_steps():
         return None
+    _refuse_another_algorithm(config, ckpt)
     abstract = algorithm.abstract_state(config, mesh)
 
     def read(step: int):

@@ -821,3 +821,23 @@ def test_an_adaptation_whose_trained_point_lost_its_checkpoint_says_so_in_one_li
     with pytest.raises(ValueError, match=r"iteration 1 was trained.*fresh --workdir") as error:
         adapt._evaluate_checkpointed_points("runs/a", [0, 1, 2, 4], {0}, {"w": jnp.ones(2)}, None)
     assert "\n" not in str(error.value)
+
+
+def test_another_algorithms_workdir_is_named_not_listed_leaf_by_leaf(runs, tmp_path):
+    """Issue 70: training JOAT in an AlphaZero run's workdir says what the workdir holds, in
+    one line, instead of a list of mismatching leaves; nothing in it changes."""
+    from runs_support import copy_run, smoke
+
+    from mmc_jax.algorithms import meta
+
+    workdir = copy_run(runs["alphazero"], tmp_path / "run")
+    before = sorted(p.name for p in (workdir / "checkpoints").iterdir())
+    with pytest.raises(ValueError) as error:
+        runloop.run(meta.ALGORITHM, smoke("joat", 3), workdir, stream=None)
+    message = str(error.value)
+    assert "\n" not in message
+    assert message == (
+        f"{workdir} holds a run of alphazero (step 2); this config trains joat: use another "
+        "--workdir, or resume it with a config of alphazero"
+    )
+    assert sorted(p.name for p in (workdir / "checkpoints").iterdir()) == before
