@@ -51,7 +51,8 @@ Protocol (what a GUI sends, what the engine answers):
                        memory: an `info string` says where it stops), until `stop`
   go [depth D]         one search of Simulations (a depth is not a limit of this search; it is
                        named in an `info string`)
-  go perft D           the legal-move counts per move (as Fairy-Stockfish prints them)
+  go perft D           the legal-move counts per move (as Fairy-Stockfish prints them); D at
+                       most 7 (about 6 s; deeper is capped, said in an `info string`)
   stop                 `bestmove` at once: the best completed search so far
   quit                 ends the program, also during a search
 Compiled programs: without fog every search of up to `--capacity` simulations (1024) is one
@@ -165,6 +166,9 @@ __all__ = [
 # ---------------------------------------------------------------------------------------------
 # The UCI protocol
 
+# `go perft` depth bound: Gardner's depth 7 (6.9M) counts in about 6 s on a 2-core CPU; depth 8
+# would take minutes and gigabytes, during which the engine answers nothing.
+MAX_PERFT = 7
 GROW_SHARE = 0.9  # of a timed search's time that its budget is planned to fill
 COMPILING = (
     "compiling the search (once per start-up: about 15 s on a 2-core CPU the first time, "
@@ -415,6 +419,12 @@ class UciServer:
             else:
                 raise ValueError(f"unknown `go` argument {word!r}")
         if perft is not None:
+            if perft > MAX_PERFT:  # a deeper count outgrows memory and ignores `stop`
+                self.info(
+                    f"perft {perft} is capped to depth {MAX_PERFT} (a deeper count takes minutes "
+                    "and gigabytes, answering nothing meanwhile)"
+                )
+                perft = MAX_PERFT
             self._jobs.put(("perft", perft))
             return
         for word in ("depth", "mate"):

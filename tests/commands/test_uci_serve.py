@@ -166,6 +166,12 @@ def test_perft_and_finished_games(server, ffish):
     send(server, "position startpos", "go perft 1")
     end = out.wait_for("^Nodes searched: 7")
     assert sorted(line.split(":")[0] for line in out.lines[end - 8 : end - 1]) == START_MOVES
+    # A depth that would run for minutes is capped, said first, and answered (issue 70).
+    sparse = "4k/p4/5/4P/K4 w - - 0 1"
+    send(server, f"position fen {sparse}", "go perft 99")
+    capped = out.wait_for("^info string perft 99 is capped to depth 7", start=end + 1)
+    total = out.lines[out.wait_for("^Nodes searched: ", start=capped + 1, timeout=120)]
+    assert int(total.split()[-1]) == R.perft("gardner", sparse, 7) == 70677  # (pyffish: 70,677)
     # White is mated (from a random game of pyffish): the game is over.
     mate = "r3k/p1Pp1/P3q/1BPK1/R2Q1 w - - 0 9"
     assert ffish.legal_moves("gardner", mate, []) == [] and ffish.gives_check("gardner", mate, [])
