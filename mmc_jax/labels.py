@@ -200,6 +200,27 @@ def _write_manifest(folder: str, manifest: dict) -> None:
     os.replace(path + ".tmp", path)
 
 
+def _adopt_unlisted(folder: str, manifest: dict, log) -> None:
+    """Shard files a killed build wrote but did not list (written whole, then renamed into
+    place; a shard depends on its index alone): listed now, their seconds unknown."""
+    listed = {s["index"] for s in manifest["shards"]}
+    for name in sorted(os.listdir(folder)):
+        if not (name.startswith("shard-") and name.endswith(".npz")) or ".tmp" in name:
+            continue
+        index = int(name[len("shard-") : -len(".npz")])
+        if index in listed:
+            continue
+        try:
+            with np.load(os.path.join(folder, name)) as data:
+                rows = int(len(data["fen"]))
+        except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile):
+            continue  # (a renamed shard is whole; anything else is not ours to list)
+        manifest["shards"].append({"index": index, "file": name, "positions": rows})
+        log(f"labels: {name} was written but not listed (a killed build): adopted")
+    manifest["shards"].sort(key=lambda s: s["index"])
+    _write_manifest(folder, manifest)
+
+
 def build(
     folder: str,
     settings: dict[str, Any],
@@ -220,9 +241,17 @@ def build(
             f"{folder} holds labels made with other settings ({', '.join(differ)}); use "
             "another folder, or the settings it was made with"
         )
+    from mmc_jax.infra import processes as processes_lib
+
+    _adopt_unlisted(folder, manifest, log)
     context = multiprocessing.get_context("spawn")  # no fork of a process that runs JAX
     started, made = time.time(), 0
-    with context.Pool(processes) if processes > 1 else contextlib.nullcontext() as pool:
+    with (
+        processes_lib.sigterm_as_interrupt(),
+        context.Pool(processes, initializer=processes_lib.worker_init)
+        if processes > 1
+        else contextlib.nullcontext() as pool,
+    ):
         while (have := sum(s["positions"] for s in manifest["shards"])) < positions:
             done = {s["index"] for s in manifest["shards"]}
             todo = [i for i in range(len(done) + processes) if i not in done][:processes]
@@ -289,14 +318,16 @@ def status(folder: str) -> str:
         return f"{folder}: no labels yet"
     shards = manifest["shards"]
     rows = sum(s["positions"] for s in shards)
-    seconds = sum(s.get("seconds", 0.0) for s in shards)
+    timed = [s for s in shards if s.get("seconds") is not None]
+    seconds = sum(s["seconds"] for s in timed)
     data = load(folder)
     unique = len(data["fen"])
     held = int(np.sum(data["held_out"]))
     sources = {
         name: int(np.sum(data.get("source", np.zeros(0)) == i)) for i, name in enumerate(SOURCES)
     }
-    per = seconds / rows if rows else math.nan
+    timed_rows = sum(s["positions"] for s in timed)
+    per = seconds / timed_rows if timed_rows else math.nan
     return "\n".join(
         [
             f"{folder}: {len(shards)} shards, {rows:,} rows, {unique:,} unique positions "

@@ -42,7 +42,7 @@ import ml_collections
 from mmc_jax import algorithms, uci
 from mmc_jax.algorithms import meta
 from mmc_jax.infra import checkpoint as checkpoint_lib
-from mmc_jax.infra import cli, storage
+from mmc_jax.infra import cli, processes, storage
 from mmc_jax.model import network as network_lib
 from mmc_jax.training import runloop
 
@@ -155,9 +155,9 @@ def main(argv) -> None:
         result = runloop.run(algorithm, config, workdir, init_params=params, init_label=label)
     except (ValueError, FloatingPointError, OSError, uci.EngineError) as error:
         cli.fail(str(error))
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as stop:
         print("interrupted before training started; nothing was lost", file=sys.stderr)
-        raise SystemExit(130) from None
+        raise SystemExit(143 if isinstance(stop, processes.Terminated) else 130) from None
     if not result.stopped and jax.process_index() == 0:
         where = storage.absolute(workdir)
         print(

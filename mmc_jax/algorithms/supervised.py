@@ -37,6 +37,7 @@ Two phases, one command (`python -m mmc_jax.train --config configs/supervised.py
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import math
@@ -54,6 +55,7 @@ import numpy as np
 from mmc_jax import rules as R
 from mmc_jax import uci
 from mmc_jax.algorithms import alphazero
+from mmc_jax.infra import processes as processes_lib
 from mmc_jax.infra import sharding
 from mmc_jax.model import network as network_lib
 from mmc_jax.training import learner
@@ -213,6 +215,41 @@ def _write_manifest(folder: str, manifest: dict) -> None:
     os.replace(path + ".tmp", path)
 
 
+def _adopt_unlisted(folder: str, manifest: dict, total: int, log) -> None:
+    """Shard files a killed run wrote but did not list (each is written whole, then renamed
+    into place, and a shard depends on its index alone): listed now, not played again."""
+    listed = {shard["index"] for shard in manifest["shards"]}
+    for index in range(total):
+        name = f"shard-{index:05d}.npz"
+        path = os.path.join(folder, name)
+        if index in listed or not os.path.exists(path):
+            continue
+        try:
+            with np.load(path) as arrays:
+                positions = int(len(arrays["value"]))
+        except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile):
+            os.remove(path)  # (cannot happen to a renamed file; a copy cut short, say)
+            continue
+        manifest["shards"].append({"index": index, "file": name, "positions": positions})
+        log(f"data: {name} was written but not listed (a killed run): adopted")
+    manifest["shards"].sort(key=lambda shard: shard["index"])
+    _write_manifest(folder, manifest)
+
+
+@contextlib.contextmanager
+def _stopped_note(folder: str, manifest: dict, total: int, log):
+    """On Ctrl-C or SIGTERM while the dataset is made: say what is kept, then stop."""
+    try:
+        yield
+    except KeyboardInterrupt as stop:
+        name = "SIGTERM" if isinstance(stop, processes_lib.Terminated) else "Ctrl-C"
+        log(
+            f"{name}: stopped making the dataset; {len(manifest['shards'])} of {total} shards "
+            f"kept in {folder}: the same command plays the rest"
+        )
+        raise
+
+
 def generate(config, workdir: str, log=print, engine: str | None = None) -> dict:
     """Make (or finish) the dataset of `config` in `<workdir>/dataset/`; returns its manifest.
     Shards already in the manifest are kept; the rest are played in `data.processes`
@@ -228,6 +265,7 @@ def generate(config, workdir: str, log=print, engine: str | None = None) -> dict
             "use another --workdir, or the settings it was made with"
         )
     total = math.ceil(int(config.data.games) / settings["shard_games"])
+    _adopt_unlisted(folder, manifest, total, log)
     done = {shard["index"] for shard in manifest["shards"]}
     todo = [i for i in range(total) if i not in done]
     if todo:
@@ -240,7 +278,13 @@ def generate(config, workdir: str, log=print, engine: str | None = None) -> dict
     jobs = [(settings, i, os.path.join(folder, f"shard-{i:05d}.npz"), engine) for i in todo]
     processes = min(int(config.data.processes), max(len(jobs), 1))
     context = multiprocessing.get_context("spawn")  # no fork of a process that runs JAX
-    with context.Pool(processes) if processes > 1 and len(jobs) > 1 else _Serial() as pool:
+    with (
+        processes_lib.sigterm_as_interrupt(),
+        _stopped_note(folder, manifest, total, log),
+        context.Pool(processes, initializer=processes_lib.worker_init)
+        if processes > 1 and len(jobs) > 1
+        else _Serial() as pool,
+    ):
         for finished, (index, positions) in enumerate(pool.imap_unordered(_shard_job, jobs), 1):
             manifest["shards"].append(
                 {"index": index, "file": f"shard-{index:05d}.npz", "positions": positions}

@@ -71,6 +71,7 @@ import tarfile
 import tempfile
 import threading
 import time
+import weakref
 from collections.abc import Callable, Sequence
 from importlib import resources
 from pathlib import Path
@@ -605,6 +606,15 @@ def ensure_engine(log: Callable[[str], None] | None = None) -> str:
 
 
 _EOF = object()
+# The engine processes this process started and has not closed (`kill_all`).
+_LIVE: weakref.WeakSet = weakref.WeakSet()
+
+
+def kill_all() -> None:
+    """Kill every engine process this process started and has not closed: a dying worker's
+    last act (`infra.processes.worker_init`), so that no engine outlives it."""
+    for engine in list(_LIVE):
+        engine.kill()
 
 
 class UciEngine:
@@ -676,6 +686,7 @@ class UciEngine:
             )
         except OSError as error:
             raise EngineNotFound(f"cannot start engine {self.command}: {error}") from error
+        _LIVE.add(self)
         threading.Thread(target=self._reader, args=(self._process.stdout,), daemon=True).start()
 
     def _reader(self, stream) -> None:

@@ -141,3 +141,22 @@ def test_supervised_learns_from_the_first_positions_and_scores_the_held_out_game
         supervised.load_labels(supervised.prepare_config(other))
     with pytest.raises(ValueError, match="has no label manifest"):
         supervised.load_labels(supervised.prepare_config(_supervised_config(str(tmp_path), 3)))
+
+
+def test_a_shard_written_but_not_listed_is_adopted_not_labelled_again(built, tmp_path):
+    """A build killed between writing a shard and listing it (issue 70): the next build lists
+    the shard (its seconds unknown, left out of the cost) instead of labelling it again."""
+    import json
+    import shutil
+
+    copy = tmp_path / "copy"
+    shutil.copytree(built, copy)
+    manifest = json.loads((copy / "manifest.json").read_text())
+    last = manifest["shards"].pop()
+    (copy / "manifest.json").write_text(json.dumps(manifest))
+    lines = []
+    # No engine: nothing may be labelled.
+    after = labels.build(str(copy), SETTINGS, 20, 1, "/nonexistent/engine", log=lines.append)
+    assert after["shards"][-1]["file"] == last["file"] and "seconds" not in after["shards"][-1]
+    assert any("was written but not listed" in line for line in lines)
+    assert "cost:" in labels.status(str(copy))
