@@ -5,7 +5,7 @@
 
 Under fog the FEN is the start of the player's observation history: it knows its own pieces,
 what it sees and the opponent's material as in the FEN, not where the hidden pieces stand
-(`belief.initial_belief(exact=False)`); the search is `pimc.fair_search` over `--worlds`
+(`belief.initial_belief(exact=False)`); the search is `fog.fair_search` over `--worlds`
 sampled worlds, deterministic given `--seed` (sequential halving without Gumbel noise; the
 seed drives the world sampling). `--omniscient` searches the true position instead: an UPPER
 BOUND that reads hidden squares, labelled so in the output. Without fog the search is
@@ -31,9 +31,9 @@ import jax.numpy as jnp
 import numpy as np
 
 from mmc_jax import rules as R
-from mmc_jax.evaluation import pimc
 from mmc_jax.infra import cli, startup
 from mmc_jax.model import network as network_lib
+from mmc_jax.training import fog as fog_lib
 from mmc_jax.training import memory
 
 UNTRAINED_SEED = 0
@@ -49,13 +49,13 @@ def _analyse(
     """(policy [1, 1225], value [1], consistent candidates [1]) of one position (batch of 1)."""
     planes = R.legal_planes(rules, state)
     if omniscient:
-        out = pimc.omniscient_search(
+        out = fog_lib.omniscient_search(
             network, params, rules, state, key, num_simulations=num_simulations, gumbel_scale=0.0
         )
         value = out.search_tree.summary().value
         return out.action_weights, value, jnp.full((1,), -1, jnp.int32)
-    games = pimc.start_games(state, exact=False)
-    _, out = pimc.mover_fair_search(
+    games = fog_lib.start_games(state, exact=False)
+    _, out = fog_lib.mover_fair_search(
         network,
         params,
         rules,

@@ -89,8 +89,8 @@ follows the chosen move and then the most visited child down the tree; `depth` i
 
 Fog (`dark` and every `fog=on` variant) is fair: the GUI sends the true game (start and moves),
 the engine replays it as a referee would, and the side to move's belief is updated only from its
-own observations at its own plies (`pimc.observe_and_update`, as in `pimc.fog_match`); the search
-is `pimc.mover_fair_search` over worlds sampled from that belief, and every number printed (moves,
+own observations at its own plies (`fog.observe_and_update`, as in `pimc.fog_match`); the search
+is `fog.mover_fair_search` over worlds sampled from that belief, and every number printed (moves,
 shares, value) is computed from the observation history alone. So two games whose observation
 histories are equal (for example two FENs that differ only on squares the mover cannot see) give
 the same output (tests/commands/test_uci_serve.py checks it). A game from the variant's start

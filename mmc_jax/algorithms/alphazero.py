@@ -34,10 +34,11 @@ from jax.sharding import PartitionSpec as P
 
 from mmc_jax import rules as R
 from mmc_jax import search
-from mmc_jax.evaluation import match, pimc
+from mmc_jax.evaluation import match
 from mmc_jax.infra import checkpoint as checkpoint_lib
 from mmc_jax.infra import sharding
 from mmc_jax.model import network as network_lib
+from mmc_jax.training import fog as fog_lib
 from mmc_jax.training import learner, memory, selfplay
 from mmc_jax.training.algorithm import CompiledStep, SelfPlayAlgorithm
 
@@ -143,32 +144,32 @@ def _mirror_enabled(config: ml_collections.ConfigDict) -> bool:
 
 
 def fair_fog(config: ml_collections.ConfigDict) -> bool:
-    """Whether self-play uses the fair search of `mmc_jax.evaluation.pimc` (some variant of the run
+    """Whether self-play uses the fair search of `mmc_jax.training.fog` (some variant of the run
     has fog and `selfplay.omniscient` is off). A compile key carries it as `fog`."""
     if "fog" in config:
         return bool(config.fog)
-    return pimc.uses_fog(list(config.variants)) and not bool(
+    return fog_lib.uses_fog(list(config.variants)) and not bool(
         config.selfplay.get("omniscient", False)
     )
 
 
 def init_games(rules_b: R.Rules, fog: bool):
-    """Start positions [B] (`R.State`), or `pimc.FogGames` with both players' beliefs."""
+    """Start positions [B] (`R.State`), or `fog.FogGames` with both players' beliefs."""
     state = R.init(rules_b)
-    return pimc.start_games(state) if fog else state
+    return fog_lib.start_games(state) if fog else state
 
 
 def board_state(games) -> R.State:
-    """The `R.State` of self-play games (`R.State` or `pimc.FogGames`)."""
-    return games.state if isinstance(games, pimc.FogGames) else games
+    """The `R.State` of self-play games (`R.State` or `fog.FogGames`)."""
+    return games.state if isinstance(games, fog_lib.FogGames) else games
 
 
 def play_games(network, params, rules_b, games, key, config, fog: bool, mesh: Mesh | None = None):
-    """`selfplay.selfplay`, or under fog `pimc.fog_selfplay` (the fair determinized search).
+    """`selfplay.selfplay`, or under fog `fog.fog_selfplay` (the fair determinized search).
 
     On `mesh` each device plays its own games with its own search loops
     (`sharding.map_games`); the games are the same as on one device."""
-    play = pimc.fog_selfplay if fog else selfplay.selfplay
+    play = fog_lib.fog_selfplay if fog else selfplay.selfplay
     run = sharding.map_games(
         lambda params, rules_b, games, key: play(network, params, rules_b, games, key, config),
         mesh,
@@ -206,7 +207,7 @@ class TrainState:
 
     params, opt_state: network parameters and optimizer state (replicated).
     game_state: `R.State` [B], the self-play games in progress (sharded along `data`);
-      `pimc.FogGames` (the state and both players' beliefs) under fair fog self-play.
+      `fog.FogGames` (the state and both players' beliefs) under fair fog self-play.
     replay: `learner.ReplayBuffer`, the last `replay.iterations` iterations' samples.
     """
 

@@ -17,7 +17,7 @@ entry minus `holdout` (the first JOAT's distribution). `holdout` lists specs sep
    proportional to their weights (`jax.random.choice` without replacement).
 2. Self-play ONE call over a mixed-variant batch of n x G games (G = `meta.games_per_task`,
    `selfplay.num_plies` plies, search with the shared parameters phi; under fog the fair
-   search of `mmc_jax.evaluation.pimc`). Every training variant keeps its own G games in progress in
+   search of `mmc_jax.training.fog`). Every training variant keeps its own G games in progress in
    a pool [V * G]; a game cut off by the end of the scan continues the next time its variant is
    drawn, and with `selfplay.value_bootstrap` its samples take the search's value at the cut.
 3. Per-task targets (`selfplay.compute_targets` vmapped over the task axis), written into the
@@ -341,7 +341,7 @@ class MetaState:
     """What the outer iteration carries.
 
     params, opt_state: phi and the shared inner-optimizer state S (replicated).
-    game_state: `R.State` [V * G] (`pimc.FogGames` when a training variant has fog); block v
+    game_state: `R.State` [V * G] (`fog.FogGames` when a training variant has fog); block v
       holds the G games in progress of training variant v.
     replay: `learner.ReplayBuffer` with a leading variant axis on every leaf ([V, capacity, ...]
       data, [V] counters): one ring per training variant.

@@ -7,8 +7,8 @@
 
 A position is the game replayed from its start through its moves, as a referee would; under fog
 the side to move's belief is updated only from its own observations at its own plies
-(`pimc.observe_and_update`, as in `pimc.fog_match`), and the search is the mover's fair search
-(`pimc.mover_fair_search`) over worlds sampled from that belief, so every number it returns is
+(`fog.observe_and_update`, as in `pimc.fog_match`), and the search is the mover's fair search
+(`fog.mover_fair_search`) over worlds sampled from that belief, so every number it returns is
 computed from the observation history alone. The scores follow Lc0: cp = 90 tan(1.5637541897 v)
 and `wdl` the split of the expected score with the most draws (the network has no draw head).
 The protocol, the options and the timing are `mmc_jax.engine`'s.
@@ -33,9 +33,10 @@ import numpy as np
 
 from mmc_jax import rules as R
 from mmc_jax import search
-from mmc_jax.evaluation import arena, pimc, policies
+from mmc_jax.evaluation import arena, policies
 from mmc_jax.rules import notation
 from mmc_jax.search import mcts
+from mmc_jax.training import fog as fog_lib
 from mmc_jax.training import memory
 
 DEFAULT_SIMULATIONS = 256
@@ -103,8 +104,8 @@ def _advance(rules, state, games, white_reward, action, *, fog):
     safe = jnp.maximum(action, 0)
     planes = R.legal_planes(rules, state)
     if fog:
-        observation, belief = pimc.observe_and_update(rules, games, planes)
-        moved, next_planes = pimc.play(rules, games, observation, belief, safe, planes)
+        observation, belief = fog_lib.observe_and_update(rules, games, planes)
+        moved, next_planes = fog_lib.play(rules, games, observation, belief, safe, planes)
         games = _select(play, moved, games)
         state = games.state
     else:
@@ -116,7 +117,7 @@ def _advance(rules, state, games, white_reward, action, *, fog):
 
 @functools.partial(jax.jit, static_argnames=("exact",))
 def _start_beliefs(state, *, exact):
-    return pimc.start_games(state, exact=exact)
+    return fog_lib.start_games(state, exact=exact)
 
 
 class _SearchArrays(NamedTuple):
@@ -166,7 +167,7 @@ def _search(params, rules, state, games, key, *, network, simulations, fog, worl
     observation and the mover's belief only (never `state`'s hidden squares)."""
     planes = R.legal_planes(rules, state)
     if fog:
-        observation, out = pimc.mover_fair_search(
+        observation, out = fog_lib.mover_fair_search(
             network,
             params,
             rules,

@@ -932,9 +932,10 @@ def resolve_model_path(path: str | os.PathLike) -> str:
 
 def is_model_or_run(path: str | os.PathLike) -> bool:
     """Whether the folder `path` holds an exported model or a run's checkpoints."""
-    return storage.to_path(storage.join(path, EXPORT_FILE)).is_file() or storage.to_path(
-        storage.join(path, CHECKPOINT_SUBDIR)
-    ).is_dir()
+    return (
+        storage.to_path(storage.join(path, EXPORT_FILE)).is_file()
+        or storage.to_path(storage.join(path, CHECKPOINT_SUBDIR)).is_dir()
+    )
 
 
 def is_exported(path: str | os.PathLike) -> bool:

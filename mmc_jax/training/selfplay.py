@@ -75,7 +75,7 @@ def ply_record(state, next_state, *, obs, legal_action_mask, action_weights, act
                root_value) -> Trajectory:  # fmt: skip
     """The `Trajectory` entry of the ply from `state` to `next_state` (both [B]): the one
     writer of self-play records, for `selfplay` and for fair fog self-play
-    (`evaluation.pimc`). The mover, the ply count, the end and the rewards come from the two
+    (`training.fog`). The mover, the ply count, the end and the rewards come from the two
     states; the rest is the search's."""
     return Trajectory(
         obs=obs,

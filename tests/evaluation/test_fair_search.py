@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 
 from mmc_jax import rules as R
-from mmc_jax.evaluation import pimc
 from mmc_jax.model import network as network_lib
+from mmc_jax.training import fog as fog_lib
 
 # Same observation and legal moves (the knight is hidden either way), different true states.
 PAIR = ("4k/5/2n2/5/K4 w - - 0 1", "4k/5/4n/5/K4 w - - 0 1")
@@ -35,12 +35,12 @@ def searches(tiny):
     def run(state, key, omniscient):
         planes = R.legal_planes(rules, state)
         if omniscient:
-            return pimc.omniscient_search(
+            return fog_lib.omniscient_search(
                 network, params, rules, state, key, num_simulations=16, gumbel_scale=0.0
             ).action_weights
-        games = pimc.start_games(state, exact=False)
-        observation, belief = pimc.observe_and_update(rules, games, planes)
-        return pimc.fair_search(
+        games = fog_lib.start_games(state, exact=False)
+        observation, belief = fog_lib.observe_and_update(rules, games, planes)
+        return fog_lib.fair_search(
             network, params, rules, observation, belief, key, num_worlds=4, num_simulations=16
         ).action_weights
 
@@ -83,8 +83,8 @@ def test_fog_selfplay_records_fair_targets(tiny):
         }
     )
     rules = R.batch("dark", 4)
-    games = pimc.start_games(R.init(rules))
-    run = jax.jit(lambda g, k: pimc.fog_selfplay(network, params, rules, g, k, config))
+    games = fog_lib.start_games(R.init(rules))
+    run = jax.jit(lambda g, k: fog_lib.fog_selfplay(network, params, rules, g, k, config))
     games, trajectory = run(games, jax.random.key(0))
     assert trajectory.action_weights.shape == (3, 4, R.NUM_ACTIONS)
     sums = np.asarray(trajectory.action_weights.sum(-1))

@@ -10,10 +10,10 @@ import numpy as np
 import pytest
 
 from mmc_jax import rules as R
-from mmc_jax.evaluation import pimc
 from mmc_jax.rules import game
 from mmc_jax.rules import tables as T
 from mmc_jax.search import belief as B
+from mmc_jax.training import fog as fog_lib
 
 NUM_GAMES = 16
 NUM_PLIES = 40
@@ -37,7 +37,7 @@ def random_games():
     @jax.jit
     def ply(games, planes, key):
         action_key, world_key = jax.random.split(key)
-        observation, belief = pimc.observe_and_update(rules, games, planes)
+        observation, belief = fog_lib.observe_and_update(rules, games, planes)
         worlds = B.sample_worlds_batch(world_key, rules, observation, belief, K, 64)
         states = B.world_states(worlds, observation)
         world_obs = jax.vmap(jax.vmap(lambda r, s: game.observe(r, s, True)), (None, 1), 1)(
@@ -46,11 +46,11 @@ def random_games():
         world_planes = jax.vmap(jax.vmap(game.legal_planes), (None, 1), 1)(rules, states)
         action = R.random_legal_action(action_key, R.planes_to_mask(planes))
         record = (games.state, observation, belief, worlds, world_obs, world_planes)
-        games, planes = pimc.play(rules, games, observation, belief, action, planes)
+        games, planes = fog_lib.play(rules, games, observation, belief, action, planes)
         return games, planes, record
 
     state = R.init(rules)
-    games, planes = pimc.start_games(state), R.legal_planes(rules, state)
+    games, planes = fog_lib.start_games(state), R.legal_planes(rules, state)
     records = []
     for t in range(NUM_PLIES):
         games, planes, record = ply(games, planes, jax.random.key(t))
@@ -134,8 +134,8 @@ def test_sampler_frequencies_match_the_enumerated_consistent_worlds():
 
     @functools.partial(jax.jit)
     def draw(key):
-        games = pimc.start_games(state, exact=False)
-        observation, belief = pimc.observe_and_update(batch, games, R.legal_planes(batch, state))
+        games = fog_lib.start_games(state, exact=False)
+        observation, belief = fog_lib.observe_and_update(batch, games, R.legal_planes(batch, state))
         return B.sample_worlds_batch(key, batch, observation, belief, 1, 128)
 
     sampled = jax.device_get(draw(jax.random.key(0)))
