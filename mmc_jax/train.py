@@ -42,9 +42,10 @@ import ml_collections
 from mmc_jax import algorithms, uci
 from mmc_jax.algorithms import meta
 from mmc_jax.infra import checkpoint as checkpoint_lib
-from mmc_jax.infra import cli, processes, storage
+from mmc_jax.infra import cli, storage
 from mmc_jax.model import network as network_lib
 from mmc_jax.training import runloop
+from mmc_jax.uci import workers
 
 
 def is_meta_config(config: ml_collections.ConfigDict) -> bool:
@@ -157,7 +158,7 @@ def main(argv) -> None:
         cli.fail(str(error))
     except KeyboardInterrupt as stop:
         print("interrupted before training started; nothing was lost", file=sys.stderr)
-        raise SystemExit(143 if isinstance(stop, processes.Terminated) else 130) from None
+        raise SystemExit(143 if isinstance(stop, workers.Terminated) else 130) from None
     if not result.stopped and jax.process_index() == 0:
         where = storage.absolute(workdir)
         print(

@@ -17,6 +17,7 @@ PACKAGE = Path(__file__).resolve().parents[1] / "mmc_jax"
 
 PARTS = (
     {"rules"},  # the rules kernel: a pure, jitted function of the rule space
+    {"faces"},  # the rules as a pgx Env, a PettingZoo environment, an OpenSpiel game
     {"model"},  # the network
     {"infra"},  # storage, caches, start-up, devices, metrics, checkpoints, CLI pieces
     {"search", "uci"},  # the batched search; the UCI client and the engine build

@@ -273,7 +273,7 @@ def plot(rows: dict) -> None:
 
 
 def status() -> str:
-    from mmc_jax import labels as labels_lib
+    from mmc_jax.uci import labels as labels_lib
 
     out = [labels_lib.status(str(LABELS))]
     for name in _rows():

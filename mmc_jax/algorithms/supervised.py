@@ -55,7 +55,6 @@ import numpy as np
 from mmc_jax import rules as R
 from mmc_jax import uci
 from mmc_jax.algorithms import alphazero
-from mmc_jax.infra import processes as processes_lib
 from mmc_jax.infra import sharding
 from mmc_jax.model import network as network_lib
 from mmc_jax.training import learner
@@ -66,6 +65,7 @@ from mmc_jax.training.algorithm import (
     check_ranges,
     compile_step,
 )
+from mmc_jax.uci import workers as processes_lib
 
 MANIFEST = "manifest.json"
 DATASET = "dataset"
@@ -369,7 +369,7 @@ def load_labels(config, chunk: int = 512) -> dict[str, np.ndarray]:
     order, so a larger row contains a smaller one) and then every held-out position (whole
     games). Policy target: the softmax of every legal move's score at `data.temperature_cp`;
     value target: tanh(best score / `data.cp_scale`)."""
-    from mmc_jax import labels as labels_lib
+    from mmc_jax.uci import labels as labels_lib
 
     folder = str(config.data.labels)
     manifest = labels_lib.read_manifest(folder)

@@ -233,20 +233,22 @@ class _StopRequest:
             signal.signal(signum, handler)
 
 
+# Values of a saved config's `algorithm` field that name no algorithm: runs of older versions
+# named their search there (tests/fixtures/legacy), and they resume as before.
+NOT_ALGORITHMS = frozenset({"gumbel_muzero"})
+
+
 def _refuse_another_algorithm(config, ckpt) -> None:
     """ValueError, in one line, when the workdir's newest readable step was trained by another
     algorithm than `config.algorithm` (its checkpoint could never fit: not a leaf-by-leaf
     mismatch list, but what the workdir holds)."""
-    from mmc_jax.algorithms import REGISTRY  # (the algorithms import this module)
-
     wanted = config.get("algorithm")
     for step in reversed(ckpt.all_steps()):
         try:
             saved = (ckpt.metadata(step).get("config") or {}).get("algorithm")
         except (OSError, ValueError):
             continue  # a damaged sidecar: the restore names it
-        # (Runs of older versions named their search "gumbel_muzero" here: not an algorithm.)
-        if wanted and saved in REGISTRY and saved != wanted:
+        if wanted and saved and saved not in NOT_ALGORITHMS and saved != wanted:
             raise ValueError(
                 f"{os.path.dirname(str(ckpt.directory))} holds a run of {saved} (step {step}); "
                 f"this config trains {wanted}: use another --workdir, or resume it with a config "

@@ -612,7 +612,7 @@ _LIVE: weakref.WeakSet = weakref.WeakSet()
 
 def kill_all() -> None:
     """Kill every engine process this process started and has not closed: a dying worker's
-    last act (`infra.processes.worker_init`), so that no engine outlives it."""
+    last act (`uci.workers.worker_init`), so that no engine outlives it."""
     for engine in list(_LIVE):
         engine.kill()
 

@@ -1,4 +1,4 @@
-"""Action-value labels (mmc_jax/labels.py) with the real Fairy-Stockfish: every legal move of
+"""Action-value labels (mmc_jax/uci/labels.py) with the real Fairy-Stockfish: every legal move of
 every position labelled, each position stored with its mirror, whole games held out, a rerun
 makes only missing shards, other settings refused, a damaged shard named."""
 
@@ -7,8 +7,9 @@ import os
 import numpy as np
 import pytest
 
-from mmc_jax import labels
+from mmc_jax import labels as labels_command
 from mmc_jax import rules as R
+from mmc_jax.uci import labels
 
 SETTINGS = {
     "variant": "gardner",
@@ -78,9 +79,9 @@ def test_a_damaged_shard_is_named(tmp_path, built):
 
 def test_the_command_line_refuses_bad_input_in_one_line(tmp_path, capsys):
     with pytest.raises(SystemExit):
-        labels.main(["build", str(tmp_path), "--nodes", "0"])
+        labels_command.main(["build", str(tmp_path), "--nodes", "0"])
     assert "--nodes must be at least 1" in capsys.readouterr().err
-    assert labels.main(["status", str(tmp_path)]) == 0
+    assert labels_command.main(["status", str(tmp_path)]) == 0
     assert "no labels yet" in capsys.readouterr().out
 
 

@@ -1,14 +1,14 @@
-"""`mmc_jax.aec`: every variant as a PettingZoo AEC environment. PettingZoo's own `api_test`
-on a board variant, a fog variant and a sensing variant; random games to their end with
-zero-sum rewards; the waiting agent's mask is empty and its view is its own; sensing's two steps
-by one agent; an illegal action and a misspelt spec refused in one line."""
+"""`mmc_jax.faces.pettingzoo_env`: every variant as a PettingZoo AEC environment. PettingZoo's
+own `api_test` on a board variant, a fog variant and a sensing variant; random games to their
+end with zero-sum rewards; the waiting agent's mask is empty and its view is its own;
+sensing's two steps by one agent; an illegal action and a misspelt spec refused in one line."""
 
 import numpy as np
 import pytest
 
 pettingzoo_test = pytest.importorskip("pettingzoo.test")
 
-from mmc_jax import aec  # noqa: E402  (after the skip: an optional extra)
+from mmc_jax.faces import pettingzoo_env as aec  # noqa: E402  (after the skip: an optional extra)
 
 
 @pytest.mark.parametrize("spec", ["gardner", "dark", "goal=king,fog=sense:3"])

@@ -1,4 +1,4 @@
-"""`mmc_jax.env`: every variant as a pgx Env. pgx's own `api_test` on board variants and a
+"""`mmc_jax.faces.pgx_env`: every variant as a pgx Env. pgx's own `api_test` on board variants and a
 sensing variant, the two-phase turn of sensing as a State sees it, rewards by player id, pgx's
 illegal-action rule, the waiting player's observation is fair, and `make`'s one-line refusals."""
 
@@ -10,8 +10,8 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from mmc_jax import env as E
 from mmc_jax import rules as R
+from mmc_jax.faces import pgx_env as E
 
 api_test = pytest.importorskip("pgx._src.api_test")
 

@@ -1,14 +1,14 @@
 """The rules are symmetric under the file mirror (a<->e): no castling, pawn double step or en
 passant exists in any variant (rules.md), so the mirrored position has the mirrored legal moves
-and the same result. The action-value labels (mmc_jax/labels.py) store each position with its
+and the same result. The action-value labels (mmc_jax/uci/labels.py) store each position with its
 mirror on this ground."""
 
 import numpy as np
 import pytest
 from rules_support import VARIANTS
 
-from mmc_jax import labels
 from mmc_jax import rules as R
+from mmc_jax.uci import labels
 
 MIRRORABLE = VARIANTS  # (no sensing variant: its moves are requests, not board moves)
 

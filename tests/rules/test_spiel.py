@@ -1,7 +1,8 @@
-"""`mmc_jax.spiel`: every variant as an OpenSpiel game. OpenSpiel's random simulation test on a
-perfect-information variant, dark and a sensing variant; the legal actions equal the project's
-rules on random games; the observations are the Game contract's fair views; OpenSpiel's MCTS bot
-plays Gardner and outcome-sampling MCCFR runs on a small dark game."""
+"""`mmc_jax.faces.openspiel_game`: every variant as an OpenSpiel game. OpenSpiel's random
+simulation test on a perfect-information variant, dark and a sensing variant; the legal actions
+equal the project's rules on random games; the observations are the Game contract's fair
+views; OpenSpiel's MCTS bot plays Gardner and outcome-sampling MCCFR runs on a small dark
+game."""
 
 import numpy as np
 import pytest
@@ -9,7 +10,7 @@ import pytest
 pyspiel = pytest.importorskip("pyspiel")
 
 from mmc_jax import rules as R  # noqa: E402  (after the skip: an optional extra)
-from mmc_jax import spiel  # noqa: E402
+from mmc_jax.faces import openspiel_game as spiel  # noqa: E402
 
 
 def _load(variant: str, max_plies: int = 40):

@@ -1,6 +1,6 @@
-"""Every variant as a PettingZoo AEC environment: `mmc_jax.aec.env(spec)`.
+"""Every variant as a PettingZoo AEC environment: `mmc_jax.faces.pettingzoo_env.env(spec)`.
 
-    from mmc_jax import aec
+    from mmc_jax.faces import pettingzoo_env as aec
 
     env = aec.env("dark")                      # any playable variant spec of the rule space
     env.reset(seed=0)
@@ -27,7 +27,7 @@ Fair play: the agent not to move observes its own view as its turn would begin n
 (checkmate, a captured king, the draw rules, the ply cap), so truncations stay False.
 
 Steps run the contract's jitted functions for one game (`Rules` [1]); a batch of games is the
-pgx face's business (`mmc_jax.env`). Needs `pip install 'mmc_jax[pettingzoo]'`.
+pgx face's business (`mmc_jax.faces.pgx_env`). Needs `pip install 'mmc_jax[pettingzoo]'`.
 """
 
 from __future__ import annotations
@@ -45,7 +45,8 @@ try:
     from pettingzoo import AECEnv
 except ImportError as error:  # pragma: no cover (an optional extra)
     raise ImportError(
-        f"mmc_jax.aec needs pettingzoo ({error}); pip install 'mmc_jax[pettingzoo]'"
+        f"mmc_jax.faces.pettingzoo_env needs pettingzoo ({error}); "
+        "pip install 'mmc_jax[pettingzoo]'"
     ) from None
 
 AGENTS = ("player_0", "player_1")  # White, Black

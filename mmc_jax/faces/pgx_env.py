@@ -1,7 +1,7 @@
 """Every variant as a pgx environment: `make(spec)` returns a `pgx.Env`.
 
     import jax
-    from mmc_jax import env as E
+    from mmc_jax.faces import pgx_env as E
 
     env = E.make("capture=atomic,goal=king")    # any variant spec of the rule space
     state = env.init(jax.random.key(0))          # pgx's State fields and meanings
@@ -51,8 +51,10 @@ from mmc_jax.rules import contract, variants
 try:
     import pgx.core as _pgx
     from flax import struct
-except ImportError as error:  # pragma: no cover (pgx is a dependency)
-    raise ImportError(f"mmc_jax.env needs pgx and flax ({error}); pip install pgx") from None
+except ImportError as error:  # pragma: no cover (an optional extra)
+    raise ImportError(
+        f"mmc_jax.faces.pgx_env needs pgx ({error}); pip install 'mmc_jax[pgx]'"
+    ) from None
 
 VERSION = "v1"
 

@@ -1,7 +1,7 @@
 """Every variant as an OpenSpiel game: `pyspiel.load_game("mmc_minichess", {"variant": SPEC})`.
 
     import pyspiel
-    import mmc_jax.spiel  # registers the game (a Python game of OpenSpiel)
+    import mmc_jax.faces.openspiel_game  # registers the game (a Python game of OpenSpiel)
 
     game = pyspiel.load_game("mmc_minichess", {"variant": "dark", "max_plies": 80})
     state = game.new_initial_state()
@@ -47,7 +47,7 @@ try:
     import pyspiel
 except ImportError as error:  # pragma: no cover (an optional extra)
     raise ImportError(
-        f"mmc_jax.spiel needs OpenSpiel ({error}); pip install 'mmc_jax[openspiel]'"
+        f"mmc_jax.faces.openspiel_game needs OpenSpiel ({error}); pip install 'mmc_jax[openspiel]'"
     ) from None
 
 SHORT_NAME = "mmc_minichess"
