@@ -88,13 +88,14 @@ def _rows() -> dict:
 
 def best_row() -> str | None:
     """The row with the best mean score against the engine at 32 simulations, once every
-    row that has started its evaluation has all three rungs (None before any)."""
+    registered row has all three rungs (None before: the second seed waits for the curve)."""
     means = {}
     for name in ROWS:
         scores = [_score(name, f"fsf{n}-sims32") for n in NODES]
-        if all(s is not None for s in scores):
-            means[name] = sum(scores) / len(scores)
-    return max(means, key=means.get) if means else None
+        if any(s is None for s in scores):
+            return None
+        means[name] = sum(scores) / len(scores)
+    return max(means, key=means.get)
 
 
 def _score(row: str, match: str) -> float | None:
@@ -170,8 +171,15 @@ def evaluate(name: str, log=print) -> dict:
     return {m: json.loads((out / f"{m}.json").read_text()) for m in matches()}
 
 
+def _wilson(data: dict) -> tuple[float, float]:
+    """The registered interval: Wilson 95% (`evaluate`'s `score_ci95_wilson`; its
+    `score_ci95` is a normal interval over per-game scores)."""
+    low, high = data.get("score_ci95_wilson") or data["score_ci95"]
+    return low, high
+
+
 def _interval(data: dict) -> str:
-    low, high = data["score_ci95"]
+    low, high = _wilson(data)
     return f"[{low:.3f}, {high:.3f}]"
 
 
@@ -250,7 +258,7 @@ def plot(rows: dict) -> None:
                     path = ROWS_DIR / name / "matches" / f"fsf{nodes}-sims{sims}.json"
                     if path.exists():
                         data = json.loads(path.read_text())
-                        low, high = data["score_ci95"]
+                        low, high = _wilson(data)
                         xs.append(positions)
                         ys.append(data["score"])
                         errs.append((data["score"] - low, high - data["score"]))

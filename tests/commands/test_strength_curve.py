@@ -50,12 +50,20 @@ def test_report_plot_and_second_seed_on_made_up_rows(tmp_path, monkeypatch):
     monkeypatch.setattr(curve, "HERE", tmp_path)
     monkeypatch.setattr(curve, "_engine", lambda: "/bin/fsf")
     assert curve.best_row() is None and curve.SECOND_SEED not in curve._rows()
-    for row, wins in (("2x32-1e4", 40), ("2x32-1e5", 90)):
+    rows = {name: 30 for name in curve.ROWS} | {"2x32-1e4": 40, "2x32-1e5": 90}
+    for row, wins in rows.items():
+        if row == "6x64-1e6":
+            continue  # (added below: the second seed waits for every row)
         folder = tmp_path / "curve" / row
         (folder / "matches").mkdir(parents=True)
         (folder / "train.json").write_text(json.dumps({"final": {"valid/policy_loss": 1.5}}))
         for match in curve.matches():
             (folder / "matches" / f"{match}.json").write_text(json.dumps(_match(wins, 20)))
+    assert curve.best_row() is None  # one registered row is not rated yet
+    folder = tmp_path / "curve" / "6x64-1e6"
+    (folder / "matches").mkdir(parents=True)
+    for match in curve.matches():
+        (folder / "matches" / f"{match}.json").write_text(json.dumps(_match(30, 20)))
     assert curve.best_row() == "2x32-1e5"
     assert curve._rows()[curve.SECOND_SEED] == (100_000, (2, 32), 1)
     text = curve.report()
@@ -71,3 +79,8 @@ def test_bad_rows_are_refused_in_one_line(capsys, tmp_path, monkeypatch):
     assert "unknown row '3x3-1e4'" in err and err.count("\n") == 1
     assert curve.main(["evaluate", "6x64-1e6"]) == 1
     assert "not trained yet" in capsys.readouterr().err
+
+
+def test_the_registered_interval_is_wilsons():
+    match = {"score_ci95": [0.0, 1.0], "score_ci95_wilson": [0.1, 0.2]}
+    assert curve._interval(match) == "[0.100, 0.200]"
