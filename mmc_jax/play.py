@@ -349,8 +349,7 @@ class _HumanRecon(recon_player.Player):
     def handle_game_start(self, color, board, opponent_name):
         self.white = color
         cells = {}
-        for i, text in enumerate(board.split()[0].split("/")):
-            row = "".join("." * int(ch) if ch.isdigit() else ch for ch in text)
+        for i, row in enumerate(notation.board_rows(board.split()[0])):
             for file, ch in enumerate(row):
                 cells[f"{notation.FILES[file]}{5 - i}"] = ch
         self.own = {sq: p for sq, p in cells.items() if p != "." and p.isupper() == color}

@@ -39,7 +39,6 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import json
 import math
 import multiprocessing
 import os
@@ -55,7 +54,7 @@ import numpy as np
 from mmc_jax import rules as R
 from mmc_jax import uci
 from mmc_jax.algorithms import alphazero
-from mmc_jax.infra import sharding
+from mmc_jax.infra import sharding, storage
 from mmc_jax.model import network as network_lib
 from mmc_jax.training import learner
 from mmc_jax.training.algorithm import (
@@ -198,21 +197,11 @@ def _shard_job(job):
 
 
 def _read_manifest(folder: str) -> dict | None:
-    path = os.path.join(folder, MANIFEST)
-    if not os.path.exists(path):
-        return None
-    try:
-        with open(path, encoding="utf-8") as handle:
-            return json.load(handle)
-    except (OSError, json.JSONDecodeError) as error:
-        raise ValueError(f"{path} is damaged ({error}); move it aside to regenerate") from None
+    return storage.read_json(os.path.join(folder, MANIFEST), "move it aside to regenerate")
 
 
 def _write_manifest(folder: str, manifest: dict) -> None:
-    path = os.path.join(folder, MANIFEST)
-    with open(path + ".tmp", "w", encoding="utf-8") as handle:
-        json.dump(manifest, handle, indent=1)
-    os.replace(path + ".tmp", path)
+    storage.write_json(os.path.join(folder, MANIFEST), manifest)
 
 
 def _adopt_unlisted(folder: str, manifest: dict, total: int, log) -> None:

@@ -38,7 +38,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from mmc_jax.rules import contract, variants
+from mmc_jax.rules import contract, notation, variants
 
 try:
     from gymnasium import spaces
@@ -180,7 +180,7 @@ class MinichessEnv(AECEnv):
         one = jax.tree.map(lambda x: np.asarray(x)[0], self._state)
         fen = R.recon_to_fen(one) if self.game.has_sense_phase else R.to_fen(one)
         board = fen.split()[0]
-        rows = ["".join("." * int(c) if c.isdigit() else c for c in r) for r in board.split("/")]
+        rows = notation.board_rows(board)
         return "\n".join(rows) + f"\n{AGENTS[self._turn]} to move\n"
 
     def close(self) -> None:

@@ -46,7 +46,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from mmc_jax.rules import contract, variants
+from mmc_jax.rules import contract, notation, variants
 
 try:
     import pgx.core as _pgx
@@ -117,9 +117,14 @@ class Env(_pgx.Env):
         return self._wrap(game, state._player_order, state._step_count)
 
     def _observe(self, state: State, player_id) -> jax.Array:
-        mover = self._game.observe(self._rules, state._game)[0]
-        waiting = self._game.observe_waiting(self._rules, state._game)[0]
-        return jnp.where(player_id == state.current_player, mover, waiting)
+        # One view computed, not both (pgx observes the mover at every init and step); under
+        # jax.vmap the cond becomes a select, as jnp.where would be.
+        return jax.lax.cond(
+            player_id == state.current_player,
+            lambda game: self._game.observe(self._rules, game)[0],
+            lambda game: self._game.observe_waiting(self._rules, game)[0],
+            state._game,
+        )
 
     @property
     def id(self) -> str:
@@ -201,7 +206,7 @@ def board_svg(state: State, scale: float = 1.0) -> str:
     for b in range(count):
         one = jax.tree.map(lambda x, b=b: x[b], flat)
         board = (R.recon_to_fen(one) if sense else R.to_fen(one)).split()[0]
-        rows = ["".join("." * int(c) if c.isdigit() else c for c in r) for r in board.split("/")]
+        rows = notation.board_rows(board)
         x0 = pad + b * (5 * cell + pad)
         for row, text in enumerate(rows):
             for file, glyph in enumerate(text):

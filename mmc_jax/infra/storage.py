@@ -105,6 +105,22 @@ def read_text(path: str | os.PathLike) -> str | None:
     return path.read_bytes().decode("utf-8", errors="replace")
 
 
+def read_json(path: str | os.PathLike, remedy: str) -> Any | None:
+    """The JSON value in the file `path`, or None if it is absent. ValueError, in one line,
+    naming the file and `remedy` (the way out), if it cannot be read or parsed."""
+    text = None
+    try:
+        text = read_text(path)
+        return None if text is None else json.loads(text)
+    except (OSError, json.JSONDecodeError) as error:
+        raise ValueError(f"{os.fspath(path)} is damaged ({error}); {remedy}") from None
+
+
+def write_json(path: str | os.PathLike, value: Any) -> None:
+    """`value` as JSON (indented by 1) in `path`, written atomically (`write_atomically`)."""
+    write_atomically(path, json.dumps(value, indent=1))
+
+
 def write_atomically(path: str | os.PathLike, text: str) -> None:
     """Writes `text` to `path` so that a reader never sees half of it.
 

@@ -128,6 +128,12 @@ def board_chars(pieces, own, turn) -> list[str]:
     return chars
 
 
+def board_rows(board: str) -> list[str]:
+    """The rows (rank 5 first) of a FEN's board field, one character per square, "." for an
+    empty one: the inverse of `fen_board`."""
+    return ["".join("." * int(c) if c.isdigit() else c for c in row) for row in board.split("/")]
+
+
 def fen_board(rows: Iterable[Iterable[str]]) -> str:
     """The board field of a FEN from its rows (rank 5 first), one character per square, "."
     for an empty one: runs of empty squares become digits."""

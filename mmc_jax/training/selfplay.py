@@ -37,6 +37,7 @@ import numpy as np
 from mmc_jax import rules as R
 from mmc_jax import search
 from mmc_jax.infra import sharding
+from mmc_jax.rules import notation
 from mmc_jax.rules import tables as T
 from mmc_jax.training import learner
 
@@ -364,12 +365,7 @@ def is_file_symmetric(variant: str) -> bool:
 
 def _board_is_file_symmetric(fen: str) -> bool:
     """Every rank of the FEN's board reads the same left to right and right to left."""
-    board = fen.split()[0]
-    ranks = []
-    for rank in board.split("/"):
-        squares = "".join("." * int(c) if c.isdigit() else c for c in rank)
-        ranks.append(squares)
-    return all(rank == rank[::-1] for rank in ranks)
+    return all(rank == rank[::-1] for rank in notation.board_rows(fen.split()[0]))
 
 
 def file_symmetric_variants() -> tuple[str, ...]:

@@ -34,7 +34,6 @@ position (the first occurrence in shard order wins) and returns the split.
 from __future__ import annotations
 
 import hashlib
-import json
 import math
 import multiprocessing
 import os
@@ -43,6 +42,8 @@ import zipfile
 from typing import Any
 
 import numpy as np
+
+from mmc_jax.infra import storage
 
 MANIFEST = "manifest.json"
 MAX_MOVES = 64  # more legal moves than any 5x5 position of the rule space has
@@ -57,18 +58,9 @@ SHARD_ATTEMPTS = 3
 
 def mirror_board(board: str) -> str:
     """The FEN board field with files a<->e (each rank read backwards)."""
-    ranks = []
-    for rank in board.split("/"):
-        cells = "".join("." * int(c) if c.isdigit() else c for c in rank)[::-1]
-        packed, run = "", 0
-        for c in cells:
-            if c == ".":
-                run += 1
-                continue
-            packed += (str(run) if run else "") + c
-            run = 0
-        ranks.append(packed + (str(run) if run else ""))
-    return "/".join(ranks)
+    from mmc_jax.rules import notation
+
+    return notation.fen_board(row[::-1] for row in notation.board_rows(board))
 
 
 def mirror_fen(fen: str) -> str:
@@ -182,21 +174,11 @@ def _shard_job(job):
 
 
 def read_manifest(folder: str) -> dict | None:
-    path = os.path.join(folder, MANIFEST)
-    if not os.path.exists(path):
-        return None
-    try:
-        with open(path, encoding="utf-8") as handle:
-            return json.load(handle)
-    except (OSError, json.JSONDecodeError) as error:
-        raise ValueError(f"{path} is damaged ({error}); move it aside to rebuild") from None
+    return storage.read_json(os.path.join(folder, MANIFEST), "move it aside to rebuild")
 
 
 def _write_manifest(folder: str, manifest: dict) -> None:
-    path = os.path.join(folder, MANIFEST)
-    with open(path + ".tmp", "w", encoding="utf-8") as handle:
-        json.dump(manifest, handle, indent=1)
-    os.replace(path + ".tmp", path)
+    storage.write_json(os.path.join(folder, MANIFEST), manifest)
 
 
 def _adopt_unlisted(folder: str, manifest: dict, log) -> None:

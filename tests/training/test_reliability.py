@@ -197,14 +197,12 @@ def test_exploded_but_finite_parameters_fail_the_probe():
     assert "non-finite loss on a probe batch" in alphazero.probe_params(config, exploded)
 
 
-@pytest.mark.slow
-def test_a_resume_steps_past_a_checkpoint_whose_parameters_exploded(tmp_path):
-    """`gardner.py:smoke`: an exploded (finite) step 2 is set aside as damaged, naming the
-    probe, and the run resumes from step 1 instead of into the explosion."""
+def _a_run_whose_step_2_exploded(workdir):
+    """A `gardner.py:smoke` run of one iteration in `workdir`, then a step 2 of its parameters
+    times 1e30 (finite): its config, unlocked."""
     from configs import gardner
     from mmc_jax.algorithms import alphazero
 
-    workdir = tmp_path / "run"
     config = gardner.get_config("smoke").copy_and_resolve_references()
     config.unlock()
     config.num_iterations = 1
@@ -215,6 +213,17 @@ def test_a_resume_steps_past_a_checkpoint_whose_parameters_exploded(tmp_path):
     checkpoint_lib.save_checkpoint(
         workdir, 2, saved, config=alphazero.prepare_config(config), extra={"frames": 16, "games": 2}
     )
+    return config
+
+
+@pytest.mark.slow
+def test_a_resume_steps_past_a_checkpoint_whose_parameters_exploded(tmp_path):
+    """`gardner.py:smoke`: an exploded (finite) step 2 is set aside as damaged, naming the
+    probe, and the run resumes from step 1 instead of into the explosion."""
+    from mmc_jax.algorithms import alphazero
+
+    workdir = tmp_path / "run"
+    config = _a_run_whose_step_2_exploded(workdir)
     config.num_iterations = 2
     log = io.StringIO()
     resumed = runloop.run(alphazero.ALGORITHM, config, workdir, stream=log)
@@ -230,21 +239,10 @@ def test_an_exploded_step_is_neither_played_nor_exported(tmp_path, capsys):
     """Issue 70: `open_model` (evaluate, play, serve, export) steps past a step whose parameters
     exploded (finite, ~1e30) with a warning, and `export --step` of it is refused in one line,
     where it used to write the explosion as a model without a word."""
-    from configs import gardner
     from mmc_jax import export
-    from mmc_jax.algorithms import alphazero
 
     workdir = tmp_path / "run"
-    config = gardner.get_config("smoke").copy_and_resolve_references()
-    config.unlock()
-    config.num_iterations = 1
-    first = runloop.run(alphazero.ALGORITHM, config, workdir, stream=None)
-    state = jax.tree.map(np.asarray, jax.device_get(first.state))
-    state = state.replace(params=jax.tree.map(lambda x: x * np.float32(1e30), state.params))
-    saved = runloop.checkpoint_state(alphazero.ALGORITHM, state, 2, 16, 2, True)
-    checkpoint_lib.save_checkpoint(
-        workdir, 2, saved, config=alphazero.prepare_config(config), extra={"frames": 16, "games": 2}
-    )
+    _a_run_whose_step_2_exploded(workdir)
     warnings = []
     model = checkpoint_lib.open_model(workdir, warn=warnings.append)
     assert model.step == 1 and checkpoint_lib.largest_magnitude(model.params) < 10
