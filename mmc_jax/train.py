@@ -102,7 +102,10 @@ def start_from(init_from: str, config: ml_collections.ConfigDict) -> tuple[Any, 
       ValueError: its network's shape differs from `config.network` (one line naming the
         fields, with the overrides that make them agree).
     """
-    _, params, saved = checkpoint_lib.load_model(init_from)
+    try:
+        _, params, saved = checkpoint_lib.load_model(init_from)
+    except ValueError as error:
+        raise ValueError(f"--init_from {init_from}: {error}") from None
     theirs, ours = network_lib.shape_of(saved.network), network_lib.shape_of(config.network)
     differ = [name for name in theirs if theirs[name] != ours[name]]
     if differ:

@@ -948,6 +948,15 @@ def is_exported(path: str | os.PathLike) -> bool:
     )
 
 
+def damaged_params_message(params_file: str, error: Exception) -> str:
+    """The one line for an exported model whose parameter file cannot be read."""
+    return (
+        f"{params_file} is damaged ({error}): the model's parameters cannot be read; "
+        "export it again from its run (`python -m mmc_jax.export --checkpoint <run> --out "
+        "<folder>`) or use another model"
+    )
+
+
 def load_exported(path: str | os.PathLike):
     """(network, params, config) of an exported model folder (or a shipped model's name)."""
     model = _open_exported(path)
@@ -990,10 +999,14 @@ def _open_exported(path: str | os.PathLike) -> Model:
     want, got = leaf_shapes(template), record.get("shapes", {})
     if want != got:
         raise ValueError(f"the parameters in {folder} do not fit its network config")
-    params = flax.serialization.from_bytes(
-        jax.tree.map(lambda s: np.zeros(s.shape, s.dtype), template),
-        storage.to_path(storage.join(folder, EXPORT_PARAMS)).read_bytes(),
-    )
+    params_file = storage.join(folder, EXPORT_PARAMS)
+    try:
+        params = flax.serialization.from_bytes(
+            jax.tree.map(lambda s: np.zeros(s.shape, s.dtype), template),
+            storage.to_path(params_file).read_bytes(),
+        )
+    except (ValueError, KeyError, TypeError) as error:  # msgpack's errors are ValueErrors
+        raise ValueError(damaged_params_message(params_file, error)) from None
     sharding = jax.sharding.SingleDeviceSharding(jax.devices()[0])
     params = jax.device_put(params, sharding)
     source = str(path) if str(path) in shipped_models() else storage.absolute(folder)

@@ -164,7 +164,8 @@ ERRORS_DOC = ROOT / "docs" / "errors.md"
 LEGACY = ROOT / "tests" / "fixtures" / "legacy" / "gardner_smoke"
 IN_PROCESS = {"analyse", "evaluate", "export", "launch", "play"}  # argparse: main(argv)
 PLACEHOLDERS = (
-    "RUN", "DAMAGED", "UNREADABLE", "MODEL", "BUSY", "LINKED", "FILE", "MISSING", "OUT", "PORT"
+    "RUN", "DAMAGED", "UNREADABLE", "MODEL", "TORN", "BUSY", "LINKED", "FILE", "MISSING", "OUT",
+    "PORT",
 )  # fmt: skip
 
 
@@ -208,6 +209,9 @@ def places(tmp_path_factory):
         path.unlink()
     _, params, config = checkpoint.load_model(run)
     checkpoint.export_model(root / "MODEL", config, params, {"step": 2})
+    shutil.copytree(root / "MODEL", root / "TORN")
+    torn = root / "TORN" / checkpoint.EXPORT_PARAMS
+    torn.write_bytes(torn.read_bytes()[: torn.stat().st_size // 2])
     (root / "FILE").write_text("")
     (root / "LINKED").mkdir()
     (root / "LINKED" / "lock.json").symlink_to(root / "FILE")
