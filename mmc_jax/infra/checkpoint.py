@@ -30,11 +30,15 @@ Typical use from a training loop:
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import difflib
+import errno
 import json
+import logging
 import os
 import re
+import shutil
 import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -346,13 +350,14 @@ class Checkpointer:
             "shapes": leaf_shapes(state),
             "extra": _jsonable(dict(extra or {})),
         }
-        self._manager.save(
-            int(step),
-            args=ocp.args.Composite(
-                state=ocp.args.StandardSave(state), meta=ocp.args.JsonSave(meta)
-            ),
-            force=True,
-        )
+        with self._naming_a_full_disk():
+            self._manager.save(
+                int(step),
+                args=ocp.args.Composite(
+                    state=ocp.args.StandardSave(state), meta=ocp.args.JsonSave(meta)
+                ),
+                force=True,
+            )
 
     def metadata(self, step: int | None = None) -> dict[str, Any]:
         """The JSON sidecar of `step` (default: latest).
@@ -493,13 +498,37 @@ class Checkpointer:
         return str(target)
 
     def wait(self) -> None:
-        """Blocks until pending asynchronous saves are committed."""
-        self._manager.wait_until_finished()
+        """Blocks until pending asynchronous saves are committed (DiskFull: the disk is)."""
+        with self._naming_a_full_disk():
+            self._manager.wait_until_finished()
 
     def close(self) -> None:
         """Waits for pending saves and releases the manager."""
-        self._manager.wait_until_finished()
+        with self._naming_a_full_disk():
+            self._manager.wait_until_finished()
         self._manager.close()
+
+    @contextlib.contextmanager
+    def _naming_a_full_disk(self):
+        """Re-raises a full disk (or quota), however orbax wraps it, as one `DiskFull` line
+        that names the folder, its free space and the step a re-run resumes from."""
+        try:
+            yield
+        except Exception as error:
+            if not disk_full(error):
+                raise
+            try:
+                free = shutil.disk_usage(storage.to_path(self.directory)).free
+                free = f"{free / 2**20:.1f} MiB free"
+            except OSError:
+                free = "free space unknown"
+            steps = self.all_steps()
+            resume = f"it resumes from step {steps[-1]}" if steps else "it starts afresh"
+            raise DiskFull(
+                f"the disk is full: a checkpoint could not be written to {self.directory} "
+                f"({free}); free some space (or use another --workdir) and run the same "
+                f"command again: {resume}"
+            ) from None
 
     def __enter__(self) -> Checkpointer:
         return self
@@ -638,6 +667,36 @@ def damage_reason(error: BaseException) -> str:
     return f"{type(error).__name__}: {line}" if line else type(error).__name__
 
 
+DISK_FULL_ERRNOS = (errno.ENOSPC, errno.EDQUOT)
+
+
+class DiskFull(OSError):
+    """A checkpoint could not be written because its disk (or quota) is full."""
+
+
+DISK_FULL_TEXTS = tuple(os.strerror(code) for code in DISK_FULL_ERRNOS)
+
+
+def disk_full(error: BaseException | None) -> bool:
+    """Whether `error`, or an error it was raised from, is a full disk or quota: an OSError
+    of Python's, or tensorstore's ValueError (RESOURCE_EXHAUSTED) that quotes the system's."""
+    while error is not None:
+        if isinstance(error, OSError) and error.errno in DISK_FULL_ERRNOS:
+            return True
+        if isinstance(error, ValueError) and any(t in str(error) for t in DISK_FULL_TEXTS):
+            return True
+        error = error.__cause__ or error.__context__
+    return False
+
+
+class _DiskFullReports(logging.Filter):
+    """Orbax logs a full disk from each of its save threads with a traceback (three of them,
+    about 190 lines); `Checkpointer` raises it once as one line (`DiskFull`), so these go."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not (record.exc_info and disk_full(record.exc_info[1]))
+
+
 def _quiet_closed_loop_reports() -> None:
     # Orbax's reads still in flight when a damaged step fails report to its event loop, closed
     # by then, from tensorstore's threads: tracebacks on stderr that say nothing. Silenced.
@@ -653,6 +712,7 @@ def _quiet_closed_loop_reports() -> None:
 
     hook.mmc_jax_quiet = True
     sys.unraisablehook = hook
+    logging.getLogger("absl").addFilter(_DiskFullReports())
 
 
 def restore_newest_intact(

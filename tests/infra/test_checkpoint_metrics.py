@@ -2,7 +2,9 @@
 
 import io
 import json
+import logging
 import os
+import sys
 import warnings
 
 import chex
@@ -253,3 +255,60 @@ def test_a_plot_of_many_tasks_keeps_the_whole_runs_legend_and_fits(tmp_path, mon
         warnings.simplefilter("error")
         metrics.plot_metrics(tmp_path)
     assert legends == [["train/policy_loss", "each task (64 lines)"]]
+
+
+# ----------------------------------------------------------------------------- a full disk
+
+TENSORSTORE_FULL = ValueError(  # what orbax re-raises when tensorstore cannot write
+    'RESOURCE_EXHAUSTED: Error writing local file "x/_sharding": Failed to write 15416 bytes '
+    "to file 16: No space left on device [source locations='tensorstore/util/file.cc:1']"
+)
+
+
+def test_a_full_disk_is_one_line_naming_the_folder_and_the_step_to_resume(tmp_path, monkeypatch):
+    config = run_config()
+    with checkpoint.Checkpointer(tmp_path, max_to_keep=2) as ckpt:
+        ckpt.save(1, train_state(config, 1.0, 1), config=config)
+        ckpt.wait()
+
+        def full(self, *args, **kwargs):
+            raise TENSORSTORE_FULL
+
+        monkeypatch.setattr(checkpoint.ocp.CheckpointManager, "wait_until_finished", full)
+        with pytest.raises(checkpoint.DiskFull) as raised:
+            ckpt.wait()
+        monkeypatch.undo()
+    message = str(raised.value)
+    assert "\n" not in message
+    assert message.startswith(f"the disk is full: a checkpoint could not be written to {tmp_path}")
+    assert message.endswith("run the same command again: it resumes from step 1")
+    assert isinstance(raised.value, OSError)  # the commands' one-line OSError path
+
+
+def test_a_full_disk_is_recognised_however_it_is_wrapped():
+    assert checkpoint.disk_full(OSError(28, os.strerror(28)))
+    assert checkpoint.disk_full(TENSORSTORE_FULL)
+    try:
+        try:
+            raise OSError(122, os.strerror(122))  # EDQUOT: a quota is a full disk too
+        except OSError as inner:
+            raise RuntimeError("save failed") from inner
+    except RuntimeError as wrapped:
+        assert checkpoint.disk_full(wrapped)
+    assert not checkpoint.disk_full(OSError(13, "Permission denied"))
+    assert not checkpoint.disk_full(ValueError("RESOURCE_EXHAUSTED: out of memory"))
+
+
+def test_orbax_tracebacks_of_a_full_disk_are_dropped_and_others_kept(tmp_path):
+    checkpoint.Checkpointer(tmp_path).close()  # every Checkpointer installs the filter
+    logger = logging.getLogger("absl")
+
+    def record(error):
+        try:
+            raise error
+        except type(error):
+            info = sys.exc_info()
+        return logger.makeRecord("absl", logging.ERROR, __file__, 1, "save failed", (), info)
+
+    assert not logger.filter(record(TENSORSTORE_FULL))
+    assert logger.filter(record(ValueError("another failure")))
