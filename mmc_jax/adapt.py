@@ -315,9 +315,9 @@ def markdown_table(results: dict[str, Any]) -> str:
         f"Adaptation to `{results['variant']}` from `{results['init_from']}`: "
         f"{settings['num_games']} colour-balanced games per match, "
         f"{settings['num_simulations']} simulations, ply cap "
-        f"{settings['max_plies'] or 256}, seed {results['seed']}; score = (W + D/2) / games "
-        f"with 95% CI; games between two networks open with {settings.get('opening_plies', 0)} "
-        "random plies.",
+        f"{settings['max_plies'] or 256}, seed {results['seed']};",  # two lines, each < 200
+        f"score = (W + D/2) / games with 95% CI; games between two networks open with "
+        f"{settings.get('opening_plies', 0)} random plies.",
         "",
         "| iteration | frames | " + " | ".join(f"vs {o}" for o in used) + " |",
         "|---:|---:|" + "---:|" * len(used),

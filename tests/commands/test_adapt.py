@@ -123,3 +123,19 @@ def test_a_signal_that_stops_the_training_raises_stopped_not_a_short_curve(tmp_p
             "atomic", "scratch", tmp_path / "adapt", config=joat.get_config("smoke"),
             iterations=2, eval_at=[2], stream=None,
         )  # fmt: skip
+
+
+def test_the_table_keeps_every_line_under_200_characters():
+    """The caption was one line of 207 characters on a plain run (issue 70's first hour)."""
+    table = dict(
+        results((0, {"random": match(0.88, 0.79, 0.96)}), (1, {"unadapted": match(0.5, 0.4, 0.6)})),
+        init_from="joint-study",
+        seed=0,
+        settings={"opponents": ["random", "greedy"], "num_games": 64, "num_simulations": 16,
+                  "max_plies": 256, "opening_plies": 4},
+    )  # fmt: skip
+    for point, frames in zip(table["points"], (0, 512)):
+        point["frames"] = frames
+    lines = adapt.markdown_table(table).splitlines()
+    assert lines[0].startswith("Adaptation to `atomic` from `joint-study`: 64 colour-balanced")
+    assert all(len(line) < 200 for line in lines), [len(line) for line in lines]
