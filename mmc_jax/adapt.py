@@ -851,6 +851,9 @@ def main(argv) -> None:
         )
     except (FileNotFoundError, ValueError, FloatingPointError, OSError, uci.EngineError) as error:
         cli.fail(str(error))
+    except runloop.Interrupted:
+        print("interrupted; re-run the same command to resume", file=sys.stderr)
+        cli.exit_at_once(130)
     except KeyboardInterrupt:
         cli.fail("interrupted; re-run the same command to resume", status=130)
     except runloop.Stopped as error:

@@ -159,6 +159,8 @@ def main(argv) -> None:
         result = runloop.run(algorithm, config, workdir, init_params=params, init_label=label)
     except (ValueError, FloatingPointError, OSError, uci.EngineError) as error:
         cli.fail(str(error))
+    except runloop.Interrupted:
+        cli.exit_at_once(130)  # the run said what is kept
     except KeyboardInterrupt as stop:
         print("interrupted before training started; nothing was lost", file=sys.stderr)
         raise SystemExit(143 if isinstance(stop, workers.Terminated) else 130) from None

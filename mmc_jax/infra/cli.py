@@ -105,6 +105,15 @@ def fail(message: str, status: int = 2) -> None:
     raise SystemExit(status)
 
 
+def exit_at_once(status: int = 130) -> None:
+    """Flushes stdout and stderr and ends the process now, skipping Python's shutdown: after
+    a second Ctrl-C an iteration may still run in XLA's threads, and tearing the interpreter
+    down under it crashed (exit -11). Call it only once everything worth keeping is written."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(status)
+
+
 def _refuse_bucket(parser, flag: str, path: str) -> None:
     # These outputs are written with `open`; only run directories (--workdir) may be buckets.
     if storage.is_remote(path):

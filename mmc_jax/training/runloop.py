@@ -36,7 +36,9 @@ but `params`:
    a state with a non-finite parameter or optimizer value (nor resumes from one).
 3. SIGTERM (a preempted VM, a Kubernetes eviction) or Ctrl-C stops the run after the iteration
    in progress: that iteration is checkpointed, the loop says how to resume and returns. A
-   second Ctrl-C stops at once; the last checkpoint stays the last good one. A signal during
+   second Ctrl-C stops at once: the last checkpoint stays the last good one, and `run` raises
+   `Interrupted` once it is committed and said (train and adapt then exit 130 at once,
+   `cli.exit_at_once`). A signal during
    start-up (restore, compilation) stops the run before its first iteration, and it says so.
 
 `run` returns a `RunResult` with the final state (its parameters on the mesh), the last record
@@ -195,6 +197,12 @@ def progress_line(
     if summary:
         parts.append(summary)
     return " | ".join(parts)
+
+
+class Interrupted(KeyboardInterrupt):
+    """A second Ctrl-C stopped the run within an iteration, after its last checkpoint was
+    committed and said. The iteration may still be running in XLA's threads, which Python's
+    shutdown would crash into (a segmentation fault): a command ends with `cli.exit_at_once`."""
 
 
 class _StopRequest:
@@ -812,7 +820,7 @@ def _iterate(session: _Session, writer, begin: _Start, end: int, step_fn, data, 
             f"interrupted; the last checkpoint ({ckpt.directory}/{ckpt.latest_step()}) "
             "is kept. Run the same command to resume."
         )
-        stopped = True
+        raise Interrupted from None
     return state, record, stopped
 
 

@@ -839,3 +839,41 @@ def test_another_algorithms_workdir_is_named_not_listed_leaf_by_leaf(runs, tmp_p
         "--workdir, or resume it with a config of alphazero"
     )
     assert sorted(p.name for p in (workdir / "checkpoints").iterdir()) == before
+
+
+# A second Ctrl-C: stop at once, keep the last checkpoint, exit 130 (issue 70's first hour)
+
+
+def test_a_second_ctrl_c_stops_at_once_with_130_and_keeps_the_last_checkpoint(tmp_path):
+    """Two SIGINTs a moment apart while `train` iterates: one line says which checkpoint is
+    kept, the command ends within seconds with 130 (it ended 0, or crashed with -11 as XLA's
+    threads ran on under Python's shutdown), and the same command resumes from that step."""
+    workdir = tmp_path / "run"
+    command = [
+        sys.executable, "-m", "mmc_jax.train", "--config", "configs/gardner.py:smoke",
+        "--workdir", str(workdir), "--config.num_iterations=100000",
+    ]  # fmt: skip
+    process = subprocess.Popen(
+        command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT
+    )
+    for line in process.stdout:
+        if line.startswith("it 2/"):
+            break
+    process.send_signal(signal.SIGINT)
+    time.sleep(0.3)
+    process.send_signal(signal.SIGINT)
+    second = time.time()
+    out, err = process.communicate(timeout=120)
+    assert process.returncode == 130, (process.returncode, err[-2000:])
+    assert time.time() - second < 30
+    kept = checkpoint_lib.latest_step(workdir)
+    assert kept is not None and kept >= 2
+    said = (out + err).strip().splitlines()
+    assert said[-1] == (
+        f"interrupted; the last checkpoint ({workdir}/checkpoints/{kept}) is kept. Run the same "
+        "command to resume."
+    ), said[-3:]
+    command[-1] = f"--config.num_iterations={kept + 1}"
+    resumed = subprocess.run(command, capture_output=True, text=True, cwd=ROOT, timeout=300)
+    assert resumed.returncode == 0, resumed.stderr[-2000:]
+    assert f"resumed from {workdir}/checkpoints/{kept}" in resumed.stdout + resumed.stderr
