@@ -19,11 +19,15 @@ dependency for. It keeps one game per browser tab (the tab holds the game's rand
 game, illegal move, malformed FEN or JSON, unknown model or variant) with a JSON `{"error": ...}`
 and a 4xx status, never a traceback page; the model is only ever loaded from the listed paths,
 never from a path a request names. A malformed request body is answered at once (a
-`Content-Length` that is not a number of bytes 400, one over `MAX_BODY` 413, a chunked body 411),
-a client gets `REQUEST_TIMEOUT` seconds to send its request (then 408, or the connection is
-dropped), and a client that goes away before its answer is one line in the log: one request,
-whatever it does, holds only its own thread and never touches another tab's game
-(docs/errors.md, 'The web server's answers').
+`Content-Length` that is not a number of bytes 400, one over `MAX_BODY` 413, a chunked body 411).
+A client gets `REQUEST_TIMEOUT` seconds from the start of its request to send all of it (the
+request line, headers and body together, however slowly it drips each byte: `DeadlineReader`),
+then 408, or, before its request line is in, the connection is closed. At most `MAX_CONCURRENT`
+requests are handled at once (`WebServer`); one more is answered at once with 503 and a
+`Retry-After` of `BUSY_RETRY_AFTER` seconds, never a reset (connections wait in a listen backlog
+of `LISTEN_BACKLOG` until they are accepted). Each error answer, and a client that goes away
+before its answer, is one line in the log: one request, whatever it does, holds only its own
+thread and never touches another tab's game (docs/errors.md, 'The web server's answers').
 
 Fog (`dark`, every `fog=on` variant): while the game runs, what the server sends holds nothing
 the player cannot see: the board is the player's view (`*` on hidden squares, the format of
@@ -42,13 +46,16 @@ from __future__ import annotations
 
 import argparse
 import collections
+import contextlib
 import dataclasses
 import errno
 import http.server
+import io
 import json
 import os
 import re
 import secrets
+import socket
 import sys
 import threading
 import time
@@ -67,16 +74,32 @@ SIMULATION_CHOICES = (16, 32, 64, 128, 256, 512, 1024)
 MAX_GAMES = 256  # games kept (one per tab); the oldest is dropped beyond
 MAX_BODY = 65536
 REQUEST_TIMEOUT = 30.0  # seconds a client may take to send a request (line, headers, body)
+MAX_CONCURRENT = 16  # requests handled at once; one more is answered 503
+BUSY_RETRY_AFTER = 1  # seconds a 503 asks its client to wait before it tries again
+LISTEN_BACKLOG = 128  # connections the system holds until the server accepts them
 UNIFORM = "uniform-prior"
 RESULT_TEXT = {"1-0": "White wins", "0-1": "Black wins", "1/2-1/2": "draw"}
 
 
 class RequestError(Exception):
-    """A bad request: answered with `status` and `{"error": message}`."""
+    """A bad request: answered with `status`, `headers` and `{"error": message}`."""
 
-    def __init__(self, message: str, status: int = 400):
+    def __init__(self, message: str, status: int = 400, headers: dict[str, str] | None = None):
         super().__init__(message)
         self.status = status
+        self.headers = headers or {}
+
+
+class Busy(RequestError):
+    """A request beyond the MAX_CONCURRENT handled at once: 503, retry after BUSY_RETRY_AFTER s."""
+
+    def __init__(self):
+        super().__init__(
+            f"the server is busy: {MAX_CONCURRENT} requests are being handled at once; retry "
+            f"in {BUSY_RETRY_AFTER} s",
+            503,
+            {"Retry-After": str(BUSY_RETRY_AFTER)},
+        )
 
 
 @dataclasses.dataclass
@@ -398,15 +421,79 @@ def page() -> bytes:
     return resources.files("mmc_jax").joinpath("data", "web", "index.html").read_bytes()
 
 
+class DeadlineReader(io.RawIOBase):
+    """A connection's receiving side whose reads end at the request's deadline: each waits at
+    most until then (the socket's timeout alone is per read: a client sending a byte now and
+    then held its thread as long as it liked), and one after it is a `TimeoutError`."""
+
+    def __init__(self, sock: socket.socket, seconds: float):
+        super().__init__()
+        self.sock = sock
+        self.seconds = seconds
+        self.deadline = time.monotonic() + seconds
+
+    def readable(self) -> bool:
+        return True
+
+    def restart(self) -> None:
+        """A new request: it has `seconds` from now."""
+        self.deadline = time.monotonic() + self.seconds
+
+    def readinto(self, buffer) -> int:
+        """What the socket has (waiting at most until the deadline) into `buffer`."""
+        left = self.deadline - time.monotonic()
+        if left > 0:
+            self.sock.settimeout(left)
+            try:
+                return self.sock.recv_into(buffer)
+            except TimeoutError:
+                pass  # the deadline came while it waited
+        raise TimeoutError(f"the request did not arrive within {self.seconds:g} s")
+
+
 class Handler(http.server.BaseHTTPRequestHandler):
     """JSON API and the page; every error is a JSON answer (see the module docstring)."""
 
     server_version = "mmc_jax"
     app: Server  # set on the subclass made by `make_server`
+    server: WebServer
     quiet = False
-    # The socket's timeout (`StreamRequestHandler`): a client that stalls holds its own thread,
-    # and only this long.
+    # The seconds a request may take to arrive, all of it (`DeadlineReader`); a client that
+    # stalls holds its own thread, and only this long. Also the socket's timeout for the answer.
     timeout = REQUEST_TIMEOUT
+    error = ""  # the error of the answer being sent (its log line ends with it)
+
+    def setup(self) -> None:
+        """The base's streams, the receiving one read against the request's deadline."""
+        super().setup()
+        self.rfile.close()
+        self.reader = DeadlineReader(self.connection, self.timeout)
+        self.rfile = io.BufferedReader(self.reader)
+
+    def handle_one_request(self) -> None:
+        """The base's request (a request line that misses the deadline closes the connection,
+        one log line), its deadline `timeout` from now."""
+        self.reader.restart()
+        self.error = ""
+        super().handle_one_request()
+
+    def parse_request(self) -> bool:
+        """The base's parsing of the request line and headers; headers that miss the deadline
+        are a 408."""
+        try:
+            return super().parse_request()
+        except TimeoutError:
+            self.close_connection = True
+            self._error(
+                f"the request's headers did not arrive in time: not sent within {self.timeout:g} s",
+                408,
+            )
+            return False
+
+    def send_response(self, code, message=None) -> None:
+        """The base's; the request is in, so the answer's writes get the whole `timeout`."""
+        self.connection.settimeout(self.timeout)
+        super().send_response(code, message)
 
     def handle(self) -> None:
         """The base class's loop; a client that goes away (or stops reading) is one log line,
@@ -421,16 +508,29 @@ class Handler(http.server.BaseHTTPRequestHandler):
         if not self.quiet:
             sys.stderr.write(f"{self.address_string()} {format % args}\n")
 
+    def log_request(self, code="-", size="-") -> None:
+        """The base's line of an answer; an error answer's line ends with its error."""
+        code = code.value if isinstance(code, http.HTTPStatus) else code
+        line = f'"{self.requestline}" {code} {size}'
+        self.log_message("%s", f"{line} {self.error}" if self.error else line)
+
     def send_error(self, code, message=None, explain=None):
         """Malformed requests (the base class's HTML error pages): JSON instead."""
-        self._json({"error": message or "bad request"}, code)
+        self._error(message or "bad request", code)
 
-    def _json(self, payload: Any, status: int = 200) -> None:
+    def _error(self, message: str, status: int, headers: dict[str, str] | None = None) -> None:
+        """The answer `{"error": message}` with `status` and `headers`; logged with it."""
+        self.error = message
+        self._json({"error": message}, status, headers)
+
+    def _json(self, payload: Any, status: int = 200, headers: dict[str, str] | None = None) -> None:
         body = json.dumps(payload).encode()
         self.send_response(status)
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(body)))
         self.send_header("Cache-Control", "no-store")
+        for name, value in (headers or {}).items():
+            self.send_header(name, value)
         self.end_headers()
         self.wfile.write(body)
 
@@ -455,7 +555,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
             raise RequestError(f"request too large: {length} bytes, at most {MAX_BODY}", 413)
         try:
             raw = self.rfile.read(length) if length else b"{}"
-        except TimeoutError:
+        except TimeoutError:  # the request's deadline (`DeadlineReader`)
             raise RequestError(
                 f"the request body did not arrive in time: {length} bytes announced, not sent "
                 f"within {self.timeout:g} s",
@@ -472,45 +572,52 @@ class Handler(http.server.BaseHTTPRequestHandler):
         return body
 
     def _handle(self, method: str) -> None:
-        url = urllib.parse.urlsplit(self.path)
-        query = dict(urllib.parse.parse_qsl(url.query))
+        """The request's answer: read all of it, then, in one of the server's places for a
+        request (none free: 503), what it asks for; every error a JSON answer."""
         try:
-            if method == "GET" and url.path in ("/", "/index.html"):
-                body = page()
-                self.send_response(200)
-                self.send_header("Content-Type", "text/html; charset=utf-8")
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
-                return
-            if method == "GET" and url.path == "/api/options":
-                return self._json(self.app.options())
-            if method == "GET" and url.path == "/api/state":
-                return self._json(self.app.state(query.get("game")))
-            if method == "GET" and url.path == "/api/pgn":
-                name, text = self.app.pgn(query.get("game"))
-                body = text.encode()
-                self.send_response(200)
-                self.send_header("Content-Type", "application/x-chess-pgn; charset=utf-8")
-                self.send_header("Content-Disposition", f'attachment; filename="{name}"')
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
-                return
-            if method == "POST" and url.path == "/api/new":
-                return self._json(self.app.new_game(self._body()))
-            if method == "POST" and url.path == "/api/move":
-                body = self._body()
-                return self._json(self.app.move(body.get("game"), body.get("move")))
-            if method == "POST" and url.path == "/api/takeback":
-                return self._json(self.app.takeback(self._body().get("game")))
-            raise RequestError(f"no such page: {method} {url.path}", 404)
+            body = self._body() if method == "POST" else {}
+            with self.server.place():
+                self._route(method, body)
         except RequestError as error:
-            self._json({"error": str(error)}, error.status)
+            self._error(str(error), error.status, error.headers)
         except (ConnectionError, TimeoutError):
             raise  # the client went away: `handle` logs it (answering would fail again)
         except Exception as error:  # noqa: BLE001 -- a bug is a JSON 500, never a traceback page
-            self._json({"error": f"internal error: {type(error).__name__}: {error}"}, 500)
+            self._error(f"internal error: {type(error).__name__}: {error}", 500)
+
+    def _route(self, method: str, request: dict[str, Any]) -> None:
+        """What the request (its JSON body `request`) asks for: the page, or the API's answer."""
+        url = urllib.parse.urlsplit(self.path)
+        query = dict(urllib.parse.parse_qsl(url.query))
+        if method == "GET" and url.path in ("/", "/index.html"):
+            body = page()
+            self.send_response(200)
+            self.send_header("Content-Type", "text/html; charset=utf-8")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+            return
+        if method == "GET" and url.path == "/api/options":
+            return self._json(self.app.options())
+        if method == "GET" and url.path == "/api/state":
+            return self._json(self.app.state(query.get("game")))
+        if method == "GET" and url.path == "/api/pgn":
+            name, text = self.app.pgn(query.get("game"))
+            body = text.encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "application/x-chess-pgn; charset=utf-8")
+            self.send_header("Content-Disposition", f'attachment; filename="{name}"')
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+            return
+        if method == "POST" and url.path == "/api/new":
+            return self._json(self.app.new_game(request))
+        if method == "POST" and url.path == "/api/move":
+            return self._json(self.app.move(request.get("game"), request.get("move")))
+        if method == "POST" and url.path == "/api/takeback":
+            return self._json(self.app.takeback(request.get("game")))
+        raise RequestError(f"no such page: {method} {url.path}", 404)
 
     def do_GET(self) -> None:  # noqa: N802 -- http.server's names
         self._handle("GET")
@@ -519,19 +626,41 @@ class Handler(http.server.BaseHTTPRequestHandler):
         self._handle("POST")
 
 
+class WebServer(http.server.ThreadingHTTPServer):
+    """The page's `ThreadingHTTPServer`: a thread per connection, a listen backlog of
+    LISTEN_BACKLOG (the default 5 refused a burst of new games) and MAX_CONCURRENT places for
+    requests being handled."""
+
+    request_queue_size = LISTEN_BACKLOG
+    daemon_threads = True
+
+    def __init__(self, address: tuple[str, int], handler: type[Handler]):
+        super().__init__(address, handler)
+        self.slots = threading.BoundedSemaphore(MAX_CONCURRENT)
+
+    @contextlib.contextmanager
+    def place(self):
+        """One of the MAX_CONCURRENT places for a request, for the `with` block; `Busy` (503)
+        at once when none is free."""
+        if not self.slots.acquire(blocking=False):
+            raise Busy()
+        try:
+            yield
+        finally:
+            self.slots.release()
+
+
 def make_server(
     app: Server,
     host: str = "127.0.0.1",
     port: int = DEFAULT_PORT,
     quiet=False,
     timeout: float = REQUEST_TIMEOUT,
-):
-    """A `ThreadingHTTPServer` serving `app` (port 0: any free port; `server_address` says);
-    `timeout`: the seconds a client may take to send its request."""
+) -> WebServer:
+    """A `WebServer` serving `app` (port 0: any free port; `server_address` says); `timeout`:
+    the seconds a client may take to send its request, all of it."""
     handler = type("BoundHandler", (Handler,), {"app": app, "quiet": quiet, "timeout": timeout})
-    httpd = http.server.ThreadingHTTPServer((host, port), handler)
-    httpd.daemon_threads = True
-    return httpd
+    return WebServer((host, port), handler)
 
 
 def port_arg(text: str) -> int:

@@ -13,9 +13,11 @@ simulations (2 worlds under fog), as tests/commands/test_uci_serve.py searches.
 from __future__ import annotations
 
 import codecs
+import contextlib
 import io
 import json
 import re
+import select
 import socket
 import struct
 import threading
@@ -362,17 +364,40 @@ def bare_site():
 
 def raw_request(port: int, head: list[str], body: bytes = b"", then: str = "wait"):
     """(status, JSON answer) of a request sent as bytes: the request line and headers `head`,
-    then `body`, then either waits for the answer or first closes the sending side."""
+    then `body` (`drip`: one byte every 0.4 s), then either waits for the answer or first closes
+    the sending side."""
     with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
         lines = [f"{head[0]} HTTP/1.1", "Host: 127.0.0.1", *head[1:]]
-        sock.sendall(("\r\n".join(lines) + "\r\n\r\n").encode() + body)
+        sock.sendall(("\r\n".join(lines) + "\r\n\r\n").encode())
+        drip(sock, body) if then == "drip" else sock.sendall(body)
         if then == "close":
             sock.shutdown(socket.SHUT_WR)
-        answer = b""
-        while chunk := sock.recv(65536):  # the server closes after its answer
-            answer += chunk
+        answer = read_answer(sock)
     status_line, _, rest = answer.partition(b"\r\n")
     return int(status_line.split()[1]), json.loads(rest.partition(b"\r\n\r\n")[2])
+
+
+def drip(sock: socket.socket, data: bytes, gap: float = 0.4) -> None:
+    """Sends `data` one byte every `gap` seconds (each well within the server's timeout per
+    read), until all is sent or the server answers or closes."""
+    for byte in data:
+        if select.select([sock], [], [], gap)[0]:
+            return  # an answer, or the end
+        try:
+            sock.sendall(bytes([byte]))
+        except OSError:  # the server closed (its answer, if any, is still to be read)
+            return
+
+
+def read_answer(sock: socket.socket) -> bytes:
+    """What the server sends until it closes (a reset after its answer ends it too)."""
+    answer = b""
+    try:
+        while chunk := sock.recv(65536):  # the server closes after its answer
+            answer += chunk
+    except ConnectionResetError:
+        pass
+    return answer
 
 
 def server_answer_table() -> list[tuple[str, list[str], bytes, str, int, str]]:
@@ -399,12 +424,19 @@ def test_the_server_answer_table_is_true(
     bare_site, monkeypatch, what, head, body, then, status, error
 ):
     """Each malformed request of docs/errors.md gets its 4xx and its error at once (a negative
-    Content-Length hung, a chunked body started a default game); a body that stops short gets
-    408 when the request timeout ends (here 0.5 s)."""
+    Content-Length hung, a chunked body started a default game); a body that stops short, or
+    comes a byte at a time, gets 408 when the request timeout ends (here 0.5 s); a request while
+    every place is taken gets 503."""
     port, _, httpd = bare_site
     monkeypatch.setattr(httpd.RequestHandlerClass, "timeout", 0.5 if status == 408 else 30.0)
+    for _ in range(serve.MAX_CONCURRENT if then == "busy" else 0):
+        assert httpd.slots.acquire(blocking=False)  # as if that many requests were in progress
     started = time.monotonic()
-    got, answer = raw_request(port, head, body, then)
+    try:
+        got, answer = raw_request(port, head, body, "wait" if then == "busy" else then)
+    finally:
+        for _ in range(serve.MAX_CONCURRENT if then == "busy" else 0):
+            httpd.slots.release()
     assert (got, set(answer)) == (status, {"error"}), answer
     assert re.fullmatch(re.escape(error).replace("…", ".*"), answer["error"]), answer["error"]
     assert time.monotonic() - started < 5
@@ -467,6 +499,134 @@ def test_a_client_that_goes_away_is_one_log_line(bare_site, monkeypatch, capsys)
         r"127\.0\.0\.1 client went away: (BrokenPipe|ConnectionReset)Error: .*", line
     )
     assert call(f"http://127.0.0.1:{port}", "/api/options")[0] == 200
+
+
+@contextlib.contextmanager
+def served(app: serve.Server, timeout: float = serve.REQUEST_TIMEOUT, start: bool = True):
+    """(port, HTTP server) of a logging server for `app` on a free port; `start` False: it
+    accepts nothing until the caller calls `serve_forever` in a thread of its own."""
+    httpd = serve.make_server(app, "127.0.0.1", 0, timeout=timeout)
+    if start:
+        threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    try:
+        yield httpd.server_address[1], httpd
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
+
+
+def test_fifty_new_games_at_once_each_get_an_answer_and_the_excess_a_503(monkeypatch, capsys):
+    """50 `POST /api/new` at once, arriving before the server accepts any (as when its accept
+    loop lags: a listen backlog of 5 left 44 of them unconnected, and a probe saw resets): every
+    one is answered; MAX_CONCURRENT are handled (their new_game waits until the others are
+    answered) and the others get a JSON 503 with a Retry-After at once, one log line each."""
+    clients = 50
+    app = serve.Server({serve.UNIFORM: "none"}, serve.UNIFORM)
+    lock, inside, most = threading.Lock(), [0], [0]
+    release = threading.Event()
+
+    def new_game(request):
+        with lock:
+            inside[0] += 1
+            most[0] = max(most[0], inside[0])
+        release.wait(30)
+        with lock:
+            inside[0] -= 1
+        return {"game": "g"}
+
+    monkeypatch.setattr(app, "new_game", new_game)
+    answers: list[tuple[int | str, dict[str, str], object]] = []
+    connected = threading.Semaphore(0)
+
+    def client(port):
+        try:
+            sock = socket.create_connection(("127.0.0.1", port), timeout=5)
+        except OSError as error:
+            answers.append((type(error).__name__, {}, None))
+            connected.release()
+            return
+        connected.release()
+        with sock:
+            sock.settimeout(60)
+            sock.sendall(b"POST /api/new HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n\r\n{}")
+            answers.append(parse_answer(read_answer(sock)))
+
+    capsys.readouterr()
+    with served(app, start=False) as (port, httpd):
+        threads = [threading.Thread(target=client, args=(port,)) for _ in range(clients)]
+        for thread in threads:
+            thread.start()
+        for _ in range(clients):
+            assert connected.acquire(timeout=30)
+        threading.Thread(target=httpd.serve_forever, daemon=True).start()
+        deadline = time.monotonic() + 30
+        while len(answers) + inside[0] < clients and time.monotonic() < deadline:
+            time.sleep(0.05)
+        release.set()
+        for thread in threads:
+            thread.join(timeout=60)
+    failed = [status for status, _, _ in answers if not isinstance(status, int)]
+    assert not failed and len(answers) == clients, f"{len(failed)} got no answer: {failed}"
+    busy = [(headers, body) for status, headers, body in answers if status == 503]
+    assert sorted({status for status, _, _ in answers}) == [200, 503]
+    assert most[0] == serve.MAX_CONCURRENT and len(busy) == clients - serve.MAX_CONCURRENT
+    for headers, body in busy:
+        assert headers.get("retry-after") == str(serve.BUSY_RETRY_AFTER)
+        assert set(body) == {"error"} and "busy" in body["error"] and "retry" in body["error"]
+    logged = [line for line in capsys.readouterr().err.splitlines() if " 503 " in line]
+    assert len(logged) == len(busy) and all("busy" in line for line in logged), logged
+
+
+def parse_answer(answer: bytes) -> tuple[int | str, dict[str, str], object]:
+    """(status, {lower-case header: value}, JSON body) of an HTTP answer ("no answer": none)."""
+    head, _, body = answer.partition(b"\r\n\r\n")
+    if not head.startswith(b"HTTP/"):
+        return "no answer", {}, None
+    status_line, *lines = head.decode().split("\r\n")
+    headers = {k.strip().lower(): v.strip() for k, _, v in (x.partition(":") for x in lines)}
+    return int(status_line.split()[1]), headers, json.loads(body)
+
+
+@pytest.mark.parametrize(
+    "part, sent, dripped, status, error",
+    [
+        ("the request line", b"", b"POST /api/ne", None, "Request timed out"),
+        ("the headers", b"POST /api/new HTTP/1.1\r\n", b"Host: 127.0.", 408, "headers"),
+        (
+            "the body",
+            b"POST /api/new HTTP/1.1\r\nContent-Length: 100\r\n\r\n",
+            b'{"variant": ',
+            408,
+            "request body did not arrive in time",
+        ),
+    ],
+    ids=["line", "headers", "body"],
+)
+def test_a_client_that_drips_its_request_is_cut_at_the_request_deadline(
+    capsys, part, sent, dripped, status, error
+):
+    """The timeout is per request, not per read: a client that sends a byte every 0.4 s (each
+    read well within 1 s) held its thread as long as it dripped; it is cut 1 s after the start
+    of its request, with a JSON 408 once its request line is in (else the connection closes),
+    and one log line."""
+    timeout = 1.0
+    capsys.readouterr()
+    with served(serve.Server({serve.UNIFORM: "none"}, serve.UNIFORM), timeout) as (port, _):
+        with socket.create_connection(("127.0.0.1", port), timeout=30) as sock:
+            started = time.monotonic()
+            sock.sendall(sent)
+            drip(sock, dripped)
+            answer = read_answer(sock)
+            held = time.monotonic() - started
+    assert held < timeout + 1.5, f"{part}: the connection was held {held:.1f} s"
+    got, _, body = parse_answer(answer)
+    if status is None:
+        assert answer == b"", answer
+    else:
+        assert got == status and set(body) == {"error"} and error in body["error"], answer
+        assert f"within {timeout:g} s" in body["error"]
+    (line,) = capsys.readouterr().err.splitlines()
+    assert error in line and "Traceback" not in line
 
 
 def test_the_server_says_it_is_warming_up_and_when_it_is_done(capsys):
