@@ -7,6 +7,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+from mmc_jax.uci import workers
 from mmc_jax.uci.labels import build, status
 
 
@@ -67,9 +68,9 @@ def main(argv=None) -> int:
     except (ValueError, uci.EngineError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as stop:
         print("interrupted: finished shards are kept; rerun the same command", file=sys.stderr)
-        return 130
+        return 143 if isinstance(stop, workers.Terminated) else 130  # SIGTERM, Ctrl-C
     print(status(args.dir))
     return 0
 

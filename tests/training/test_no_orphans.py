@@ -1,4 +1,4 @@
-"""Issue 70, processes left behind: a trainer killed (kill -9) or stopped (SIGTERM) while its
+"""Issue 70, processes left behind: a trainer (or a labels build) killed (kill -9) or stopped (SIGTERM) while its
 dataset's pool workers play engine games leaves no worker and no engine running; SIGTERM says
 what it kept and exits 143; a shard written but not listed is adopted by the next run."""
 
@@ -106,6 +106,31 @@ def test_no_worker_or_engine_outlives_the_trainer(how, tmp_path, fairy_stockfish
         assert "the same command plays the rest" in output
         assert output.strip().splitlines()[-1] == (
             "interrupted before training started; nothing was lost"
+        )
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("how", ["kill -9", "SIGTERM"])
+def test_no_worker_or_engine_outlives_a_labels_build(how, tmp_path, fairy_stockfish):
+    """`python -m mmc_jax.labels build` with 2 processes: the same, and SIGTERM exits 143 (it
+    exited 130, Ctrl-C's status) with the line that says the finished shards are kept."""
+    process = subprocess.Popen(
+        [
+            sys.executable, "-m", "mmc_jax.labels", "build", str(tmp_path / "labels"),
+            "--positions", "2000", "--nodes", "100", "--processes", "2",
+            "--engine", fairy_stockfish,
+        ],
+        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    )  # fmt: skip
+    below = _wait_for_engines(process)
+    os.kill(process.pid, signal.SIGKILL if how == "kill -9" else signal.SIGTERM)
+    output = process.communicate(timeout=60)[0]
+    left = _gone_within(below, 15.0)
+    assert not left, f"still running after the build: {[_comm(p) for p in left]}"
+    if how == "SIGTERM":
+        assert process.returncode == 143, output[-2000:]
+        assert output.strip().splitlines()[-1] == (
+            "interrupted: finished shards are kept; rerun the same command"
         )
 
 
