@@ -1,6 +1,7 @@
-"""Issue 70, processes left behind: a trainer (or a labels build) killed (kill -9) or stopped (SIGTERM) while its
-dataset's pool workers play engine games leaves no worker and no engine running; SIGTERM says
-what it kept and exits 143; a shard written but not listed is adopted by the next run."""
+"""Issue 70, processes left behind: a trainer (or a labels build) killed (kill -9) or stopped
+(SIGTERM) while its pool workers play engine games leaves no worker and no engine running;
+SIGTERM says what it kept and exits 143; a shard written but not listed is adopted by the next
+run."""
 
 from __future__ import annotations
 
