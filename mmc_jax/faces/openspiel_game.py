@@ -170,6 +170,12 @@ class MinichessState(pyspiel.State):
         return list(self._legal) if player == self._turn and not self._over else []
 
     def _apply_action(self, action):
+        if self._over or int(action) not in self._legal:  # OpenSpiel's games refuse, not lose
+            where = "the game is over" if self._over else f"player {self._turn} to play"
+            raise ValueError(
+                f"action {int(action)} is not legal here ({where}); state.legal_actions() "
+                "lists the legal ones"
+            )
         self.decisions[self._turn].append((self._views[self._turn], int(action)))
         step = _programs(self._game_name)["step"]
         self._set(*jax.device_get(step(self._rules, self._state, np.int32(action))))

@@ -99,3 +99,12 @@ def test_bad_parameters_are_refused_in_one_line():
         _load("gardnr")
     with pytest.raises(ValueError, match="max_plies must be a positive integer"):
         _load("gardner", max_plies=0)
+
+
+def test_an_illegal_action_is_refused_not_played():
+    """OpenSpiel's games refuse an illegal action; this one lost the game for the mover."""
+    state = _load("gardner").new_initial_state()
+    illegal = next(a for a in range(1225) if a not in state.legal_actions())
+    with pytest.raises(ValueError, match=f"action {illegal} is not legal here"):
+        state.apply_action(illegal)
+    assert not state.is_terminal() and state.history() == []
