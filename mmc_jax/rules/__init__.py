@@ -159,56 +159,17 @@ __all__ = [
 ]
 
 
-def _batched(fn, doc: str):
-    """`jax.vmap(fn)` (every argument batched on its leading axis), with `doc` as its
-    docstring; returns the batched function."""
-    batched = jax.vmap(fn)
-    batched.__doc__ = doc
-    return batched
-
-
-init = _batched(game.init, "Start positions: Rules [B] -> State [B].")
-start_position = _batched(
-    game.start_position,
-    "Start positions before their move generation (see game.start_position): Rules [B] -> "
-    "State [B].",
-)
-end_if_stuck = _batched(
-    game.end_if_stuck,
-    "Start positions given their legal planes (see game.end_if_stuck): (State [B], planes "
-    "[B, 49]) -> State [B].",
-)
-step = _batched(game.step, "Play actions int32 [B]: (Rules [B], State [B], actions) -> State [B].")
-step_with_planes = _batched(
-    game.step_with_planes,
-    "(Rules [B], State [B], actions [B], legal_planes [B, 49]) -> (State [B], next planes "
-    "[B, 49]): `step` that reuses and hands on the move generation (see game.step_with_planes).",
-)
-legal_planes = _batched(
-    game.legal_planes, "(Rules [B], State [B]) -> uint32 [B, 49] legal from-squares per plane."
-)
-
-
+# The batched board game is the contract's BOARD (one implementation; the harness certifies it).
+init = BOARD.init
+start_position = BOARD.start_position
+end_if_stuck = BOARD.end_if_stuck
+step = BOARD.step
+step_with_planes = BOARD.step_with_planes
+legal_planes = BOARD.legal_planes
+legal_action_mask = BOARD.legal_action_mask
+observe = BOARD.observe
 planes_to_mask = game.planes_to_mask
 capturer_lands = game.capturer_lands
-
-
-def legal_action_mask(rules: Rules, state: State) -> jax.Array:
-    """(Rules [B], State [B]) -> bool [B, 1225] legal actions (all False for finished games)."""
-    return game.planes_to_mask(legal_planes(rules, state))
-
-
-def observe(rules: Rules, state: State, planes: jax.Array | None = None) -> jax.Array:
-    """(Rules [B], State [B]) -> float32 [B, 5, 5, C] observations from the mover's view.
-
-    The fog of war needs the legal moves: pass `planes` (`legal_planes` [B, 49]) if you have
-    them; otherwise a batch without `dark` games skips the move generation.
-    """
-    if planes is not None:
-        return jax.vmap(lambda r, s, p: game.observe(r, s, True, p))(rules, state, planes)
-    with_fog = jax.vmap(functools.partial(game.observe, fog=True))
-    without_fog = jax.vmap(functools.partial(game.observe, fog=False))
-    return jax.lax.cond(jnp.any(rules.fog), with_fog, without_fog, rules, state)
 
 
 def random_legal_action(key: jax.Array, legal_action_mask: jax.Array) -> jax.Array:
@@ -231,22 +192,11 @@ def random_legal_action(key: jax.Array, legal_action_mask: jax.Array) -> jax.Arr
 # ----------------------------------------------------------------------------- sensing variants
 
 RECON_NUM_ACTIONS = recon.NUM_ACTIONS
-recon_init = _batched(
-    recon.init, "Start of sensing games: Rules [B] -> ReconState [B] (sense phase)."
-)
-recon_step = _batched(
-    recon.step,
-    "(Rules [B], ReconState [B], actions int32 [B] in [0, 1242)) -> ReconState [B]: a sense "
-    "or a move request per game (see rules.recon.step).",
-)
-recon_legal_action_mask = _batched(
-    recon.legal_action_mask, "(Rules [B], ReconState [B]) -> bool [B, 1242]."
-)
-recon_observe = _batched(
-    recon.observe,
-    "(Rules [B], ReconState [B]) -> float32 [B, 5, 5, 34]: each mover's observation, built "
-    "from what it may use alone (rules.recon.player_info).",
-)
+# The batched sensing game is the contract's RECON.
+recon_init = RECON.init
+recon_step = RECON.step
+recon_legal_action_mask = RECON.legal_action_mask
+recon_observe = RECON.observe
 
 
 def recon_batch(

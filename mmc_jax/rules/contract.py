@@ -32,6 +32,7 @@ variant offers); the board game has none. A new game is one subclass and one ent
 from __future__ import annotations
 
 import abc
+import functools
 from collections.abc import Sequence
 from typing import Any
 
@@ -123,7 +124,14 @@ class Game(abc.ABC):
 class BoardGame(Game):
     """Every variant without sensing: `mmc_jax.rules.game`, 1225 actions. Under the fog of war
     (`fog=on`) the observation hides what the mover's pieces cannot reach; the legal moves are
-    the mover's own knowledge (they are what decides what it sees)."""
+    the mover's own knowledge (they are what decides what it sees).
+
+    Its methods are the one batched implementation of the board game: `mmc_jax.rules.init`,
+    `step`, `legal_action_mask`, `observe`, ... are these methods. Beyond the contract it
+    offers the move generation as data (`legal_planes`, uint32 [B, 49]: legal from-squares per
+    action plane) so that a caller that steps and observes the same position generates moves
+    once (`step_with_planes`, `observe(..., planes)`), and the start split around it
+    (`start_position`, `end_if_stuck`)."""
 
     name = "board"
     num_actions = T.NUM_ACTIONS
@@ -134,17 +142,48 @@ class BoardGame(Game):
         return not variants.is_sense(spec)
 
     def init(self, rules):
+        """Start positions: Rules [B] -> State [B] (a sensing variant's game is finished at
+        once: no 1225-action player plays it on the true board)."""
         return jax.vmap(board.init)(rules)
 
+    def start_position(self, rules):
+        """Start positions before their move generation (see game.start_position): Rules [B]
+        -> State [B]."""
+        return jax.vmap(board.start_position)(rules)
+
+    def end_if_stuck(self, state, planes):
+        """Start positions given their legal planes (see game.end_if_stuck): (State [B],
+        planes [B, 49]) -> State [B]."""
+        return jax.vmap(board.end_if_stuck)(state, planes)
+
     def step(self, rules, state, actions):
+        """Play actions int32 [B]: (Rules [B], State [B], actions) -> State [B]."""
         return jax.vmap(board.step)(rules, state, actions)
 
-    def legal_action_mask(self, rules, state):
-        return board.planes_to_mask(jax.vmap(board.legal_planes)(rules, state))
+    def step_with_planes(self, rules, state, actions, planes):
+        """(Rules [B], State [B], actions [B], legal_planes [B, 49]) -> (State [B], next planes
+        [B, 49]): `step` that reuses and hands on the move generation (game.step_with_planes)."""
+        return jax.vmap(board.step_with_planes)(rules, state, actions, planes)
 
-    def observe(self, rules, state):
-        planes = jax.vmap(board.legal_planes)(rules, state)
-        return jax.vmap(lambda r, s, p: board.observe(r, s, True, p))(rules, state, planes)
+    def legal_planes(self, rules, state):
+        """(Rules [B], State [B]) -> uint32 [B, 49] legal from-squares per plane."""
+        return jax.vmap(board.legal_planes)(rules, state)
+
+    def legal_action_mask(self, rules, state):
+        """(Rules [B], State [B]) -> bool [B, 1225] legal actions (all False for finished
+        games)."""
+        return board.planes_to_mask(self.legal_planes(rules, state))
+
+    def observe(self, rules, state, planes=None):
+        """(Rules [B], State [B]) -> float32 [B, 5, 5, C] observations from the mover's view.
+
+        The fog of war needs the legal moves: pass `planes` (`legal_planes` [B, 49]) if you
+        have them; otherwise a batch without fog games skips the move generation."""
+        if planes is not None:
+            return jax.vmap(lambda r, s, p: board.observe(r, s, True, p))(rules, state, planes)
+        with_fog = jax.vmap(functools.partial(board.observe, fog=True))
+        without_fog = jax.vmap(functools.partial(board.observe, fog=False))
+        return jax.lax.cond(jnp.any(rules.fog), with_fog, without_fog, rules, state)
 
     def observe_waiting(self, rules, state):
         def one(r, s):
@@ -163,9 +202,10 @@ class BoardGame(Game):
         return jax.vmap(board.rules_descriptor)(rules)
 
     def player_view(self, rules, state):
+        planes = self.legal_planes(rules, state)
         return {
-            "observation": self.observe(rules, state),
-            "legal_action_mask": self.legal_action_mask(rules, state),
+            "observation": self.observe(rules, state, planes),
+            "legal_action_mask": board.planes_to_mask(planes),
         }
 
 
@@ -183,15 +223,21 @@ class ReconGame(Game):
         return variants.is_sense(spec)
 
     def init(self, rules):
+        """Start of sensing games: Rules [B] -> ReconState [B] (sense phase)."""
         return jax.vmap(recon.init)(rules)
 
     def step(self, rules, state, actions):
+        """(Rules [B], ReconState [B], actions int32 [B] in [0, 1242)) -> ReconState [B]: a
+        sense or a move request per game (see rules.recon.step)."""
         return jax.vmap(recon.step)(rules, state, actions)
 
     def legal_action_mask(self, rules, state):
+        """(Rules [B], ReconState [B]) -> bool [B, 1242]."""
         return jax.vmap(recon.legal_action_mask)(rules, state)
 
     def observe(self, rules, state):
+        """(Rules [B], ReconState [B]) -> float32 [B, 5, 5, 34]: each mover's observation,
+        built from what it may use alone (rules.recon.player_info)."""
         return jax.vmap(recon.observe)(rules, state)
 
     def observe_waiting(self, rules, state):

@@ -13,6 +13,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from mmc_jax import rules as R
 from mmc_jax.rules import contract, recon, variants
 from mmc_jax.rules import game as board
 from mmc_jax.rules import tables as T
@@ -258,3 +259,21 @@ def test_the_board_game_observation_does_read_visible_pieces():
     assert not np.array_equal(game.observe(rules, state), game.observe(rules, changed))
     assert recon.NUM_ACTIONS == contract.RECON.num_actions
     assert variants.is_sense("recon")
+
+
+ONE_ROAD = {
+    contract.BOARD: ("init", "start_position", "end_if_stuck", "step", "step_with_planes",
+              "legal_planes", "legal_action_mask", "observe"),
+    contract.RECON: {"recon_init": "init", "recon_step": "step",
+              "recon_legal_action_mask": "legal_action_mask", "recon_observe": "observe"},
+}  # fmt: skip
+
+
+def test_the_rules_batched_functions_are_the_contracts_methods():
+    """One implementation: `R.init`, `R.step`, ... and `R.recon_*` are BOARD's and RECON's
+    methods, so this harness certifies the code the trainers call (they were vmaps of their
+    own beside the contract's)."""
+    for name in ONE_ROAD[contract.BOARD]:
+        assert getattr(R, name) == getattr(contract.BOARD, name), name
+    for alias, name in ONE_ROAD[contract.RECON].items():
+        assert getattr(R, alias) == getattr(contract.RECON, name), alias
