@@ -862,6 +862,7 @@ def _iteration_gardner(args) -> dict:
 
     from mmc_jax.algorithms import alphazero
     from mmc_jax.model import network as network_lib
+    from mmc_jax.training import games as games_lib
     from mmc_jax.training import learner, runloop, selfplay
 
     config, mesh = _filled_preset("gardner", args.gardner_preset)
@@ -878,7 +879,7 @@ def _iteration_gardner(args) -> dict:
 
     # The parts, in the order iteration_step runs them (mirroring is a no-op in Gardner).
     play = jax.jit(
-        lambda p, g, k: alphazero.play_games(network, p, rules_b, g, k, config, False, mesh)
+        lambda p, g, k: games_lib.play_games(network, p, rules_b, g, k, config, False, mesh)
     )
     num_samples = int(config.learner.batch_size) * int(config.learner.steps_per_iteration)
 
@@ -946,8 +947,9 @@ def _iteration_joat(args) -> dict:
     """One outer iteration of `configs/joat.py:quick`, whole and in separately jitted parts."""
     import ml_collections
 
-    from mmc_jax.algorithms import alphazero, meta
+    from mmc_jax.algorithms import meta
     from mmc_jax.model import network as network_lib
+    from mmc_jax.training import games as games_lib
     from mmc_jax.training import learner, runloop, selfplay
 
     config, mesh = _filled_preset("joat", args.joat_preset)
@@ -969,9 +971,9 @@ def _iteration_joat(args) -> dict:
     slots = (tasks[:, None] * games + jnp.arange(games)[None, :]).reshape(-1)
     rules_b = jax.tree.map(lambda x: x[game_variant], table)
     games_in = jax.tree.map(lambda x: x[slots], state.game_state)
-    fog = alphazero.fair_fog(config)  # a batch with a fog variant plays PIMC, as meta_step
+    fog = games_lib.fair_fog(config)  # a batch with a fog variant plays PIMC, as meta_step
     play = jax.jit(
-        lambda p, g, k: alphazero.play_games(network, p, rules_b, g, k, config, fog, mesh)
+        lambda p, g, k: games_lib.play_games(network, p, rules_b, g, k, config, fog, mesh)
     )
     _, trajectory = play(state.params, games_in, key)
 

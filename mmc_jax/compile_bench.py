@@ -157,13 +157,13 @@ def _engine_search() -> dict:
 
 
 def _match_arena() -> dict:
-    from mmc_jax.algorithms import alphazero
+    from mmc_jax.evaluation import match
     from mmc_jax.model import network as network_lib
 
     _, config = _config("gardner", "cpu")
     network = network_lib.make_network(config.network)
     params = network_lib.init_params(network, jax.random.key(0), R.OBS_SHAPE)
-    alphazero.evaluate_params(config, params, jax.random.key(1))
+    match.evaluate_run_params(config, params, jax.random.key(1))
     return {}
 
 

@@ -148,6 +148,7 @@ from mmc_jax import bench, train
 from mmc_jax.algorithms import alphazero, meta
 from mmc_jax.infra import sharding
 from mmc_jax.model import network
+from mmc_jax.training import games as games_lib
 from mmc_jax.training import learner, runloop
 from mmc_jax import rules as R
 
@@ -200,11 +201,11 @@ out["gathers_in_loops"] = [
 conv = re.compile(r"= f32\[(\d+),5,5,\d+\]\S* convolution\(.*size=3x3")
 out["conv_batches"] = sorted({int(m) for m in conv.findall(hlo.as_text())})
 
-# Self-play under shard_map (each device its own games, alphazero.play_games on the mesh) plays
+# Self-play under shard_map (each device its own games, games_lib.play_games on the mesh) plays
 # the games that the partitioned whole batch plays.
 net = network.make_network(config.network)
 def play(on_mesh):
-    fn = lambda p, r, g, k: alphazero.play_games(net, p, r, g, k, config, False, on_mesh)
+    fn = lambda p, r, g, k: games_lib.play_games(net, p, r, g, k, config, False, on_mesh)
     return jax.device_get(jax.jit(fn)(state.params, rules_b, state.game_state, jax.random.key(5)))
 whole, mapped = play(None), play(mesh)
 out["selfplay_equal"] = [

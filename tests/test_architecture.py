@@ -125,6 +125,19 @@ def test_no_part_imports_a_higher_part_or_a_command():
     assert not upward, "\n".join(upward)
 
 
+def test_no_algorithm_imports_another():
+    """Issue 68: what learners share (self-play games, config checks, the probe, evaluation of
+    parameters) lives below them, in training/ and evaluation/, not in one of them."""
+    learners = [name for name in graph() if name.startswith("algorithms.")]  # not the registry
+    leaning = [
+        f"{source} imports {target}"
+        for source in learners
+        for target in graph()[source]
+        if target in learners
+    ]
+    assert not leaning, "\n".join(leaning)
+
+
 def test_no_import_cycle():
     edges = graph()
     state: dict[str, int] = {}

@@ -737,11 +737,11 @@ def reusable(study: Study, arm: str, seed: int, choice: dict | None) -> Study | 
 def _draw_fn(network, config):
     import jax
 
-    from mmc_jax.algorithms import alphazero
+    from mmc_jax.training import games as games_lib
     from mmc_jax.training import selfplay
 
     def draw(params, rules_b, games, key):
-        games, trajectory = alphazero.play_games(
+        games, trajectory = games_lib.play_games(
             network, params, rules_b, games, key, config, False
         )
         return games, selfplay.compute_targets(trajectory, bootstrap=True)
@@ -765,8 +765,8 @@ def selfplay_draws(study: Study, model: Path, variant: str):
     import ml_collections
 
     from mmc_jax import rules as R
-    from mmc_jax.algorithms import alphazero
     from mmc_jax.infra import checkpoint
+    from mmc_jax.training import games as games_lib
     from mmc_jax.training import learner
 
     preset = study.preset
@@ -777,7 +777,7 @@ def selfplay_draws(study: Study, model: Path, variant: str):
         config.selfplay.num_plies = int(joat_config(preset, 0).adapt.selfplay.num_plies)
     config = ml_collections.FrozenConfigDict(config)
     rules_b = R.batch(variant, preset.adapt_games)
-    games = alphazero.init_games(rules_b, False)
+    games = games_lib.init_games(rules_b, False)
     draw = _draw_fn(network, config)
     draws = []
     for index in range(preset.dataset_draws):

@@ -35,42 +35,22 @@ from jax.sharding import PartitionSpec as P
 from mmc_jax import rules as R
 from mmc_jax import search
 from mmc_jax.evaluation import match
-from mmc_jax.infra import checkpoint as checkpoint_lib
 from mmc_jax.infra import sharding
 from mmc_jax.model import network as network_lib
-from mmc_jax.training import fog as fog_lib
 from mmc_jax.training import learner, memory, selfplay
 from mmc_jax.training.algorithm import CompiledStep, SelfPlayAlgorithm
-
-
-def check_positive(config: ml_collections.ConfigDict, names: str, allow_zero: bool = False) -> None:
-    """Raises ValueError naming the first of the space-separated dotted `names` that is not a
-    positive (or, with `allow_zero`, non-negative) number."""
-    for name in names.split():
-        node = config
-        for part in name.split("."):
-            node = node[part]
-        ok = isinstance(node, int | float) and not isinstance(node, bool)
-        ok = ok and (node >= 0 if allow_zero else node > 0)
-        if not ok:
-            bound = "non-negative" if allow_zero else "positive"
-            raise ValueError(f"config.{name} must be {bound}, got {node!r}")
-
-
-def check_keep_period(config: ml_collections.ConfigDict) -> None:
-    """Raises ValueError unless `checkpoint.keep_period` (0: off) is a non-negative multiple
-    of `checkpoint.every`: a period that no saved iteration falls on would keep nothing."""
-    period = config.checkpoint.get("keep_period", 0)
-    every = config.checkpoint.every
-    if isinstance(period, bool) or not isinstance(period, int) or period < 0:
-        raise ValueError(
-            f"config.checkpoint.keep_period must be a non-negative integer, got {period!r}"
-        )
-    if period % every:
-        raise ValueError(
-            f"config.checkpoint.keep_period={period} is not a multiple of "
-            f"config.checkpoint.every={every}: no saved checkpoint would be kept by it"
-        )
+from mmc_jax.training.games import (
+    board_state,
+    check_keep_period,
+    check_positive,
+    check_value_q_weight,
+    example_batch,
+    fair_fog,
+    init_games,
+    play_games,
+    probe_params,
+    value_q_weight,
+)
 
 
 def prepare_config(config: ml_collections.ConfigDict) -> ml_collections.ConfigDict:
@@ -143,42 +123,6 @@ def _mirror_enabled(config: ml_collections.ConfigDict) -> bool:
     )
 
 
-def fair_fog(config: ml_collections.ConfigDict) -> bool:
-    """Whether self-play uses the fair search of `mmc_jax.training.fog` (some variant of the run
-    has fog and `selfplay.omniscient` is off). A compile key carries it as `fog`."""
-    if "fog" in config:
-        return bool(config.fog)
-    return fog_lib.uses_fog(list(config.variants)) and not bool(
-        config.selfplay.get("omniscient", False)
-    )
-
-
-def init_games(rules_b: R.Rules, fog: bool):
-    """Start positions [B] (`R.State`), or `fog.FogGames` with both players' beliefs."""
-    state = R.init(rules_b)
-    return fog_lib.start_games(state) if fog else state
-
-
-def board_state(games) -> R.State:
-    """The `R.State` of self-play games (`R.State` or `fog.FogGames`)."""
-    return games.state if isinstance(games, fog_lib.FogGames) else games
-
-
-def play_games(network, params, rules_b, games, key, config, fog: bool, mesh: Mesh | None = None):
-    """`selfplay.selfplay`, or under fog `fog.fog_selfplay` (the fair determinized search).
-
-    On `mesh` each device plays its own games with its own search loops
-    (`sharding.map_games`); the games are the same as on one device."""
-    play = fog_lib.fog_selfplay if fog else selfplay.selfplay
-    run = sharding.map_games(
-        lambda params, rules_b, games, key: play(network, params, rules_b, games, key, config),
-        mesh,
-        in_axes=(None, 0, 0, None),
-        out_axes=(0, 1),  # the games [B]; the trajectory [T, B]
-    )
-    return run(params, rules_b, games, key)
-
-
 def _compile_key(config: ml_collections.ConfigDict) -> ml_collections.FrozenConfigDict:
     """The part of the config that shapes the compiled iteration (a hashable cache key).
 
@@ -227,22 +171,6 @@ def state_shardings(state: TrainState, mesh: Mesh) -> TrainState:
     )
 
 
-def value_q_weight(config: ml_collections.ConfigDict) -> float:
-    """`selfplay.value_q_weight` (0.0 in configs written before it existed): the weight of the
-    search's value against the game's result in the value target (`selfplay.compute_targets`)."""
-    return float(config.selfplay.get("value_q_weight", 0.0))
-
-
-def check_value_q_weight(config: ml_collections.ConfigDict) -> None:
-    """Raises ValueError unless `selfplay.value_q_weight` is a number in [0, 1]."""
-    weight = config.selfplay.get("value_q_weight", 0.0)
-    if isinstance(weight, bool) or not isinstance(weight, int | float) or not 0 <= weight <= 1:
-        raise ValueError(
-            f"config.selfplay.value_q_weight must be in [0, 1] (0: the game's result alone, "
-            f"1: the search's value alone), got {weight!r}"
-        )
-
-
 def backfill_outcomes(config: ml_collections.ConfigDict) -> bool:
     """Whether the replay ring keeps the samples of games cut off by the end of a scan pending
     and gives them their game's result when it ends in a later iteration
@@ -253,11 +181,6 @@ def backfill_outcomes(config: ml_collections.ConfigDict) -> bool:
 def samples_per_iteration(config: ml_collections.ConfigDict) -> int:
     """Self-play positions recorded per iteration: num_plies * batch_size."""
     return int(config.selfplay.num_plies) * int(config.selfplay.batch_size)
-
-
-def example_batch() -> learner.PackedBatch:
-    """A one-sample `learner.PackedBatch` of `ShapeDtypeStruct`s: the replay ring's layout."""
-    return learner.example_packed()
 
 
 def _init_fn(config: ml_collections.ConfigDict):
@@ -428,57 +351,6 @@ def make_iteration(config: ml_collections.ConfigDict, mesh: Mesh, donate: bool =
 # The algorithm
 
 
-@functools.cache
-def _probe_fn(network, variants: tuple[str, ...]):
-    """The jitted probe loss of `network` on the start positions of `variants`."""
-    rules = R.batch(list(variants))
-
-    def loss(params):
-        state = R.init(rules)
-        planes = R.legal_planes(rules, state)
-        mask = R.planes_to_mask(planes)
-        logits, value = network.apply({"params": params}, R.observe(rules, state, planes), mask)
-        uniform = mask / jnp.maximum(mask.sum(-1, keepdims=True), 1)
-        policy = -jnp.sum(jnp.where(mask, uniform * jax.nn.log_softmax(logits), 0.0), axis=-1)
-        return jnp.mean(policy) + jnp.mean(jnp.square(value))
-
-    return jax.jit(loss)
-
-
-def probe_params(config: ml_collections.ConfigDict, params: Any) -> str | None:
-    """Why `params` are no start (a non-finite loss on a probe batch: the start positions of
-    the run's variants against a uniform policy and a drawn value), or None."""
-    network = network_lib.make_network(config.network)
-    variants = tuple(config.get("variants") or (config.variant,))[:8]
-    loss = float(_probe_fn(network, variants)(jax.device_get(params)))
-    if np.isfinite(loss):
-        return None
-    size = checkpoint_lib.largest_magnitude(params)
-    return (
-        f"its parameters give a non-finite loss on a probe batch ({loss}; largest |parameter| "
-        f"{size:.2g}): they exploded"
-    )
-
-
-def evaluate_params(
-    config: ml_collections.ConfigDict,
-    params: Any,
-    key: jax.Array,
-    variant: str | None = None,
-    prefix: str = "eval/",
-) -> dict[str, float]:
-    """`match.evaluate_params` with this config's network and `eval` section."""
-    network = network_lib.make_network(config.network)
-    return match.evaluate_params(
-        config.eval,
-        network,
-        params,
-        config.variant if variant is None else variant,
-        key,
-        prefix=prefix,
-    )
-
-
 class AlphaZero(SelfPlayAlgorithm):
     """AlphaZero on `config.variant` (configs/gardner.py)."""
 
@@ -555,7 +427,7 @@ class AlphaZero(SelfPlayAlgorithm):
         ]
 
     def evaluate(self, config, params, key):
-        return evaluate_params(config, params, key)
+        return match.evaluate_run_params(config, params, key)
 
 
 ALGORITHM = AlphaZero("alphazero", batch_field="selfplay.batch_size", prepare=prepare_config)

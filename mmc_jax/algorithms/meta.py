@@ -90,9 +90,10 @@ from jax.sharding import PartitionSpec as P
 
 from mmc_jax import rules as R
 from mmc_jax import search
-from mmc_jax.algorithms import alphazero
+from mmc_jax.evaluation import match
 from mmc_jax.infra import sharding
 from mmc_jax.model import network as network_lib
+from mmc_jax.training import games as games_lib
 from mmc_jax.training import learner, memory, selfplay
 from mmc_jax.training.algorithm import CompiledStep, SelfPlayAlgorithm
 
@@ -224,22 +225,22 @@ def prepare_meta_config(config: ml_collections.ConfigDict) -> ml_collections.Con
     config.variants = variants
     named = all(v in R.VARIANTS for v in holdout)
     config.holdout = (",".join if named else ";".join)(holdout)
-    alphazero.check_positive(
+    games_lib.check_positive(
         config,
         "num_iterations meta.num_tasks meta.inner_steps "
         "meta.updates_per_iteration selfplay.num_plies selfplay.num_simulations "
         "selfplay.max_num_considered_actions network.channels learner.batch_size "
         "learner.learning_rate replay.iterations checkpoint.every checkpoint.max_to_keep",
     )
-    alphazero.check_positive(
+    games_lib.check_positive(
         config,
         # meta.games_per_task = 0: as many games as fit (`runloop.fill_batch`).
         "meta.games_per_task network.num_blocks selfplay.temperature_plies "
         "selfplay.temperature eval.every meta.outer_lr meta.outer_lr_end",
         allow_zero=True,
     )
-    alphazero.check_keep_period(config)
-    alphazero.check_value_q_weight(config)
+    games_lib.check_keep_period(config)
+    games_lib.check_value_q_weight(config)
     if config.meta.num_tasks > len(variants):
         raise ValueError(
             f"config.meta.num_tasks={config.meta.num_tasks} exceeds the {len(variants)} training "
@@ -275,14 +276,14 @@ def prepare_meta_config(config: ml_collections.ConfigDict) -> ml_collections.Con
     if fresh_inner(config):
         if "inner" not in config:
             raise ValueError("config.meta.fresh_inner_state needs an `inner` section")
-        alphazero.check_positive(config, "inner.steps inner.batch_size inner.learning_rate")
+        games_lib.check_positive(config, "inner.steps inner.batch_size inner.learning_rate")
         if int(config.replay.iterations) != 1:
             raise ValueError(
                 "config.meta.fresh_inner_state adapts every task on the data of its own draw "
                 f"(as adapt does): set config.replay.iterations=1, got {config.replay.iterations}"
             )
     if config.eval.every:
-        alphazero.check_positive(config, "eval.num_games eval.num_simulations")
+        games_lib.check_positive(config, "eval.num_games eval.num_simulations")
         if config.eval.num_games % 2:
             raise ValueError(
                 f"config.eval.num_games must be even (half the games per colour), "
@@ -315,7 +316,7 @@ def _compile_key(config: ml_collections.ConfigDict) -> ml_collections.FrozenConf
     return ml_collections.FrozenConfigDict(
         {
             "num_variants": len(config.variants),
-            "fog": alphazero.fair_fog(config),
+            "fog": games_lib.fair_fog(config),
             "network": config.network,
             "selfplay": config.selfplay,
             "learner": config.learner,
@@ -379,11 +380,11 @@ def _init_fn(config):
         pool_rules = jax.tree.map(
             lambda x: jnp.repeat(x, games, axis=0, total_repeat_length=num_variants * games), table
         )
-        ring = learner.replay_init(alphazero.example_batch(), capacity)
+        ring = learner.replay_init(games_lib.example_batch(), capacity)
         return MetaState(
             params=params,
             opt_state=optimizer.init(params),
-            game_state=alphazero.init_games(pool_rules, bool(config.fog)),
+            game_state=games_lib.init_games(pool_rules, bool(config.fog)),
             replay=jax.tree.map(lambda x: jnp.zeros((num_variants, *x.shape), x.dtype), ring),
         )
 
@@ -651,7 +652,7 @@ def meta_step(
       eps: the outer step size of this iteration.
       config: the run config (static).
       mesh: when given, the self-play batch is split over its devices, each device playing
-        its own games (`alphazero.play_games`).
+        its own games (`games_lib.play_games`).
 
     Returns:
       (new state, metrics): `tasks` int32 [n] (indices into `config.variants`), per task [n]
@@ -667,7 +668,7 @@ def meta_step(
     game_variant = jnp.repeat(tasks, games, total_repeat_length=num_tasks * games)
     rules_b = sharding.constrain_batch(jax.tree.map(lambda x: x[game_variant], table), mesh)
     games_in = sharding.constrain_batch(jax.tree.map(lambda x: x[slots], state.game_state), mesh)
-    games_out, trajectory = alphazero.play_games(
+    games_out, trajectory = games_lib.play_games(
         network, state.params, rules_b, games_in, play_key, config, bool(config.fog), mesh
     )
     game_state = jax.tree.map(lambda pool, g: pool.at[slots].set(g), state.game_state, games_out)
@@ -678,7 +679,7 @@ def meta_step(
     )
     bootstrap = bool(config.selfplay.get("value_bootstrap", False))
     targets = functools.partial(
-        selfplay.compute_targets, bootstrap=bootstrap, q_weight=alphazero.value_q_weight(config)
+        selfplay.compute_targets, bootstrap=bootstrap, q_weight=games_lib.value_q_weight(config)
     )
     batches = learner.pack(jax.vmap(targets, in_axes=1)(per_task))  # PackedBatch [n, T * G]
     stats = jax.vmap(selfplay.trajectory_stats, in_axes=1)(per_task)  # [n] each
@@ -777,7 +778,7 @@ def evaluate_meta(config, params, key) -> dict[str, float]:
     metrics: dict[str, float] = {}
     for index, variant in enumerate(eval_variants(config)):
         metrics.update(
-            alphazero.evaluate_params(
+            match.evaluate_run_params(
                 config,
                 params,
                 jax.random.fold_in(key, index),
@@ -806,7 +807,7 @@ def _restore_error(error: ValueError, config) -> ValueError:
 
 
 def _check_playable(state: MetaState, variants: tuple[str, ...]) -> None:
-    terminated = alphazero.board_state(state.game_state).terminated
+    terminated = games_lib.board_state(state.game_state).terminated
     over = np.asarray(sharding.to_host(terminated)).reshape(len(variants), -1)
     dead = [v for v, done in zip(variants, over.all(axis=1), strict=True) if done]
     if dead:
@@ -855,7 +856,7 @@ class JOAT(SelfPlayAlgorithm):
         games = max(int(meta.num_tasks) * int(meta.games_per_task) // mesh.size, 1)
         copies = max(int(meta.num_tasks) // int(meta.get("task_parallel", 1)), 1)
         play = memory.selfplay_bytes(
-            config.selfplay, config.network, games, alphazero.fair_fog(config)
+            config.selfplay, config.network, games, games_lib.fair_fog(config)
         )
         learn = memory.learner_bytes(
             config.network,
@@ -924,7 +925,7 @@ class JOAT(SelfPlayAlgorithm):
         return CompiledStep(step, compiled)
 
     def probe(self, config, state):
-        return alphazero.probe_params(config, state.params)
+        return games_lib.probe_params(config, state.params)
 
     def next_command(self, config, workdir):
         held_out = list(parse_variants(config.get("holdout", ""), "holdout")) or ["dark"]

@@ -53,7 +53,7 @@ import numpy as np
 
 from mmc_jax import rules as R
 from mmc_jax import uci
-from mmc_jax.algorithms import alphazero
+from mmc_jax.evaluation import match
 from mmc_jax.infra import sharding, storage
 from mmc_jax.model import network as network_lib
 from mmc_jax.training import learner
@@ -583,7 +583,7 @@ class Supervised(ReplicatedAlgorithm):
         return fields
 
     def evaluate(self, config, params, key):
-        return alphazero.evaluate_params(config, params, key)
+        return match.evaluate_run_params(config, params, key)
 
     def next_command(self, config, workdir):
         return (

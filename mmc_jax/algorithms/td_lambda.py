@@ -40,7 +40,7 @@ import optax
 from flax import struct
 
 from mmc_jax import rules as R
-from mmc_jax.algorithms import alphazero
+from mmc_jax.evaluation import match
 from mmc_jax.infra import sharding
 from mmc_jax.model import network as network_lib
 from mmc_jax.search import one_ply
@@ -243,7 +243,7 @@ class TDLambda(ReplicatedAlgorithm):
         ]
 
     def evaluate(self, config, params, key):
-        return alphazero.evaluate_params(config, params, key)
+        return match.evaluate_run_params(config, params, key)
 
 
 ALGORITHM = TDLambda("td_lambda", batch_field="td.games", prepare=prepare_config)

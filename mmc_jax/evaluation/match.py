@@ -30,6 +30,7 @@ from mmc_jax import rules as R
 from mmc_jax.evaluation import elo as elo_lib
 from mmc_jax.evaluation import pimc, players
 from mmc_jax.evaluation.policies import Policy, UniformPriorNetwork, make_model_policy
+from mmc_jax.model import network as network_lib
 from mmc_jax.rules import game
 from mmc_jax.rules import tables as T
 from mmc_jax.training import memory
@@ -703,3 +704,19 @@ def evaluate_params(
             if result.get(field) is not None:
                 metrics[f"{prefix}{field}_vs_{name}"] = result[field]
     return metrics
+
+
+def evaluate_run_params(
+    config, params: Any, key: jax.Array, variant: str | None = None, prefix: str = "eval/"
+) -> dict[str, float]:
+    """`evaluate_params` with a run config's network and `eval` section (on `config.variant`
+    unless `variant`): the evaluation every learner's run loop calls."""
+    network = network_lib.make_network(config.network)
+    return evaluate_params(
+        config.eval,
+        network,
+        params,
+        config.variant if variant is None else variant,
+        key,
+        prefix=prefix,
+    )

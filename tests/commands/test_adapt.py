@@ -134,7 +134,7 @@ def test_the_table_keeps_every_line_under_200_characters():
         settings={"opponents": ["random", "greedy"], "num_games": 64, "num_simulations": 16,
                   "max_plies": 256, "opening_plies": 4},
     )  # fmt: skip
-    for point, frames in zip(table["points"], (0, 512)):
+    for point, frames in zip(table["points"], (0, 512), strict=True):
         point["frames"] = frames
     lines = adapt.markdown_table(table).splitlines()
     assert lines[0].startswith("Adaptation to `atomic` from `joint-study`: 64 colour-balanced")

@@ -187,14 +187,15 @@ def test_exploded_but_finite_parameters_fail_the_probe():
     from configs import gardner
     from mmc_jax.algorithms import alphazero
     from mmc_jax.model import network as network_lib
+    from mmc_jax.training import games as games_lib
 
     config = alphazero.prepare_config(gardner.get_config("smoke"))
     network = network_lib.make_network(config.network)
     params = network_lib.init_params(network, jax.random.key(0), R.OBS_SHAPE)
-    assert alphazero.probe_params(config, params) is None
+    assert games_lib.probe_params(config, params) is None
     exploded = jax.tree.map(lambda x: x * 1e30, params)
     assert not checkpoint_lib.nonfinite_leaves(exploded)
-    assert "non-finite loss on a probe batch" in alphazero.probe_params(config, exploded)
+    assert "non-finite loss on a probe batch" in games_lib.probe_params(config, exploded)
 
 
 def _a_run_whose_step_2_exploded(workdir):

@@ -21,6 +21,7 @@ from mmc_jax.algorithms import alphazero, meta
 from mmc_jax.infra import checkpoint, sharding
 from mmc_jax.model import network
 from mmc_jax.training import algorithm as algorithm_lib
+from mmc_jax.training import games as games_lib
 from mmc_jax.training import learner, selfplay
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "legacy"
@@ -59,7 +60,7 @@ def played():
 
 def test_a_replay_sample_is_949_bytes_instead_of_8830():
     assert learner.sample_bytes(learner.example_batch()) == 8830
-    assert learner.sample_bytes(alphazero.example_batch()) == 949 <= 2000
+    assert learner.sample_bytes(games_lib.example_batch()) == 949 <= 2000
 
 
 def test_packed_observations_and_legal_planes_give_back_the_dense_ones():
