@@ -246,13 +246,13 @@ def generate(config, workdir: str, log=print, engine: str | None = None) -> dict
     folder = os.path.join(os.fspath(workdir), DATASET)
     os.makedirs(folder, exist_ok=True)
     settings = _settings(config)
-    manifest = _read_manifest(folder) or {"settings": settings, "shards": []}
-    if manifest["settings"] != settings:
-        differ = sorted(k for k in settings if manifest["settings"].get(k) != settings[k])
-        raise ValueError(
-            f"{folder} holds a dataset made with other settings ({', '.join(differ)}); "
-            "use another --workdir, or the settings it was made with"
-        )
+    manifest = storage.open_manifest(
+        os.path.join(folder, MANIFEST),
+        settings,
+        "move it aside to regenerate",
+        made="a dataset",
+        elsewhere="another --workdir",
+    )
     total = math.ceil(int(config.data.games) / settings["shard_games"])
     _adopt_unlisted(folder, manifest, total, log)
     done = {shard["index"] for shard in manifest["shards"]}

@@ -116,6 +116,22 @@ def read_json(path: str | os.PathLike, remedy: str) -> Any | None:
         raise ValueError(f"{os.fspath(path)} is damaged ({error}); {remedy}") from None
 
 
+def open_manifest(
+    path: str | os.PathLike, settings: dict, remedy: str, made: str, elsewhere: str
+) -> dict:
+    """The shard manifest in the file `path` (`read_json`), or a new one for `settings`
+    (`{"settings", "shards": []}`). ValueError, in one line naming the differing settings,
+    when its folder holds `made` (e.g. "labels") made with other settings: use `elsewhere`."""
+    manifest = read_json(path, remedy) or {"settings": settings, "shards": []}
+    if manifest["settings"] != settings:
+        differ = sorted(k for k in settings if manifest["settings"].get(k) != settings[k])
+        raise ValueError(
+            f"{os.path.dirname(os.fspath(path))} holds {made} made with other settings "
+            f"({', '.join(differ)}); use {elsewhere}, or the settings it was made with"
+        )
+    return manifest
+
+
 def write_json(path: str | os.PathLike, value: Any) -> None:
     """`value` as JSON (indented by 1) in `path`, written atomically (`write_atomically`)."""
     write_atomically(path, json.dumps(value, indent=1))

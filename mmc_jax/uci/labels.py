@@ -215,13 +215,13 @@ def build(
     import contextlib
 
     os.makedirs(folder, exist_ok=True)
-    manifest = read_manifest(folder) or {"settings": settings, "shards": []}
-    if manifest["settings"] != settings:
-        differ = sorted(k for k in settings if manifest["settings"].get(k) != settings[k])
-        raise ValueError(
-            f"{folder} holds labels made with other settings ({', '.join(differ)}); use "
-            "another folder, or the settings it was made with"
-        )
+    manifest = storage.open_manifest(
+        os.path.join(folder, MANIFEST),
+        settings,
+        "move it aside to rebuild",
+        made="labels",
+        elsewhere="another folder",
+    )
     from mmc_jax.uci import workers as processes_lib
 
     _adopt_unlisted(folder, manifest, log)

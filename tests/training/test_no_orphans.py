@@ -92,15 +92,22 @@ def _gone_within(pids: set[int], seconds: float) -> set[int]:
     return _alive(pids)
 
 
-@pytest.mark.slow
-@pytest.mark.parametrize("how", ["kill -9", "SIGTERM"])
-def test_no_worker_or_engine_outlives_the_trainer(how, tmp_path, fairy_stockfish):
-    process = _start(tmp_path / "run", fairy_stockfish)
+def _kill_once_engines_run(process: subprocess.Popen, how: str) -> str:
+    """Kills `process` (kill -9 or SIGTERM) once two of its workers run an engine, asserts
+    that none of its descendants is running 15 s later, and returns its output."""
     below = _wait_for_engines(process)
     os.kill(process.pid, signal.SIGKILL if how == "kill -9" else signal.SIGTERM)
     output = process.communicate(timeout=60)[0]
     left = _gone_within(below, 15.0)
-    assert not left, f"still running after the trainer: {[_comm(p) for p in left]}"
+    assert not left, f"still running after {how}: {[_comm(p) for p in left]}"
+    return output
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("how", ["kill -9", "SIGTERM"])
+def test_no_worker_or_engine_outlives_the_trainer(how, tmp_path, fairy_stockfish):
+    process = _start(tmp_path / "run", fairy_stockfish)
+    output = _kill_once_engines_run(process, how)
     if how == "SIGTERM":
         assert process.returncode == 143, output[-2000:]
         assert "SIGTERM: stopped making the dataset;" in output
@@ -123,11 +130,7 @@ def test_no_worker_or_engine_outlives_a_labels_build(how, tmp_path, fairy_stockf
         ],
         cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
     )  # fmt: skip
-    below = _wait_for_engines(process)
-    os.kill(process.pid, signal.SIGKILL if how == "kill -9" else signal.SIGTERM)
-    output = process.communicate(timeout=60)[0]
-    left = _gone_within(below, 15.0)
-    assert not left, f"still running after the build: {[_comm(p) for p in left]}"
+    output = _kill_once_engines_run(process, how)
     if how == "SIGTERM":
         assert process.returncode == 143, output[-2000:]
         assert output.strip().splitlines()[-1] == (
