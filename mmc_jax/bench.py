@@ -1033,7 +1033,10 @@ def _iteration_recon(args) -> dict:
     rules = algorithm.setup(config, algorithm.make_mesh(config))
     state = recon_algorithm.init_train_state(after)
     if args.recon_model:  # trained play: games as long as a run's (a fresh net's differ)
-        params, search = recon_algorithm.load_model(args.recon_model)
+        from mmc_jax import algorithms
+
+        model = algorithms.open_model(args.recon_model)
+        params, search = model.params, model.network
         if search != after.search:
             raise SystemExit(f"--recon-model {args.recon_model}: its sizes {search} are not "
                              f"the preset's {after.search}")  # fmt: skip

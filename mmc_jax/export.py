@@ -8,10 +8,11 @@ net is about 250 KB) and `<out>/model.json` (the run config, the observation lay
 checkpoint and step, frames trained, and the command that trained it). Every CLI that takes a
 checkpoint (`evaluate`, `play`, `adapt --init_from`, `analyse`) takes such a folder, or the name
 of a model shipped in `mmc_jax/data/models` (`python -m mmc_jax.export --list`). A model of
-another observation layout is refused with the command to re-export it. A reconnaissance run
-(`configs/recon.py`) exports to `<out>/model.msgpack` (its own format: the parameters and the
-search sizes) with the same card; the recon arena (`experiments/recon/run.py --agents
-learned,... --checkpoint`) takes that folder. `--out` inside a run's
+another observation layout is refused with the command to re-export it. Every learner exports
+the same way: its algorithm says what its parameters are (`Algorithm.model_kind`) and how its
+card describes them (`Algorithm.describe_model`), and `mmc_jax.algorithms.open_model` reads any
+of them back; a sensing variant's model is played by the commands and arenas for sensing
+variants (docs/play.md). `--out` may be a `gs://` folder. `--out` inside a run's
 workdir (or its checkpoints) is refused: the export would shadow the run's checkpoints. Exporting
 an exported (or shipped) model copies it, its card keeping where the parameters came from.
 """
@@ -23,9 +24,8 @@ import json
 import os
 import sys
 
-import jax
-
-from mmc_jax.infra import checkpoint, cli
+from mmc_jax import algorithms
+from mmc_jax.infra import checkpoint, cli, storage
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -48,19 +48,24 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if not args.checkpoint or not args.out:
         parser.error("--checkpoint and --out are required (or --list)")
-    cli.check_output_folder(parser, "--out", args.out)
+    if storage.is_remote(args.out):  # a bucket: written through etils.epath
+        try:
+            storage.require_packages(args.out)
+        except storage.MissingPackage as error:
+            parser.error(f"--out {args.out}: {error}")
+    else:
+        cli.check_output_folder(parser, "--out", args.out)
     run = checkpoint.run_workdir_of(args.out)
     if run is not None:  # its model.json would be loaded in place of the run's checkpoints
         parser.error(
             f"--out {args.out}: inside the run in {run}, where an export would shadow its "
             f"checkpoints; write it elsewhere, e.g. --out {run.rstrip('/')}-model"
         )
-    recon_card = _export_recon(parser, args)
-    if recon_card is not None:
-        print(recon_card)
-        return 0
-    model = cli.open_or_fail(parser, args.checkpoint, args.step, "--checkpoint")
+    model = cli.open_or_fail(
+        parser, args.checkpoint, args.step, "--checkpoint", opener=algorithms.open_model
+    )
     config = model.config
+    algorithm = algorithms.algorithm_for(config)
     if model.exported:  # a copy: the card keeps where the parameters came from
         info = {k: model.record.get(k) for k in ("source", "step", "frames", "games")}
         info["command"] = args.command or model.record.get("command", "(not recorded)")
@@ -74,52 +79,13 @@ def main(argv: list[str] | None = None) -> int:
             "frames": extra.get("frames"),
             "games": extra.get("games"),
             "command": args.command or "(not recorded)",
-            "description": f"{config.get('variant') or 'meta-training'}: "
-            f"{config.network.num_blocks}x{config.network.channels} net, step {model.step}",
+            "description": algorithm.describe_model(config, model.step),
         }
-    out = checkpoint.export_model(args.out, config, model.params, info)
-    size = sum(os.path.getsize(os.path.join(out, f)) for f in os.listdir(out))
+    kind = algorithm.model_kind(config)
+    out = checkpoint.export_model(args.out, config, model.params, info, kind)
+    size = sum(p.stat().length for p in storage.to_path(out).iterdir())
     print(f"wrote {out} ({size / 1024:.0f} KB): step {info['step']} of {info['source']}")
     return 0
-
-
-def _export_recon(parser: argparse.ArgumentParser, args) -> str | None:
-    """Exports a reconnaissance run (or copies a recon model) into `args.out` and returns the
-    line to print; None when `args.checkpoint` is not one (the board-game export follows)."""
-    from mmc_jax.algorithms import recon
-
-    source, meta = args.checkpoint, {}
-    if not (os.path.isfile(source) or os.path.isfile(os.path.join(source, recon.MODEL_FILE))):
-        try:  # a workdir: its config names the algorithm (no parameters read)
-            meta = checkpoint.load_metadata(source)
-        except (FileNotFoundError, checkpoint.CheckpointDamaged, OSError, ValueError):
-            return None
-        if (meta.get("config") or {}).get("algorithm") != recon.ALGORITHM.name:
-            return None
-    if args.step is not None:
-        parser.error("--step: a recon run exports its latest intact checkpoint; drop --step")
-    try:
-        params, search = recon.load_model(source)
-    except ValueError as error:
-        if os.path.isfile(source):
-            return None  # not a recon model file: the generic export says what it is
-        parser.error(f"--checkpoint {source}: {error}")
-    os.makedirs(args.out, exist_ok=True)
-    recon.save_model(os.path.join(args.out, recon.MODEL_FILE), params, search)
-    step = meta.get("step")  # a workdir's newest intact step (None for a model file or folder)
-    info = {
-        "format": recon.MODEL_FORMAT,
-        "config": {"algorithm": recon.ALGORITHM.name, "search": dict(search._asdict())},
-        "source": os.path.abspath(source),
-        "step": step,
-        "command": args.command or "(not recorded)",
-        "description": f"recon: ReconNet {search.blocks}x{search.channels}, step {step}",
-        "num_params": int(sum(x.size for x in jax.tree.leaves(params))),
-    }
-    with open(os.path.join(args.out, checkpoint.EXPORT_FILE), "w", encoding="utf-8") as handle:
-        json.dump(info, handle, indent=1)
-    size = sum(os.path.getsize(os.path.join(args.out, f)) for f in os.listdir(args.out))
-    return f"wrote {args.out} ({size / 1024:.0f} KB): step {step} of {info['source']} (recon)"
 
 
 if __name__ == "__main__":

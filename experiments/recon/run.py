@@ -9,8 +9,8 @@ Plays every pair of `--agents` (default random, random-pimc, entropy-pimc: sensi
 move kind, `mmc_jax.evaluation.recon_agents`) in `--games` colour-balanced games of `--variant`
 (the first agent White in half), all pairs in one batch of the jitted arena (with
 `--first-only`, only the first agent's pairs). The agent `learned` is the trained agent of
-`--checkpoint` (a training workdir of `python -m mmc_jax.train --config configs/recon.py`, or a
-model file such as experiments/recon/learned/model.msgpack); it searches with the same number of
+`--checkpoint` (a training workdir of `python -m mmc_jax.train --config configs/recon.py`, or its
+export such as experiments/recon/learned/model); it searches with the same number of
 belief samples per decision as PIMC (`--worlds`). Writes to `--out`:
 results.json (W/D/L per pair with Wilson 95% intervals, Elo with bootstrap intervals anchored
 at random, and per ply the belief sizes and knowledge per agent) and belief.png.
@@ -33,10 +33,11 @@ from pathlib import Path
 import jax
 import numpy as np
 
+from mmc_jax import algorithms
 from mmc_jax import rules as R
-from mmc_jax.algorithms import recon as TL
 from mmc_jax.evaluation import elo, players
 from mmc_jax.evaluation import recon_agents as A
+from mmc_jax.infra import cli
 from mmc_jax.search import recon_belief as RB
 
 
@@ -78,10 +79,15 @@ def parse_args(argv):
     if "learned" in names and not args.replot:
         if args.checkpoint is None:
             parser.error("the agent 'learned' needs --checkpoint")
-        try:
-            args.params, args.learned = TL.load_model(args.checkpoint)
-        except (OSError, ValueError, KeyError, TypeError) as error:
-            parser.error(f"--checkpoint {args.checkpoint}: {error}")
+        model = cli.open_or_fail(
+            parser, args.checkpoint, None, "--checkpoint", opener=algorithms.open_model
+        )
+        if not model.sensing:
+            parser.error(
+                f"--checkpoint {args.checkpoint}: a board-game model; the agent 'learned' "
+                "plays a sensing variant's model (a `configs/recon.py` run or its export)"
+            )
+        args.params, args.learned = model.params, model.network
         if args.learned_candidates is not None:
             if not 1 <= args.learned_candidates <= RB.NUM_REQUESTS:
                 parser.error(

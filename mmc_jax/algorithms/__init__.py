@@ -12,9 +12,13 @@ section is JOAT's.
 
 from __future__ import annotations
 
+import os
+from collections.abc import Callable
+
 import ml_collections
 
 from mmc_jax.algorithms import alphazero, meta, recon, supervised, td_lambda
+from mmc_jax.infra import checkpoint
 
 REGISTRY = {
     algorithm.name: algorithm
@@ -59,3 +63,21 @@ def name_of(config: ml_collections.ConfigDict) -> str:
 def algorithm_for(config: ml_collections.ConfigDict):
     """The `Algorithm` of `name_of(config)`."""
     return REGISTRY[name_of(config)]
+
+
+def model_kind(config: ml_collections.ConfigDict) -> checkpoint.ModelKind:
+    """The `ModelKind` of a saved config: its algorithm's (`Algorithm.model_kind`)."""
+    return algorithm_for(config).model_kind(config)
+
+
+def open_model(
+    path: str | os.PathLike,
+    step: int | None = None,
+    *,
+    warn: Callable[[str], None] | None = None,
+) -> checkpoint.Model:
+    """The model of any learner at `path` (a run, one of its steps, an export or a shipped
+    model's name: `checkpoint.open_model`), its parameters read as its algorithm lays them out.
+    The model's `network` is what its players need beside the parameters."""
+    extra = {} if warn is None else {"warn": warn}
+    return checkpoint.open_model(path, step, kind_of=model_kind, **extra)

@@ -40,16 +40,15 @@ a minibatch drawn with replacement from that iteration's live decisions. `ALGORI
 behind the Algorithm contract (`mmc_jax.training.algorithm`), so `python -m mmc_jax.train
 --config configs/recon.py --workdir W` runs it in the one run loop: orbax checkpoints of the
 parameters and optimizer state, a bit-identical resume (keys are `fold_in(run key,
-iteration)`), SIGTERM, the workdir lock, progress with an ETA, metrics and plots.
-`save_model` / `load_model` write and read a play-only model (msgpack parameters and the
-search sizes).
+iteration)`), SIGTERM, the workdir lock, progress with an ETA, metrics and plots; `python -m
+mmc_jax.export` writes its model as every learner's (`ReconAlgorithm.model_kind`), and
+`mmc_jax.algorithms.open_model` reads it back.
 """
 
 from __future__ import annotations
 
 import functools
 import math
-import os
 from typing import Any, NamedTuple
 
 import jax
@@ -57,7 +56,7 @@ import jax.numpy as jnp
 import ml_collections
 import numpy as np
 import optax
-from flax import serialization, struct
+from flax import struct
 
 from mmc_jax import rules as R
 from mmc_jax.evaluation import players
@@ -488,6 +487,26 @@ def learn(state: ReplicatedState | ReplayState, examples: Examples, key, config:
 # ----------------------------------------------------------------------------- config
 
 
+# The learned agent's observation (`recon_learned.observation`): recon.observe's planes and the
+# belief marginals; an exported model's card records it.
+MODEL_LAYOUT = f"recon_learned;planes={recon_net.OBS_CHANNELS}"
+
+
+def search_config(config: ml_collections.ConfigDict) -> L.SearchConfig:
+    """The learned agent's static sizes of a run config (its `search` and `network` sections).
+
+    Raises:
+      ValueError: a field is missing (the config is not a recon run's).
+    """
+    try:
+        return L.SearchConfig(
+            **{name: int(config.search[name]) for name in ("worlds", "candidates")},
+            **{name: int(config.network[name]) for name in ("blocks", "channels", "world_hidden")},
+        )
+    except (KeyError, AttributeError) as error:
+        raise ValueError(f"its config has no recon search size {error}") from None
+
+
 def train_config(config: ml_collections.ConfigDict) -> TrainConfig:
     """The static `TrainConfig` of a run config (configs/recon.py)."""
 
@@ -497,10 +516,7 @@ def train_config(config: ml_collections.ConfigDict) -> TrainConfig:
     return TrainConfig(
         variant=str(config.variant),
         seed=int(config.seed),
-        search=L.SearchConfig(
-            **read(int, "search", "worlds", "candidates"),
-            **read(int, "network", "blocks", "channels", "world_hidden"),
-        ),
+        search=search_config(config),
         **read(int, "selfplay", "games", "max_plies", "belief_size", "moves_per_board"),
         **read(float, "selfplay", "explore", "adjudicate"),
         # Runs before refill existed recorded no `selfplay.refill`: theirs played one game a slot.
@@ -624,6 +640,18 @@ class ReconAlgorithm(ReplicatedAlgorithm):
         decisive, white = record["selfplay/decisive"], record["selfplay/white_score"]
         return [f"world {world:.3f} plies {plies:.1f} decisive {decisive:.2f} white {white:+.2f}"]
 
+    def model_kind(self, config):
+        """The learned agent's parameters (`recon_net`) for the search sizes of `config` (its
+        `search` and `network` sections: all an exported model's card needs); the model's
+        `network` is that `SearchConfig`, what the learned recon players take."""
+        search = search_config(config)
+        template = jax.eval_shape(lambda: recon_net.init_params(search, jax.random.key(0)))
+        return checkpoint_lib.ModelKind(search, template, MODEL_LAYOUT, sensing=True)
+
+    def describe_model(self, config, step):
+        search = search_config(config)
+        return f"{config.variant}: ReconNet {search.blocks}x{search.channels}, step {step}"
+
     def evaluate(self, config, params, key):
         """`eval/<opponent>` scores of the learned agent in `eval.num_games` colour-balanced
         games against each of `eval.opponents` (recon agents), with the same belief sizes."""
@@ -646,60 +674,3 @@ class ReconAlgorithm(ReplicatedAlgorithm):
 
 
 ALGORITHM = ReconAlgorithm("recon", batch_field="selfplay.games", prepare=prepare_config)
-
-
-# ----------------------------------------------------------------------------- model files
-
-MODEL_FORMAT = "mmc_jax recon model v1"
-
-
-def save_model(path, params, search: L.SearchConfig) -> None:
-    """Write a play-only model: msgpack of {format, search sizes, parameters} (atomically)."""
-    blob = {
-        "format": MODEL_FORMAT,
-        "search": dict(search._asdict()),
-        "params": jax.tree.map(np.asarray, jax.device_get(params)),
-    }
-    path = os.fspath(path)
-    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-    with open(path + ".tmp", "wb") as handle:
-        handle.write(serialization.msgpack_serialize(blob))
-    os.replace(path + ".tmp", path)
-
-
-MODEL_FILE = "model.msgpack"  # the model file inside a folder `export` wrote
-
-
-def load_model(path) -> tuple[dict, L.SearchConfig]:
-    """(params, SearchConfig) of a model file (`save_model`), of a folder `python -m
-    mmc_jax.export` wrote (its `MODEL_FILE`) or of a training workdir (its latest intact
-    checkpoint). ValueError naming the path when it is none of them."""
-    path = os.fspath(path)
-    if os.path.isdir(path) and os.path.isfile(os.path.join(path, MODEL_FILE)):
-        path = os.path.join(path, MODEL_FILE)
-    if os.path.isdir(path):
-        return _load_workdir(path)
-    try:
-        with open(path, "rb") as handle:
-            blob = serialization.msgpack_restore(handle.read())
-    except FileNotFoundError:
-        raise ValueError(f"{path}: no such model file or training workdir") from None
-    except Exception as error:  # a damaged or foreign file
-        raise ValueError(f"{path}: not a recon model ({type(error).__name__})") from None
-    if not isinstance(blob, dict) or blob.get("format") != MODEL_FORMAT:
-        raise ValueError(f"{path}: not a recon model (no {MODEL_FORMAT!r} header)")
-    params = jax.tree.map(jnp.asarray, blob["params"])
-    return params, L.SearchConfig(**{k: int(v) for k, v in blob["search"].items()})
-
-
-def _load_workdir(workdir: str) -> tuple[dict, L.SearchConfig]:
-    try:
-        saved = checkpoint_lib.load_metadata(workdir).get("config") or {}
-    except (FileNotFoundError, checkpoint_lib.CheckpointDamaged) as error:
-        raise ValueError(f"{workdir}: no readable checkpoint ({error})") from None
-    if saved.get("algorithm") != ALGORITHM.name:
-        raise ValueError(f"{workdir}: not a recon training workdir (configs/recon.py)")
-    config = prepare_config(ml_collections.ConfigDict(saved))
-    template = jax.eval_shape(lambda: init_train_state(train_config(config))).params
-    params = checkpoint_lib.restore_subtree(workdir, "params", template)
-    return params, train_config(config).search

@@ -778,6 +778,50 @@ def _stderr(line: str) -> None:
 
 
 @dataclasses.dataclass(frozen=True)
+class ModelKind:
+    """What the parameters of a saved config are, as loading and exporting them needs it: its
+    algorithm says (`Algorithm.model_kind`; `board_model_kind` for the board-game learners).
+
+    network: what a player needs beside the parameters (the board network's flax module; a
+      sensing agent's search sizes). template: the parameters' `ShapeDtypeStruct`s.
+    obs_layout: the observation layout they read (an export's card records it, and a card of
+      another layout is refused). check: refuses a checkpoint's recorded layout (its sidecar's
+      `obs_layout`) with the reason (ValueError), or None for no check. sensing: whether the
+      model plays sensing variants' two-phase turns (`fog=sense:W`) rather than board games.
+    """
+
+    network: Any
+    template: Any
+    obs_layout: str
+    check: Callable[[str | None], None] | None = None
+    sensing: bool = False
+
+
+def board_model_kind(config: Mapping | ml_collections.ConfigDict) -> ModelKind:
+    """The `ModelKind` of a board-game learner's config: `PolicyValueNet` of `config.network`.
+
+    Raises:
+      ValueError: the config is a sensing variant's (its model plays another kind of game).
+    """
+    config = _as_config(config)
+    variant = config.get("variant")
+    if variant and R.is_sense(variant):
+        raise ValueError(
+            f"its config is for the sensing variant {variant!r}, whose two-phase turns the "
+            "board-game commands do not play (docs/play.md says what plays them)"
+        )
+    network = network_lib.make_network(config.network)
+    template = jax.eval_shape(
+        lambda k: network_lib.init_params(network, k, R.OBS_SHAPE), jax.random.key(0)
+    )
+
+    def check(saved: str | None) -> None:
+        network_lib.check_obs_layout(saved, config.network)
+
+    return ModelKind(network, template, network_lib.obs_layout(config.network), check)
+
+
+@dataclasses.dataclass(frozen=True)
 class Model:
     """A model as every command loads it (`open_model`).
 
@@ -795,6 +839,7 @@ class Model:
     step: int | None
     record: dict[str, Any]
     exported: bool = False
+    sensing: bool = False  # a sensing variant's model (`ModelKind.sensing`)
 
 
 def load_model(path: str | os.PathLike, step: int | None = None):
@@ -804,10 +849,15 @@ def load_model(path: str | os.PathLike, step: int | None = None):
 
 
 def open_model(
-    path: str | os.PathLike, step: int | None = None, *, warn: Callable[[str], None] = _stderr
+    path: str | os.PathLike,
+    step: int | None = None,
+    *,
+    warn: Callable[[str], None] = _stderr,
+    kind_of: Callable[[ml_collections.ConfigDict], ModelKind] = board_model_kind,
 ) -> Model:
     """The model at `path`: the network is rebuilt from the saved config; only the parameters
-    are read.
+    are read, in the layout `kind_of(saved config)` gives (default: the board network's; every
+    learner's: `mmc_jax.algorithms.open_model`).
 
     `path` is a run's workdir, its `checkpoints` folder, one step's folder in it, an exported
     model folder (`python -m mmc_jax.export`) or the name of a shipped model
@@ -823,7 +873,7 @@ def open_model(
         (`CheckpointMismatch`); that step, or every step, is damaged (`CheckpointDamaged`).
     """
     if step is None and is_exported(path):
-        return _open_exported(path)
+        return _open_exported(path, kind_of)
     workdir, step = split_checkpoint_path(path, step)
     if not storage.to_path(workdir).is_dir():
         hint = shipped_hint(path)  # a bare name: perhaps a shipped model, misspelt
@@ -846,15 +896,13 @@ def open_model(
             )
         config = ml_collections.ConfigDict(saved)
         try:
-            network_lib.check_obs_layout(meta.get("obs_layout"), config.network)
+            kind = kind_of(config)
+            if kind.check is not None:
+                kind.check(meta.get("obs_layout"))
         except ValueError as error:
-            raise CheckpointMismatch(str(error)) from None
-        network = network_lib.make_network(config.network)
-        shapes = jax.eval_shape(
-            lambda k: network_lib.init_params(network, k, R.OBS_SHAPE), jax.random.key(0)
-        )
+            raise CheckpointMismatch(f"the run in {workdir}: {error}") from None
         template = jax.tree.map(
-            lambda s: jax.ShapeDtypeStruct(s.shape, s.dtype, sharding=sharding), shapes
+            lambda s: jax.ShapeDtypeStruct(s.shape, s.dtype, sharding=sharding), kind.template
         )
         params = ckpt.restore_subtree("params", template, step=candidate)
         bad = nonfinite_leaves(params)
@@ -863,13 +911,14 @@ def open_model(
         reason = exploded(params)  # (finite, but no model to play or export)
         if reason:
             raise CheckpointDamaged(reason)
-        return meta, network, params, config
+        return meta, kind, params, config
 
     with Checkpointer(workdir, max_to_keep=None, async_save=False) as ckpt:
-        found, (meta, network, params, config), _ = restore_newest_intact(
+        found, (meta, kind, params, config), _ = restore_newest_intact(
             ckpt, read, step=step, warn=warn
         )
-    return Model(network, params, config, storage.absolute(workdir), found, meta)
+    source = storage.absolute(workdir)
+    return Model(kind.network, params, config, source, found, meta, sensing=kind.sensing)
 
 
 def run_workdir_of(path: str | os.PathLike) -> str | None:
@@ -897,33 +946,32 @@ SHIPPED_DIR = os.path.join(
 )
 
 
-def observation_layout(config: Any) -> str:
-    """The observation layout a run's network reads (`network.obs_layout`); an exported model
-    of another layout than this code gives for its config is refused."""
-    return _layout_of(config)
-
-
 def export_model(
-    out: str | os.PathLike, config: Mapping | ml_collections.ConfigDict, params: Any, info: dict
+    out: str | os.PathLike,
+    config: Mapping | ml_collections.ConfigDict,
+    params: Any,
+    info: dict,
+    kind: ModelKind | None = None,
 ) -> str:
-    """Writes `params` (flax msgpack) and `model.json` (the run config, the observation layout,
-    `info`: where it came from and the command that trained it) into the folder `out`."""
+    """Writes `params` (flax msgpack) and `model.json` (the run config, the observation layout
+    of its `kind` (default: `board_model_kind(config)`), `info`: where it came from and the
+    command that trained it) into the folder `out` (a local path or `gs://`)."""
     out = os.fspath(out)
-    os.makedirs(out, exist_ok=True)
+    kind = kind or board_model_kind(config)
+    storage.to_path(out).mkdir(parents=True, exist_ok=True)
     host = jax.tree.map(np.asarray, jax.device_get(params))
-    with open(os.path.join(out, EXPORT_PARAMS), "wb") as handle:
-        handle.write(flax.serialization.to_bytes(host))
+    params_bytes = flax.serialization.to_bytes(host)
+    storage.to_path(storage.join(out, EXPORT_PARAMS)).write_bytes(params_bytes)
     record = {
         "format": 1,
-        "observation_layout": observation_layout(config),
+        "observation_layout": kind.obs_layout,
         "config": _jsonable(config),
         "shapes": leaf_shapes(host),
         "num_params": int(sum(x.size for x in jax.tree.leaves(host))),
         "versions": library_versions(),
         **_jsonable(dict(info)),
     }
-    with open(os.path.join(out, EXPORT_FILE), "w", encoding="utf-8") as handle:
-        json.dump(record, handle, indent=1)
+    storage.to_path(storage.join(out, EXPORT_FILE)).write_text(json.dumps(record, indent=1))
     return out
 
 
@@ -1023,7 +1071,10 @@ def load_exported(path: str | os.PathLike):
     return model.network, model.params, model.config
 
 
-def _open_exported(path: str | os.PathLike) -> Model:
+def _open_exported(
+    path: str | os.PathLike,
+    kind_of: Callable[[ml_collections.ConfigDict], ModelKind] = board_model_kind,
+) -> Model:
     """The `Model` of an exported model folder (or a shipped model's name).
 
     Raises:
@@ -1038,24 +1089,25 @@ def _open_exported(path: str | os.PathLike) -> Model:
         raise ValueError(
             f"{storage.join(folder, EXPORT_FILE)} is not an exported model's card ({error!r})"
         ) from None
-    if config.get("algorithm") == "recon":
+    if record.get("format") != 1:
         raise ValueError(
-            f"{folder} holds a reconnaissance model (configs/recon.py), which the board-game "
-            "commands cannot play: give it to the recon arena (`experiments/recon/run.py "
-            f"--agents learned,entropy-pimc --checkpoint {folder}`)"
+            f"{storage.join(folder, EXPORT_FILE)} is a card of the format "
+            f"{record.get('format')!r}, which this version does not read; export the model "
+            f"again from its run (`python -m mmc_jax.export`): {record.get('command', '')}"
         )
-    if record.get("observation_layout") != observation_layout(config):
+    try:
+        kind = kind_of(config)
+    except ValueError as error:
+        raise ValueError(f"the model in {folder}: {error}") from None
+    if record.get("observation_layout") != kind.obs_layout:
         raise ValueError(
             f"the model in {folder} was exported for the observation layout "
             f"{record.get('observation_layout')!r}, but this code observes "
-            f"{observation_layout(config)!r}; re-export it from its checkpoint with "
+            f"{kind.obs_layout!r}; re-export it from its checkpoint with "
             "`python -m mmc_jax.export` (or retrain it: "
             f"{record.get('command', 'its training command')})"
         )
-    network = network_lib.make_network(config.network)
-    template = jax.eval_shape(
-        lambda k: network_lib.init_params(network, k, R.OBS_SHAPE), jax.random.key(0)
-    )
+    template = kind.template
     want, got = leaf_shapes(template), record.get("shapes", {})
     if want != got:
         raise ValueError(f"the parameters in {folder} do not fit its network config")
@@ -1071,4 +1123,6 @@ def _open_exported(path: str | os.PathLike) -> Model:
     params = jax.device_put(params, sharding)
     source = str(path) if str(path) in shipped_models() else storage.absolute(folder)
     step = record.get("step")
-    return Model(network, params, config, source, step, record, exported=True)
+    return Model(
+        kind.network, params, config, source, step, record, exported=True, sensing=kind.sensing
+    )

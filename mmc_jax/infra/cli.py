@@ -91,10 +91,13 @@ def load_or_fail(parser, path: str, step: int | None, flag: str):
     return model.network, model.params, model.config
 
 
-def open_or_fail(parser, path: str, step: int | None, flag: str) -> checkpoint.Model:
-    """`checkpoint.open_model(path, step)`, or an argparse error naming `flag` (one line)."""
+def open_or_fail(
+    parser, path: str, step: int | None, flag: str, opener=checkpoint.open_model
+) -> checkpoint.Model:
+    """`opener(path, step)` (default `checkpoint.open_model`; any learner's model:
+    `mmc_jax.algorithms.open_model`), or an argparse error naming `flag` (one line)."""
     try:
-        return checkpoint.open_model(path, step)
+        return opener(path, step)
     except (FileNotFoundError, ValueError, storage.MissingPackage) as error:
         parser.error(f"{flag} {path}: {error}")
 

@@ -35,7 +35,7 @@ import numpy as np
 from flax import struct
 from jax.sharding import Mesh
 
-from mmc_jax.infra import sharding
+from mmc_jax.infra import checkpoint, sharding
 from mmc_jax.training import learner, memory
 
 
@@ -190,6 +190,22 @@ class Algorithm(abc.ABC):
     def restore_error(self, error: ValueError, config) -> ValueError:
         """A clearer error for a checkpoint that does not fit `config`."""
         return error
+
+    # The model: what an export writes and every command loads (`mmc_jax.algorithms.open_model`)
+
+    def model_kind(self, config) -> checkpoint.ModelKind:
+        """What this algorithm's parameters are for a saved `config` (their template, what a
+        player needs beside them, the observation layout): by default the board network's
+        (`checkpoint.board_model_kind`). ValueError when `config` cannot have a model."""
+        return checkpoint.board_model_kind(config)
+
+    def describe_model(self, config, step: int | None) -> str:
+        """The one-line description an export's card gives its model."""
+        network = config.network
+        return (
+            f"{config.get('variant') or 'meta-training'}: "
+            f"{network.num_blocks}x{network.channels} net, step {step}"
+        )
 
 
 @functools.lru_cache(maxsize=16)

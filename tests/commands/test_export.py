@@ -35,7 +35,7 @@ def test_exported_params_equal_the_checkpoint(exported):
         np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
     record = json.loads((out / checkpoint.EXPORT_FILE).read_text())
     assert record["command"] == "x" and record["step"] == 1
-    assert record["observation_layout"] == checkpoint.observation_layout(config)
+    assert record["observation_layout"] == checkpoint.board_model_kind(config).obs_layout
     assert (out / checkpoint.EXPORT_PARAMS).stat().st_size < 100_000  # no optimizer, no replay
 
 

@@ -255,6 +255,24 @@ def test_load_model_from_a_bucket_falls_back_past_a_damaged_step(bucket, orbax_o
         checkpoint.load_model("gs://bucket/none")
 
 
+def test_export_into_a_bucket_and_back_for_a_board_and_a_sensing_model(bucket, capsys):
+    """`python -m mmc_jax.export --out gs://...` writes any learner's model through epath, and
+    `algorithms.open_model` reads it back from the bucket with the same parameters: a board
+    model (shipped gardner-cpu) and a sensing variant's (the committed recon agent)."""
+    from mmc_jax import algorithms, export
+
+    for source in ("gardner-cpu", os.fspath(ROOT / "experiments" / "recon" / "learned" / "model")):
+        out = f"gs://bucket/models/{os.path.basename(source)}"
+        assert export.main(["--checkpoint", source, "--out", out]) == 0
+        assert f"wrote {out}" in capsys.readouterr().out
+        assert Path(bucket.local(out), checkpoint.EXPORT_PARAMS).is_file()
+        copied, original = algorithms.open_model(out), algorithms.open_model(source)
+        assert copied.sensing == original.sensing and copied.network == original.network
+        leaves = zip(jax.tree.leaves(copied.params), jax.tree.leaves(original.params), strict=True)
+        for a, b in leaves:
+            np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+
+
 # ---------------------------------------------------------------------------------------------
 # Workdir checks and missing packages
 

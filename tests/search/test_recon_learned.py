@@ -23,6 +23,7 @@ import pytest
 from runs_support import traced_functions
 
 from configs import recon as recon_config
+from mmc_jax import algorithms
 from mmc_jax import rules as R
 from mmc_jax.algorithms import recon as TL
 from mmc_jax.evaluation import players
@@ -269,37 +270,44 @@ def test_a_resumed_run_equals_an_unbroken_run_and_saves_a_model(trained, tmp_pat
     chex.assert_trees_all_equal(resumed.state.opt_state, unbroken.opt_state)
     records = [json.loads(line) for line in (workdir / "metrics.jsonl").read_text().splitlines()]
     assert [r["iteration"] for r in records] == [1, 2]
-    params, search = TL.load_model(workdir)  # a workdir: its latest checkpoint
-    assert search == SEARCH
-    chex.assert_trees_all_equal(params, unbroken.params)
-    TL.save_model(tmp_path / "model.msgpack", unbroken.params, SEARCH)
-    params, search = TL.load_model(tmp_path / "model.msgpack")
-    assert search == SEARCH
-    chex.assert_trees_all_equal(params, unbroken.params)
+    model = algorithms.open_model(workdir)  # a workdir: its latest checkpoint
+    assert model.network == SEARCH and model.sensing and model.step == 2
+    chex.assert_trees_all_equal(model.params, unbroken.params)
     assert not list(workdir.rglob("*.pkl")) and not list(unbroken_dir.rglob("*.pkl"))
 
 
-def test_export_writes_a_recon_run_as_a_model_folder_the_agents_load(trained, tmp_path, capsys):
-    """`python -m mmc_jax.export` on a recon workdir: `model.msgpack` and a card in the folder,
-    the same parameters through `load_model(folder)`; `--step` and the board-game loaders
-    refuse it in one line each."""
+def test_export_writes_a_recon_run_as_every_learner_does_and_the_agents_load_it(
+    trained, tmp_path, capsys
+):
+    """`python -m mmc_jax.export` on a recon workdir: `params.msgpack` and its card, as any
+    learner's export (the algorithm's `model_kind`), read back by `algorithms.open_model` with
+    the same parameters and search sizes, a step of the run too (`--step`); the board-game
+    loader refuses it in one line."""
     from mmc_jax import export
     from mmc_jax.infra import checkpoint
 
     unbroken, workdir = trained
     out = tmp_path / "model"
     assert export.main(["--checkpoint", str(workdir), "--out", str(out), "--command", "c"]) == 0
-    assert "(recon)" in capsys.readouterr().out
+    assert "step 2 of" in capsys.readouterr().out
     card = json.loads((out / "model.json").read_text())
-    assert card["step"] == 2 and card["command"] == "c" and card["format"] == TL.MODEL_FORMAT
-    params, search = TL.load_model(out)
-    assert search == SEARCH
-    chex.assert_trees_all_equal(params, unbroken.params)
-    with pytest.raises(SystemExit):
-        export.main(["--checkpoint", str(workdir), "--out", str(tmp_path / "b"), "--step", "1"])
-    assert "a recon run exports its latest" in capsys.readouterr().err
-    with pytest.raises(ValueError, match="holds a reconnaissance model"):
+    assert card["step"] == 2 and card["command"] == "c" and card["format"] == 1
+    assert card["observation_layout"] == TL.MODEL_LAYOUT
+    assert card["description"].startswith("recon: ReconNet 1x8")
+    model = algorithms.open_model(out)
+    assert model.network == SEARCH and model.sensing and model.exported
+    chex.assert_trees_all_equal(model.params, unbroken.params)
+    first = tmp_path / "first"
+    assert export.main(["--checkpoint", str(workdir), "--out", str(first), "--step", "1"]) == 0
+    assert algorithms.open_model(first).step == 1
+    with pytest.raises(ValueError, match="the sensing variant 'recon'"):
         checkpoint.load_model(str(out))
+    with pytest.raises(ValueError, match="the sensing variant 'recon'"):
+        checkpoint.load_model(str(workdir))
+    params_file = out / "params.msgpack"
+    params_file.write_bytes(params_file.read_bytes()[:100])
+    with pytest.raises(ValueError, match="params.msgpack is damaged"):
+        algorithms.open_model(out)
 
 
 def test_replay_keeps_live_rows_newest_first_and_pools_them_with_this_iteration():
@@ -390,16 +398,6 @@ def test_recon_configs_refuse_a_variant_without_sensing():
     config.variant = "dark"
     with pytest.raises(ValueError, match="has no sensing"):
         TL.prepare_config(config)
-
-
-def test_load_model_names_a_damaged_or_foreign_file(tmp_path):
-    for content in (b"", b"not msgpack at all", b"\x81\xa1a\x01"):
-        path = tmp_path / "bad.msgpack"
-        path.write_bytes(content)
-        with pytest.raises(ValueError, match=f"{re.escape(str(path))}: not a recon model"):
-            TL.load_model(path)
-    with pytest.raises(ValueError, match="no such model file or training workdir"):
-        TL.load_model(tmp_path / "missing.msgpack")
 
 
 def test_learned_agent_plays_both_colours_in_the_arena(trained):
