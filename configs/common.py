@@ -1,7 +1,8 @@
-"""Builders shared by the presets of `configs/gardner.py` and `configs/joat.py`.
+"""Builders shared by the presets of every config, and the preset check (`preset`).
 
-Every network field is set here and only here (`network(size)`), so the two configs cannot
-drift apart; a preset picks a size and overrides what differs, in its own file.
+Every network field is set here and only here (`network(size)`), so the configs cannot drift
+apart; a preset picks a size and overrides what differs, in its own file. What the configs
+share beyond code: configs/__init__.py.
 """
 
 from __future__ import annotations
@@ -147,3 +148,15 @@ def default_preset(arg: str | None, config_name: str) -> str:
         )
         return "cpu"
     return "full"
+
+
+def preset(arg: str | None, config_name: str, presets: tuple[str, ...]) -> str:
+    """`default_preset(arg, config_name)`, checked against the config's `presets`.
+
+    Raises:
+      ValueError: a preset the config does not have (the message lists them).
+    """
+    name = default_preset(arg, config_name)
+    if name not in presets:
+        raise ValueError(f"unknown preset {name!r} for {config_name}; one of {presets}")
+    return name

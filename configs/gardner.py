@@ -1,6 +1,8 @@
 """AlphaZero on one variant (Gardner minichess by default): `python -m mmc_jax.train` config.
 
-Presets (the part after the colon):
+What every config shares (presets, overrides, resuming, the header): configs/__init__.py.
+
+Presets:
 
   full             python -m mmc_jax.train --config configs/gardner.py:full --workdir runs/gardner
       One accelerator (H100 class): 6x128 ResNet, as many games as fit (`selfplay.batch_size`
@@ -27,11 +29,9 @@ Presets (the part after the colon):
       The tests' run: a 1x8 net, 8 games x 4 plies x 4 simulations, 2 iterations. About two
       minutes on 2 CPU cores, nearly all of it compilation. Learns nothing.
 
-Without a preset: `full` on an accelerator, `cpu` (with a note on stderr) on a CPU-only machine.
-Any field can be overridden, e.g. `--config.variant=atomic` (one of mmc_jax.rules.VARIANTS) or
-`--config.selfplay.batch_size=256`; the config is locked, so a misspelt field is an error.
-`variants` is derived from `variant` by the trainer (it is the variant list checkpoints are
-checked against). Re-running a command on the same workdir resumes it.
+`--config.variant` takes any variant (e.g. `atomic`, one of mmc_jax.rules.VARIANTS); `variants`
+is derived from `variant` by the trainer (it is the variant list checkpoints are checked
+against).
 """
 
 from __future__ import annotations
@@ -55,9 +55,7 @@ PRESETS = ("full", "default", "cpu", "smoke")
 
 def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
     """The run config of preset `arg` (None, "full" or "default", "cpu", "smoke"), locked."""
-    preset = common.default_preset(arg, "configs/gardner.py")
-    if preset not in PRESETS:
-        raise ValueError(f"unknown preset {preset!r} for configs/gardner.py; one of {PRESETS}")
+    preset = common.preset(arg, "configs/gardner.py", PRESETS)
 
     config = ml_collections.ConfigDict()
     config.algorithm = "alphazero"  # mmc_jax.algorithms.REGISTRY

@@ -1,5 +1,7 @@
 """JOAT / Reptile meta-training over the rule space: `python -m mmc_jax.train` config.
 
+What every config shares (presets, overrides, resuming, the header): configs/__init__.py.
+
 What it trains (mmc_jax/algorithms/meta.py): `task_space.size` variants are drawn once from a
 declared region of the rule space (`task_space`: starts gardner/baby/mallet/any of the 240 shuffles,
 every capture, every goal/fog pair, colour any/other; each of those values equally likely,
@@ -12,7 +14,7 @@ parameters (eps). `python -m mmc_jax.adapt` runs the same inner procedure per ad
 iteration (the `adapt` section: its learner IS `inner`, G games per iteration), so
 meta-training optimises exactly what adaptation does.
 
-Presets (the part after the colon; without one: `full` on an accelerator, `cpu` otherwise):
+Presets:
 
   full             python -m mmc_jax.train --config configs/joat.py:full --workdir runs/joat
       One accelerator (H100 class): 6x128 ResNet computing in bfloat16 there, 7 tasks x G
@@ -36,8 +38,7 @@ Presets (the part after the colon; without one: `full` on an accelerator, `cpu` 
   smoke            the tests' run: 1x8 net, 2 tasks x 4 games x 4 plies x 4 simulations, k = 2,
       2 outer iterations, 8 fog-free tasks drawn per point. Learns nothing.
 
-The switches (override any field with `--config.<field>=<value>`; the config is locked, so a
-misspelt field is an error):
+The switches:
 
   --config.holdout='dark;capture=atomic,goal=king'   held-out specs (";"-separated)
   --config.task_space.size=256      more tasks from the region; 0: the registered variants by
@@ -129,11 +130,9 @@ def _inner(steps: int, batch_size: int) -> ml_collections.ConfigDict:
 
 def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
     """The meta-training config of preset `arg` (None, "full", "cpu", "quick", "smoke"), locked."""
-    preset = common.default_preset(arg, "configs/joat.py")
+    preset = common.preset(arg, "configs/joat.py", PRESETS)
     if preset in ("default",):
         preset = "full"
-    if preset not in PRESETS:
-        raise ValueError(f"unknown preset {preset!r} for configs/joat.py; one of {PRESETS}")
 
     config = ml_collections.ConfigDict()
     config.algorithm = "joat"  # mmc_jax.algorithms.REGISTRY

@@ -1,12 +1,14 @@
 """The learned agent of reconnaissance-blind minichess (`fog=sense:W`): `python -m mmc_jax.train`.
 
+What every config shares (presets, overrides, resuming, the header): configs/__init__.py.
+
 Self-play of the learned recon agent (`mmc_jax.algorithms.recon`: network + one-ply searches over
 worlds sampled from each side's exact belief, for the sense window and for the move), both sides
 the agent, then Adam steps on that iteration's decisions. It runs in the one run loop: orbax
 checkpoints (parameters and Adam's state), a bit-identical resume, SIGTERM, the workdir lock,
 progress with an ETA, `metrics.jsonl` and plots.
 
-Presets (the part after the colon):
+Presets:
 
   cpu      python -m mmc_jax.train --config configs/recon.py:cpu --workdir runs/recon
       A 2-core CPU: 2x32 trunk, 64 games x up to 60 plies per iteration, 8 belief worlds x 32
@@ -24,8 +26,8 @@ Presets (the part after the colon):
   full     the same on an accelerator with 1024 games per iteration and 64 Adam steps.
   smoke    the tests' run: a 1x8 trunk, 4 games x 6 plies, 2 iterations (seconds after compiling).
 
-Without a preset: `full` on an accelerator, `cpu` on a CPU-only machine. Play or score the
-result with `python experiments/recon/run.py --checkpoint W --agents learned,entropy-pimc`.
+Play or score the result with
+`python experiments/recon/run.py --checkpoint W --agents learned,entropy-pimc`.
 """
 
 from __future__ import annotations
@@ -49,9 +51,7 @@ PRESETS = ("full", "default", "cpu", "smoke")
 
 def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
     """The run config of preset `arg` (None, "full" or "default", "cpu", "smoke"), locked."""
-    preset = common.default_preset(arg, "configs/recon.py")
-    if preset not in PRESETS:
-        raise ValueError(f"unknown preset {preset!r} for configs/recon.py; one of {PRESETS}")
+    preset = common.preset(arg, "configs/recon.py", PRESETS)
 
     config = ml_collections.ConfigDict()
     config.algorithm = "recon"  # mmc_jax.algorithms.REGISTRY

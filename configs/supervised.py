@@ -1,5 +1,7 @@
 """Supervised pretraining from Fairy-Stockfish's games: `python -m mmc_jax.train` config.
 
+What every config shares (presets, overrides, resuming, the header): configs/__init__.py.
+
 The engine plays `data.games` games of `variant` against itself (random first plies, then moves
 drawn from its MultiPV scores); every analysed position is labelled with a soft policy over the
 engine's ranked moves and a value mixing the game's result with the engine's score (see
@@ -10,7 +12,7 @@ trains `configs/gardner.py`'s network on it, minibatches handed in from the host
 loss every iteration (`valid/policy_loss`, `valid/value_loss`): the curve to stop on when the
 network starts memorising its games.
 
-Presets (the part after the colon):
+Presets:
 
   cpu      python -m mmc_jax.train --config configs/supervised.py:cpu --workdir runs/sup
       A 2-core CPU: 2000 games at 400 nodes, MultiPV 8, in 2 processes (tens of minutes), then
@@ -18,8 +20,6 @@ Presets (the part after the colon):
       iterations against random and greedy.
   full     the same data, the 6x128 network of gardner:full, 128 steps of 1024.
   smoke    the tests' run: 4 games at 30 nodes, MultiPV 4, 2 iterations of 2 steps of 8.
-
-Without a preset: `full` on an accelerator, `cpu` on a CPU-only machine.
 """
 
 from __future__ import annotations
@@ -43,9 +43,7 @@ PRESETS = ("full", "default", "cpu", "smoke")
 
 def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
     """The run config of preset `arg` (None, "full" or "default", "cpu", "smoke"), locked."""
-    preset = common.default_preset(arg, "configs/supervised.py")
-    if preset not in PRESETS:
-        raise ValueError(f"unknown preset {preset!r} for configs/supervised.py; one of {PRESETS}")
+    preset = common.preset(arg, "configs/supervised.py", PRESETS)
 
     config = ml_collections.ConfigDict()
     config.algorithm = "supervised"  # mmc_jax.algorithms.REGISTRY

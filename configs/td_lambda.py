@@ -1,5 +1,7 @@
 """TD(λ) on a value network with afterstate play: `python -m mmc_jax.train` config.
 
+What every config shares (presets, overrides, resuming, the header): configs/__init__.py.
+
 Each iteration plays `td.games` games of `variant` from the start, both sides the same network:
 every legal move's next position is evaluated in one batched call and the move the opponent
 likes least is played (a random one with probability `td.epsilon`); then the network's value is
@@ -8,7 +10,7 @@ trained toward the alternating-sign λ-returns of those games, cut at explorator
 seed's). The network is `configs/gardner.py`'s (its value head learns; its policy head stays as
 initialised), so the result loads wherever a gardner model does.
 
-Presets (the part after the colon):
+Presets:
 
   cpu      python -m mmc_jax.train --config configs/td_lambda.py:cpu --workdir runs/td
       A 2-core CPU: the 2x32 net, 32 games x up to 80 plies per iteration (every legal move of
@@ -40,9 +42,7 @@ PRESETS = ("full", "default", "cpu", "smoke")
 
 def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
     """The run config of preset `arg` (None, "full" or "default", "cpu", "smoke"), locked."""
-    preset = common.default_preset(arg, "configs/td_lambda.py")
-    if preset not in PRESETS:
-        raise ValueError(f"unknown preset {preset!r} for configs/td_lambda.py; one of {PRESETS}")
+    preset = common.preset(arg, "configs/td_lambda.py", PRESETS)
 
     config = ml_collections.ConfigDict()
     config.algorithm = "td_lambda"  # mmc_jax.algorithms.REGISTRY
