@@ -11,7 +11,6 @@ import math
 import os
 from pathlib import Path
 
-import chex
 import numpy as np
 import pytest
 from runs_support import traced_functions
@@ -120,12 +119,9 @@ def held_out(config):
 
 
 @pytest.mark.slow
-def test_the_dataset_is_made_once_the_learner_resumes_bit_identically_and_scores_held_out_games(
-    tmp_path,
-):
-    unbroken = runloop.run(
-        supervised.ALGORITHM, held_out(smoke(2)), tmp_path / "unbroken", stream=None
-    )
+def test_the_dataset_is_made_once_and_the_learner_scores_held_out_games(tmp_path):
+    """A resume reads the dataset its first run made (the resume itself is bit-identical:
+    tests/training/test_algorithm_contract.py); the held-out loss is the final parameters'."""
     workdir = tmp_path / "run"
     runloop.run(supervised.ALGORITHM, held_out(smoke(1)), workdir, stream=None)
     shard = workdir / "dataset" / "shard-00000.npz"
@@ -136,8 +132,6 @@ def test_the_dataset_is_made_once_the_learner_resumes_bit_identically_and_scores
     assert "iteration" not in traced, traced
     assert "resumed from" in log.getvalue() and "to play" not in log.getvalue()
     assert os.stat(shard).st_mtime_ns == written  # read again, never regenerated
-    chex.assert_trees_all_equal(resumed.state.params, unbroken.state.params)
-    chex.assert_trees_all_equal(resumed.state.opt_state, unbroken.state.opt_state)
     with np.load(shard) as arrays:
         probs, actions, values = arrays["probs"], arrays["actions"], arrays["value"]
         assert len(arrays["fen"]) == len(values) > 0
@@ -152,7 +146,7 @@ def test_the_dataset_is_made_once_the_learner_resumes_bit_identically_and_scores
     rows = np.arange(int(data["train_rows"]), len(data["value"]))
     batch = supervised.labelled_batch(data, rows)
     network = network_lib.make_network(config.network)
-    _, expected = learner.loss_fn(unbroken.state.params, network, batch, config.learner)
+    _, expected = learner.loss_fn(resumed.state.params, network, batch, config.learner)
     record = metrics.read_metrics(workdir)[-1]
     assert record["valid/policy_loss"] == pytest.approx(float(expected["policy_loss"]), 1e-4)
     assert record["valid/value_loss"] == pytest.approx(float(expected["value_loss"]), 1e-4)

@@ -1,23 +1,18 @@
 """TD(λ) with afterstate play (`algorithms/td_lambda.py`): the λ-returns on a hand-computed
 game, their offline equivalence with the seed's backward-view eligibility traces, the one-ply
-player, and a bit-identical resume through the run loop."""
+player (its resume and export: tests/training/test_algorithm_contract.py)."""
 
 from __future__ import annotations
 
-import io
-
-import chex
 import jax
 import numpy as np
 import pytest
-from runs_support import traced_functions
 
 from configs import td_lambda as td_config
 from mmc_jax import rules as R
 from mmc_jax.algorithms import td_lambda
 from mmc_jax.model import network as network_lib
 from mmc_jax.search import one_ply
-from mmc_jax.training import runloop
 
 LAM = 0.5
 
@@ -98,20 +93,6 @@ def smoke(iterations):
     config.unlock()
     config.num_iterations = iterations
     return config
-
-
-@pytest.mark.slow
-def test_a_resumed_td_run_equals_an_unbroken_one_and_reuses_its_compiled_iteration(tmp_path):
-    unbroken = runloop.run(td_lambda.ALGORITHM, smoke(2), tmp_path / "a", stream=None)
-    runloop.run(td_lambda.ALGORITHM, smoke(1), tmp_path / "b", stream=None)
-    log = io.StringIO()
-    with traced_functions() as traced:  # the same sizes, another length: nothing to compile
-        resumed = runloop.run(td_lambda.ALGORITHM, smoke(2), tmp_path / "b", stream=log)
-    assert "iteration" not in traced, traced
-    assert "resumed from" in log.getvalue()
-    chex.assert_trees_all_equal(resumed.state.params, unbroken.state.params)
-    chex.assert_trees_all_equal(resumed.state.opt_state, unbroken.state.opt_state)
-    assert np.isfinite(resumed.record["train/value_loss"])
 
 
 def test_td_configs_refuse_fog_and_bad_values_in_one_line():

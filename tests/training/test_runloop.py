@@ -1,9 +1,9 @@
 """The one run loop (`mmc_jax.training.runloop.run`), each property one test over every algorithm
 (AlphaZero: configs/gardner.py:smoke, JOAT: configs/joat.py:smoke; tests/runs_support.py).
 
-A run writes metrics, checkpoints and plots and calls `on_eval` after every iteration; a run
-stopped after one iteration and resumed gives bit-identically the parameters of an unbroken
-two-iteration run, and a resume refuses a config that does not match its checkpoint; 4 fake CPU
+A run writes metrics, checkpoints and plots and calls `on_eval` after every iteration (the
+bit-identical resume of every learner: tests/training/test_algorithm_contract.py); a resume
+refuses a config that does not match its checkpoint; 4 fake CPU
 devices give the results of 1 device (JOAT also with its tasks split over a (task, data) mesh),
 with the games, minibatches and draws split as designed; `init_params` is the start of a fresh
 run; a signal stops a run after the iteration in progress; a damaged checkpoint falls back to
@@ -22,7 +22,7 @@ from pathlib import Path
 import jax
 import numpy as np
 import pytest
-from runs_support import ALGORITHMS, HELD_OUT, NAMES, copy_run, leaves, smoke, train
+from runs_support import ALGORITHMS, HELD_OUT, NAMES, copy_run, leaves, smoke
 
 from mmc_jax.infra import checkpoint, metrics
 from mmc_jax.training import runloop
@@ -82,29 +82,6 @@ def test_a_run_writes_metrics_checkpoints_and_plots_and_calls_on_eval(runs, name
     assert (workdir / "plots" / "value_loss.png").stat().st_size > 0
     assert os.listdir(workdir / "tensorboard")
     assert "compiled the iteration" in log and "it 2/2" in log
-
-
-@pytest.mark.parametrize("name", NAMES)
-def test_resume_is_bit_identical(runs, first_iterations, tmp_path, name):
-    """Resumed after one iteration: the parameters and metrics of the unbroken run; run again
-    when finished: nothing to do, not even a compile."""
-    workdir = copy_run(first_iterations[name], tmp_path / "run")
-    resumed = train(name, 2, workdir)
-    assert resumed.result.start_iteration == 1 and resumed.result.record["iteration"] == 2
-    assert f"resumed from {workdir}/checkpoints/1" in resumed.log
-    for a, b in zip(leaves(resumed.result.params), leaves(runs[name].result.params), strict=True):
-        np.testing.assert_array_equal(a, b)
-    unbroken = metrics.read_metrics(runs[name].workdir)
-    records = metrics.read_metrics(workdir)
-    assert [r["step"] for r in records] == [1, 2]
-    assert records[1]["replay/restored"] == 1 and "replay/restored" not in records[0]
-    assert "holds no replay ring" not in resumed.log
-    for key in ("train/policy_loss", "train/value_loss", "selfplay/frames", "frames"):
-        assert [r[key] for r in records] == [r[key] for r in unbroken], key
-    again = train(name, 2, workdir)
-    assert again.result.start_iteration == 2 and again.result.record["iteration"] == 2
-    assert "already finished" in again.log and "compiled" not in again.log
-    assert [r["step"] for r in metrics.read_metrics(workdir)] == [1, 2]
 
 
 @pytest.mark.slow

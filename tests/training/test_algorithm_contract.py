@@ -1,0 +1,132 @@
+"""One harness for the Algorithm contract, over every registered learner
+(`mmc_jax.algorithms.REGISTRY`; a learner registered without a smoke config here fails).
+
+For each: its smoke config trains two iterations through the one run loop; a second run of the
+same config stopped by SIGTERM after iteration 1 and run again resumes to the unbroken run's
+parameters, optimizer state and metrics bit for bit, without tracing its iteration again; every
+record has the run loop's keys; `python -m mmc_jax.export` writes its model and
+`mmc_jax.algorithms.open_model` reads it back with the same parameters, as the algorithm's
+`model_kind` lays them out. One compiled iteration per learner serves the three runs
+(`jit_per_config`).
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import signal
+
+import chex
+import jax
+import numpy as np
+import pytest
+from runs_support import smoke, traced_functions
+
+from configs import recon, supervised, td_lambda
+from mmc_jax import algorithms, export
+from mmc_jax.infra import metrics
+from mmc_jax.training import runloop
+
+
+def _preset_smoke(module, **fields):
+    def make():
+        config = module.get_config("smoke").copy_and_resolve_references()
+        config.unlock()
+        config.num_iterations = 2
+        for dotted, value in fields.items():
+            section, name = dotted.split("__")
+            config[section][name] = value
+        return config
+
+    return make
+
+
+# The smoke config of every registered learner (two iterations).
+SMOKE = {
+    "alphazero": lambda: smoke("alphazero", 2),
+    "joat": lambda: smoke("joat", 2),
+    "recon": _preset_smoke(recon),
+    "supervised": _preset_smoke(supervised, data__processes=1),
+    "td_lambda": _preset_smoke(td_lambda),
+}
+# The keys every record of the run loop has, whatever the learner.
+RECORD_KEYS = ("step", "iteration", "frames", "selfplay/frames", "selfplay/games")
+
+
+def test_every_registered_learner_has_a_smoke_config_here():
+    assert sorted(SMOKE) == sorted(algorithms.REGISTRY)
+
+
+@pytest.fixture(scope="module", params=sorted(SMOKE))
+def learner(request, tmp_path_factory):
+    """(name, algorithm, unbroken run result, its workdir, the root for more runs)."""
+    name = request.param
+    root = tmp_path_factory.mktemp(name)
+    algorithm = algorithms.REGISTRY[name]
+    result = runloop.run(algorithm, SMOKE[name](), root / "unbroken", stream=None)
+    return name, algorithm, result, root / "unbroken", root
+
+
+def test_smoke_training_writes_two_records_with_the_run_loops_keys(learner):
+    name, _, result, workdir, _ = learner
+    assert result.start_iteration == 0 and result.record["iteration"] == 2, name
+    records = metrics.read_metrics(workdir)
+    assert [r["step"] for r in records] == [1, 2]
+    for record in records:
+        missing = [key for key in RECORD_KEYS if key not in record]
+        assert not missing, (name, missing)
+        losses = [key for key in record if key.startswith("train/")]
+        assert losses and all(np.isfinite(record[key]) for key in losses), (name, losses)
+    assert records[-1]["frames"] == sum(r["selfplay/frames"] for r in records)
+
+
+def test_a_run_stopped_by_sigterm_resumes_bit_identically_without_tracing_again(learner):
+    name, algorithm, unbroken, unbroken_dir, root = learner
+    workdir = root / "stopped"
+
+    def stop_after_the_first(iteration, state, record):
+        if iteration == 1:
+            os.kill(os.getpid(), signal.SIGTERM)
+
+    stopped = runloop.run(
+        algorithm, SMOKE[name](), workdir, on_eval=stop_after_the_first, stream=None
+    )
+    assert stopped.stopped and stopped.record["iteration"] == 1, name
+    log = io.StringIO()
+    with traced_functions() as traced:  # the same config: its compiled iteration is reused
+        resumed = runloop.run(algorithm, SMOKE[name](), workdir, stream=log)
+    assert f"resumed from {workdir}/checkpoints/1" in log.getvalue(), name
+    assert "iteration" not in traced, (name, traced)
+    assert resumed.start_iteration == 1 and resumed.record["iteration"] == 2
+    chex.assert_trees_all_equal(resumed.state.params, unbroken.state.params)
+    chex.assert_trees_all_equal(resumed.state.opt_state, unbroken.state.opt_state)
+    ours, theirs = metrics.read_metrics(workdir), metrics.read_metrics(unbroken_dir)
+    assert [r["step"] for r in ours] == [1, 2]
+    # A learner with a replay ring restored it (SelfPlayAlgorithm's record says so).
+    assert ours[1].get("replay/restored", 1) == 1 and "no replay ring" not in log.getvalue()
+    for mine, unbroken_record in zip(ours, theirs, strict=True):
+        keys = ["frames", "selfplay/frames", *[k for k in unbroken_record if k[:6] == "train/"]]
+        assert {k: mine[k] for k in keys} == {k: unbroken_record[k] for k in keys}, name
+    again = io.StringIO()
+    finished = runloop.run(algorithm, SMOKE[name](), workdir, stream=again)
+    assert finished.start_iteration == 2 and "already finished" in again.getvalue()
+
+
+def test_its_model_exports_and_loads_back_as_its_algorithm_lays_it_out(learner, capsys):
+    name, algorithm, result, workdir, root = learner
+    out = root / "model"
+    assert export.main(["--checkpoint", str(workdir), "--out", str(out)]) == 0
+    assert f"wrote {out}" in capsys.readouterr().out
+    card = json.loads((out / "model.json").read_text())
+    config = algorithms.open_model(workdir).config
+    assert card["step"] == 2 and card["config"]["algorithm"] == name
+    assert card["description"] == algorithm.describe_model(config, 2)
+    assert card["observation_layout"] == algorithm.model_kind(config).obs_layout
+    model = algorithms.open_model(out)
+    assert model.exported and model.step == 2
+    kind = algorithm.model_kind(model.config)
+    assert model.sensing == kind.sensing
+    chex.assert_trees_all_equal_shapes(model.params, kind.template)
+    host = jax.device_get(result.state.params)
+    chex.assert_trees_all_equal(jax.device_get(model.params), host)
