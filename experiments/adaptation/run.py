@@ -43,11 +43,12 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[2]
 JOAT_CONFIG = ROOT / "configs" / "joat.py"
-if str(ROOT) not in sys.path:  # `from configs import joat`
+if str(ROOT) not in sys.path:  # `from configs import joat`, `experiments.lab`
     sys.path.insert(0, str(ROOT))
+from experiments.lab import stats  # noqa: E402
+
 HELD_OUT = ("dark", "atomic", "rifle", "extinction")
 STARTS = ("scratch", "gardner", "joint", "joat")
-Z_95 = 1.959963984540054
 
 
 @dataclasses.dataclass(frozen=True)
@@ -329,8 +330,9 @@ def run_adapt(
 
 
 def pooled(matches: list[dict]) -> dict | None:
-    """Score and 95% CI of several matches pooled game by game (normal approximation on the
-    per-game scores 1 / 0.5 / 0; Wilson when every game had the same result)."""
+    """Score and 95% CI of several matches pooled game by game (the normal interval on the
+    per-game scores 1 / 0.5 / 0; the Wilson interval when every game had the same result: the
+    rule of `evaluate`'s `score_ci95`)."""
     if not matches:
         return None
     wins = sum(m["wins"] for m in matches)
@@ -338,16 +340,13 @@ def pooled(matches: list[dict]) -> dict | None:
     losses = sum(m["losses"] for m in matches)
     n = wins + draws + losses
     score = (wins + 0.5 * draws) / n
-    second = (wins + 0.25 * draws) / n
-    variance = max(second - score * score, 0.0) * n / max(n - 1, 1)
-    if variance == 0.0:
-        centre = (score + Z_95**2 / (2 * n)) / (1 + Z_95**2 / n)
-        half = Z_95 / (1 + Z_95**2 / n) * math.sqrt(score * (1 - score) / n + Z_95**2 / (4 * n * n))
+    if n < 2 or sum(1 for count in (wins, draws, losses) if count) == 1:
+        low, high = stats.wilson_interval(score, n)
     else:
-        centre, half = score, Z_95 * math.sqrt(variance / n)
+        low, high = stats.normal_interval([1.0] * wins + [0.5] * draws + [0.0] * losses)
     return {
         "score": score,
-        "ci95": [max(0.0, centre - half), min(1.0, centre + half)],
+        "ci95": [low, high],
         "games": n,
         "wins": wins,
         "draws": draws,

@@ -19,8 +19,12 @@ import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import study as S  # noqa: E402
+ROOT = Path(__file__).resolve().parents[2]
+if str(ROOT) not in sys.path:  # `experiments.*` and `configs` when run as a file
+    sys.path.insert(0, str(ROOT))
+from experiments.adaptation.decisive.games import play_match, random_init  # noqa: E402
+from experiments.adaptation.decisive.presets import PRESETS  # noqa: E402
+from experiments.adaptation.decisive.store import Study  # noqa: E402
 
 
 def main(argv=None) -> int:
@@ -38,14 +42,14 @@ def main(argv=None) -> int:
     from mmc_jax.infra import checkpoint
 
     preset = dataclasses.replace(
-        S.PRESETS["cpu"],
+        PRESETS["cpu"],
         simulations=args.simulations,
         opening_plies=args.opening_plies,
         games=args.games,
         sampled=args.sampled,
     )
     artefacts = Path(__file__).resolve().parent / "decisive_cpu"
-    study = S.Study("cpu", preset, Path("/nonexistent"), artefacts)
+    study = Study("cpu", preset, Path("/nonexistent"), artefacts)
     its = preset.reference_iterations
     final = its[-1]
     table = {}
@@ -58,14 +62,15 @@ def main(argv=None) -> int:
         except FileNotFoundError as error:
             print(f"error: {variant}: {error}", file=sys.stderr)
             return 1
-        network0, params0 = S._random_init(preset, 0)
+        network0, params0 = random_init(preset, 0)
         key = jax.random.key(7_000)
         row = {
             "random_vs": [
-                S._match(network0, params0, variant, preset, key, models[it])["score"] for it in its
+                play_match(network0, params0, variant, preset, key, models[it])["score"]
+                for it in its
             ],
             "vs_final": [
-                S._match(*models[it], variant, preset, key, models[final])["score"]
+                play_match(*models[it], variant, preset, key, models[final])["score"]
                 for it in its[:-1]
             ],
         }

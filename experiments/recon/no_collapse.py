@@ -11,7 +11,8 @@ is registered in experiments/recon/README.md ("No collapse") before the run.
 
 `train` runs `python -m mmc_jax.train` as a child and stops it (SIGTERM: the iteration in
 progress is checkpointed) when the CPU time of its process tree reaches `--cpu-minutes`, with
-the equal-budget runner of experiments/learners/compare.py; what was spent is kept in
+the lab's CPU-budget runner (`experiments.lab.runner`, the learners comparison's); what was
+spent is kept in
 `<root>/recon/budget.json`, so a killed `train` resumes counting. CPU time, not wall time: the
 machine is shared. `evaluate` plays the final checkpoint, never a snapshot chosen afterwards,
 with experiments/recon/run.py. `park` packs a stopped run into
@@ -22,20 +23,15 @@ with experiments/recon/run.py. `park` packs a stopped run into
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-
-_spec = importlib.util.spec_from_file_location(
-    "learners_compare", ROOT / "experiments" / "learners" / "compare.py"
-)
-budgeted = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(budgeted)
+if str(ROOT) not in sys.path:  # `experiments.lab` and `mmc_jax` when run as a file
+    sys.path.insert(0, str(ROOT))
+from experiments.lab import report, runner  # noqa: E402
 
 # The registered runs (experiments/recon/README.md, "No collapse"), each one stage: the cpu
 # preset (its periodic evaluation against entropy-pimc every 25 iterations included, and paid
@@ -105,7 +101,7 @@ def collapse(records: list[dict]) -> int | None:
 def status(root: Path) -> str:
     from mmc_jax.infra import metrics
 
-    budget = budgeted.read_budget(root, "recon")
+    budget = runner.read_budget(root, "recon")
     spent = sum(s.get("cpu_seconds", 0.0) for s in budget.get("stages", {}).values()) / 60
     records = metrics.read_metrics(final_workdir(root))
     lines = [f"spent {spent:.1f} of {CPU_MINUTES:.0f} CPU-min, {len(records)} iterations"]
@@ -136,14 +132,10 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.root is None:
         args.root = ROOT / "runs" / RUNS[args.run][1]
-    sys.path.insert(0, str(ROOT))
     args.root.mkdir(parents=True, exist_ok=True)
-
-    def log(line: str) -> None:
-        print(f"[{time.strftime('%H:%M:%S')}] {line}", flush=True)
-
+    log = report.clock
     if args.action == "train":
-        budgeted.train_arm(
+        runner.train_arm(
             "recon",
             args.root,
             CPU_MINUTES,
@@ -154,10 +146,10 @@ def main(argv: list[str] | None = None) -> int:
         )
         log(f"trained: {final_workdir(args.root)}; next: no_collapse.py evaluate --run {args.run}")
     elif args.action == "park":
-        budgeted.park(args.root, "recon", parked_archive(args.run), log)
+        runner.park(args.root, "recon", parked_archive(args.run), log)
         return 0
     elif args.action == "evaluate":
-        if not budgeted.read_budget(args.root, "recon").get("final"):
+        if not runner.read_budget(args.root, "recon").get("final"):
             parser.error(f"no finished run under {args.root} (run `train` first)")
         done = subprocess.run(evaluation_command(args.root), cwd=ROOT, check=False)
         if done.returncode != 0:

@@ -15,6 +15,8 @@ from pathlib import Path
 
 import pytest
 
+from experiments.lab import runner
+
 PATH = Path(__file__).resolve().parents[2] / "experiments" / "learners" / "compare.py"
 _spec = importlib.util.spec_from_file_location("learners_compare", PATH)
 compare = importlib.util.module_from_spec(_spec)
@@ -44,7 +46,7 @@ def fake_python(tmp_path, monkeypatch) -> str:
     fake.write_text(FAKE_TRAINER.format(python=sys.executable))
     fake.chmod(0o755)
     monkeypatch.setenv("FAKE_CALLS", str(tmp_path / "calls"))
-    monkeypatch.setattr(compare, "POLL_SECONDS", 0.2)
+    monkeypatch.setattr(runner, "POLL_SECONDS", 0.2)
     return str(fake)
 
 
@@ -59,7 +61,7 @@ def test_the_cpu_time_of_a_process_tree_counts_its_children():
         used = 0.0
         while time.time() < deadline and used < 0.9:
             time.sleep(0.2)
-            used = compare.process_tree_cpu_seconds(child.pid)
+            used = runner.process_tree_cpu_seconds(child.pid)
         assert used >= 0.9  # the grandchild's second of CPU, seen through the tree
     finally:
         subprocess.run(["pkill", "-P", str(child.pid)], check=False)
@@ -67,8 +69,8 @@ def test_the_cpu_time_of_a_process_tree_counts_its_children():
 
 
 def test_stages_split_the_budget_and_the_open_one_takes_the_rest():
-    assert compare.stage_limits("supervised_az", 3600.0) == [1800.0, 1800.0]
-    assert compare.stage_limits("alphazero", 3600.0) == [3600.0]
+    assert runner.stage_limits("supervised_az", 3600.0, compare.ARMS) == [1800.0, 1800.0]
+    assert runner.stage_limits("alphazero", 3600.0, compare.ARMS) == [3600.0]
 
 
 def test_every_stage_stops_at_its_share_and_the_next_starts_from_it(tmp_path, fake_python):
@@ -106,10 +108,10 @@ def test_a_stopped_runner_stops_its_stage_counts_it_to_the_end_and_does_not_fini
             compare.train_arm("alphazero", root, 1.0, fake_python, print)
     finally:
         timer.cancel()
-    record = compare.read_budget(root, "alphazero")["stages"]["az"]
+    record = runner.read_budget(root, "alphazero")["stages"]["az"]
     assert not record["done"] and 0.5 < record["cpu_seconds"] < 60
     assert signal.getsignal(signal.SIGTERM) is before  # the runner's handler is gone
-    assert "final" not in compare.read_budget(root, "alphazero")
+    assert "final" not in runner.read_budget(root, "alphazero")
 
 
 def test_a_stage_that_saved_no_checkpoint_is_an_error_not_a_start(
@@ -119,7 +121,7 @@ def test_a_stage_that_saved_no_checkpoint_is_an_error_not_a_start(
     monkeypatch.setenv("FAKE_NO_CHECKPOINT", "1")
     with pytest.raises(SystemExit, match="supervised_az/sup spent its 0.0 CPU-min without saving"):
         compare.train_arm("supervised_az", tmp_path / "root", 0.02, fake_python, print)
-    budget = compare.read_budget(tmp_path / "root", "supervised_az")
+    budget = runner.read_budget(tmp_path / "root", "supervised_az")
     assert not budget["stages"]["sup"]["done"] and "az" not in budget["stages"]
     assert len((tmp_path / "calls").read_text().splitlines()) == 1  # the second never started
 
@@ -174,11 +176,11 @@ def test_a_parked_arm_resumes_on_a_fresh_root_from_where_it_stopped(tmp_path, fa
     budget = {"arm": "supervised_az", "cpu_minutes": 0.05,
               "stages": {"sup": {"cpu_seconds": 1.5, "done": True},
                          "az": {"cpu_seconds": 0.5, "done": False}}}  # fmt: skip
-    compare.write_budget(root, "supervised_az", budget)
+    runner.write_budget(root, "supervised_az", budget)
     archive = tmp_path / "parked" / "supervised_az.tar.gz"
-    compare.park(root, "supervised_az", archive, print)
+    runner.park(root, "supervised_az", archive, print)
     fresh = tmp_path / "fresh"
-    assert compare.unpark(fresh, "supervised_az", archive, print)
+    assert runner.unpark(fresh, "supervised_az", archive, print)
     kept = sorted(str(p.relative_to(fresh)) for p in fresh.rglob("*") if p.is_file())
     assert kept == [
         "supervised_az/az.log",
@@ -194,7 +196,7 @@ def test_a_parked_arm_resumes_on_a_fresh_root_from_where_it_stopped(tmp_path, fa
     assert (fresh / "supervised_az/az/checkpoints/12/state").read_text() == "az 12"
     # A root that has the arm keeps it: the archive is not unpacked over it.
     (arm / "budget.json").write_text(json.dumps({**budget, "note": "newer"}))
-    assert not compare.unpark(root, "supervised_az", archive, print)
+    assert not runner.unpark(root, "supervised_az", archive, print)
     assert json.loads((arm / "budget.json").read_text())["note"] == "newer"
     # The resume on the fresh root: only the unfinished stage runs, from 0.5 CPU-s on.
     again = tmp_path / "again"
@@ -209,24 +211,24 @@ def test_park_refuses_a_running_arm_and_unpark_a_damaged_archive(tmp_path):
     from mmc_jax.infra import storage
 
     root = tmp_path / "root"
-    compare.write_budget(root, "alphazero", {"arm": "alphazero", "stages": {}})
+    runner.write_budget(root, "alphazero", {"arm": "alphazero", "stages": {}})
     with pytest.raises(SystemExit, match="holds no run of td_lambda"):
-        compare.park(root, "td_lambda", tmp_path / "td.tar.gz", print)
+        runner.park(root, "td_lambda", tmp_path / "td.tar.gz", print)
     (root / "alphazero" / "az").mkdir()
     archive = tmp_path / "alphazero.tar.gz"
     with storage.workdir_lock(root / "alphazero" / "az"):  # a live trainer's lock
         with pytest.raises(SystemExit, match="stop `train alphazero` first"):
-            compare.park(root, "alphazero", archive, print)
+            runner.park(root, "alphazero", archive, print)
     assert not archive.exists()
     archive.write_bytes(b"not a tar archive")
     with pytest.raises(SystemExit, match="cannot be unpacked"):
-        compare.unpark(tmp_path / "fresh", "alphazero", archive, print)
+        runner.unpark(tmp_path / "fresh", "alphazero", archive, print)
     assert not (tmp_path / "fresh" / "alphazero").exists()
 
 
 def test_the_report_reads_the_ladder(tmp_path):
     root = tmp_path
-    compare.write_budget(
+    runner.write_budget(
         root, "alphazero", {"arm": "alphazero", "stages": {"az": {"cpu_seconds": 3612.0}}}
     )
     rung = {"score": 0.25, "score_ci95": [0.21, 0.29], "games": 400}
@@ -268,7 +270,7 @@ def test_the_second_seeds_are_read_as_registered_once_every_seed_is_rated(tmp_pa
 
 def test_a_td_model_is_also_rated_as_its_one_ply_player(tmp_path):
     root = tmp_path
-    compare.write_budget(
+    runner.write_budget(
         root, "td_lambda", {"arm": "td_lambda", "stages": {"td": {"cpu_seconds": 3600.0}}}
     )
     rung = {"score": 0.9, "score_ci95": [0.87, 0.93], "games": 400, "opponent": "greedy"}
@@ -301,7 +303,7 @@ def test_round_4_runs_each_candidate_recipe_on_its_variant_and_rates_it_there(
     assert compare.arm_variant("supervised_2400") == "gardner"
     commands = []
     monkeypatch.setattr(compare.subprocess, "run", lambda command, **_: commands.append(command))
-    compare.write_budget(tmp_path, "supervised_2400_atomic", {"stages": {}, "final": "W"})
+    runner.write_budget(tmp_path, "supervised_2400_atomic", {"stages": {}, "final": "W"})
     (tmp_path / "supervised_2400_atomic" / "ladder").mkdir(parents=True)
     (tmp_path / "supervised_2400_atomic" / "ladder" / "ladder.json").write_text("{}")
     (tmp_path / "supervised_2400_atomic" / "model").mkdir()
@@ -324,9 +326,8 @@ def test_round_4_runs_each_candidate_recipe_on_its_variant_and_rates_it_there(
 
 
 def test_the_elo_column_is_the_difference_to_fsf_100_from_the_score():
-    assert compare.elo_difference(0.5) == 0.0
-    assert compare.elo_difference(10 / 11) == pytest.approx(400.0)
-    assert compare.elo_difference(0.0) == -float("inf") and compare.elo_difference(1.0) > 1e308
+    assert compare.elo_text(0.5) == "+0" and compare.elo_text(10 / 11) == "+400"
+    assert compare.elo_text(0.0) == "-inf" and compare.elo_text(1.0) == "+inf"
 
 
 def test_the_readme_table_is_the_report_of_the_committed_runs():

@@ -31,7 +31,7 @@ def test_the_run_trains_the_cpu_preset_to_its_budget_and_evaluate_needs_a_finish
     assert stage[1] == "configs/recon.py:cpu" and stage[2] is None
     # Run 1: the preset as it is, with the minibatch sampler it ran with (its draws).
     assert stage[3] == ["--config.num_iterations=100000", "--config.learner.sampler=gumbel"]
-    assert no_collapse.budgeted.stage_limits("recon", 3600.0, no_collapse.arms(1)) == [3600.0]
+    assert no_collapse.runner.stage_limits("recon", 3600.0, no_collapse.arms(1)) == [3600.0]
     command = no_collapse.evaluation_command(tmp_path)
     assert command[command.index("--checkpoint") + 1] == str(tmp_path / "recon" / "recon")
     assert command[command.index("--games") + 1] == "100"
