@@ -636,9 +636,9 @@ class ReconAlgorithm(ReplicatedAlgorithm):
         )
 
     def progress_fields(self, record):
-        world, plies = record["train/world_loss"], record["selfplay/mean_game_length"]
+        plies = record["selfplay/mean_game_length"]
         decisive, white = record["selfplay/decisive"], record["selfplay/white_score"]
-        return [f"world {world:.3f} plies {plies:.1f} decisive {decisive:.2f} white {white:+.2f}"]
+        return [f"plies {plies:.1f} decisive {decisive:.2f} white {white:+.2f}"]
 
     def model_kind(self, config):
         """The learned agent's parameters (`recon_net`) for the search sizes of `config` (its

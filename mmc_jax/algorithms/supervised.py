@@ -553,7 +553,6 @@ class Supervised(ReplicatedAlgorithm):
         def to_record(metrics):
             record = {
                 "selfplay/frames": steps * size,
-                "selfplay/games": 0,
                 "train/policy_loss": metrics["policy_loss"],
                 "train/value_loss": metrics["value_loss"],
                 "train/policy_entropy": metrics["policy_entropy"],

@@ -230,7 +230,6 @@ class TDLambda(ReplicatedAlgorithm):
                 "selfplay/mean_game_length": metrics["length"],
                 "selfplay/decided": metrics["decided"],
                 "selfplay/explored": metrics["explored"],
-                "train/policy_loss": 0.0,
                 "train/value_loss": metrics["value_loss"],
             }
 

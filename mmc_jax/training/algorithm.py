@@ -42,9 +42,10 @@ from mmc_jax.training import learner, memory
 @dataclasses.dataclass(frozen=True)
 class CompiledStep:
     """One compiled iteration: `fn(state, data, key, iteration) -> (state, record)`, where
-    `record` is a flat dict of host scalars with at least `selfplay/frames` and
-    `selfplay/games` (positions and games this iteration consumed: played, or read) and the
-    `train/*` losses (`train/policy_loss` and `train/value_loss` where the method has them)."""
+    `record` is a flat dict of host scalars whose neutral core every learner fills and the
+    progress line reads: `selfplay/frames` (positions this iteration consumed: played, or
+    read), `selfplay/games` only where it plays games, and its own losses as
+    `train/NAME_loss` (e.g. `train/value_loss` alone for TD(λ)); anything else is its own."""
 
     fn: Callable[..., tuple[Any, dict[str, Any]]]
     # The XLA executable `fn` runs (`jax.stages.Compiled`), for `bench compile`'s program size.

@@ -68,6 +68,11 @@ class Estimate:
         return self.state + max(self.selfplay, self.learner)
 
     def describe(self) -> str:
+        if not self.selfplay and not self.learner:  # the algorithm has no working-set formula
+            return (
+                f"about {gib(self.total)} per device for its state (its working memory is "
+                "not estimated)"
+            )
         return (
             f"about {gib(self.total)} per device (state {gib(self.state)}, self-play "
             f"{gib(self.selfplay)}, learner {gib(self.learner)})"

@@ -172,6 +172,21 @@ def eval_summary(latest_eval: dict[str, Any]) -> str:
     return f"eval@{latest_eval.get('iteration')} " + " ".join(scores) if scores else ""
 
 
+FRAMES_KEY, GAMES_KEY = "selfplay/frames", "selfplay/games"  # the record's counters
+_LOSS_NAMES = {"policy": "pi", "value": "v"}  # the progress line's short names
+
+
+def loss_text(record: dict[str, Any]) -> str:
+    """ "loss pi 1.234 v 0.567" of the learner's own losses in `record` (each `train/NAME_loss`,
+    in record order; per-task losses such as `train/gardner/policy_loss` are not shown)."""
+    losses = [
+        f"{_LOSS_NAMES.get(key[6:-5], key[6:-5])} {record[key]:.3f}"
+        for key in record
+        if key.startswith("train/") and key.endswith("_loss") and key.count("/") == 1
+    ]
+    return "loss " + " ".join(losses) if losses else ""
+
+
 def progress_line(
     algorithm: Algorithm,
     done: int,
@@ -181,14 +196,17 @@ def progress_line(
     eta_seconds: float | None,
     latest_eval: dict[str, Any],
 ) -> str:
-    """One line per iteration: counters, speed, losses, the algorithm's fields, ETA, eval."""
+    """One line per iteration from the record's neutral core (`CompiledStep`): counters, speed
+    (games only for a learner that plays them), the learner's own losses, its fields, ETA,
+    eval."""
+    plays = GAMES_KEY in record
+    speed = f"{record[GAMES_KEY] / seconds:.2f} games/s " if plays else ""
     parts = [
         f"it {done}/{total}",
         f"frames {metrics_lib.compact_number(record['frames'])}",
-        f"games {record['games']}",
-        f"{record['selfplay/games'] / seconds:.2f} games/s "
-        f"{record['selfplay/frames'] / seconds:.0f} frames/s ({seconds:.1f} s)",
-        f"loss pi {record['train/policy_loss']:.3f} v {record['train/value_loss']:.3f}",
+        *([f"games {record['games']}"] if plays else []),
+        f"{speed}{record[FRAMES_KEY] / seconds:.0f} frames/s ({seconds:.1f} s)",
+        *([losses] if (losses := loss_text(record)) else []),
         *algorithm.progress_fields(record),
     ]
     if eta_seconds is not None:
@@ -767,8 +785,8 @@ def _iterate(session: _Session, writer, begin: _Start, end: int, step_fn, data, 
             seconds = time.time() - started
             done = iteration + 1
             _check_iteration(session, state, record, iteration)
-            frames += int(record["selfplay/frames"])
-            games += int(record["selfplay/games"])
+            frames += int(record[FRAMES_KEY])
+            games += int(record.get(GAMES_KEY, 0))
             if resume_record is not None:  # the first iteration after a resume
                 record.update(resume_record)
                 resume_record = None
@@ -778,8 +796,12 @@ def _iterate(session: _Session, writer, begin: _Start, end: int, step_fn, data, 
                 iteration=done,
                 **{
                     "perf/iteration_seconds": seconds,
-                    "perf/games_per_s": record["selfplay/games"] / seconds,
-                    "perf/frames_per_s": record["selfplay/frames"] / seconds,
+                    **(
+                        {"perf/games_per_s": record[GAMES_KEY] / seconds}
+                        if GAMES_KEY in record
+                        else {}
+                    ),
+                    "perf/frames_per_s": record[FRAMES_KEY] / seconds,
                 },
             )
             evaluated = False

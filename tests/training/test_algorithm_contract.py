@@ -50,8 +50,16 @@ SMOKE = {
     "supervised": _preset_smoke(supervised, data__processes=1),
     "td_lambda": _preset_smoke(td_lambda),
 }
-# The keys every record of the run loop has, whatever the learner.
-RECORD_KEYS = ("step", "iteration", "frames", "selfplay/frames", "selfplay/games")
+# The keys every record of the run loop has, whatever the learner (`selfplay/games` only for
+# a learner that plays games: the record's neutral core, `CompiledStep`).
+RECORD_KEYS = ("step", "iteration", "frames", "games", "selfplay/frames")
+PLAYS_GAMES = {
+    "alphazero": True,
+    "joat": True,
+    "recon": True,
+    "supervised": False,
+    "td_lambda": True,
+}
 
 
 def test_every_registered_learner_has_a_smoke_config_here():
@@ -60,16 +68,17 @@ def test_every_registered_learner_has_a_smoke_config_here():
 
 @pytest.fixture(scope="module", params=sorted(SMOKE))
 def learner(request, tmp_path_factory):
-    """(name, algorithm, unbroken run result, its workdir, the root for more runs)."""
+    """(name, algorithm, unbroken run result, its workdir, the root for more runs, its log)."""
     name = request.param
     root = tmp_path_factory.mktemp(name)
     algorithm = algorithms.REGISTRY[name]
-    result = runloop.run(algorithm, SMOKE[name](), root / "unbroken", stream=None)
-    return name, algorithm, result, root / "unbroken", root
+    log = io.StringIO()
+    result = runloop.run(algorithm, SMOKE[name](), root / "unbroken", stream=log)
+    return name, algorithm, result, root / "unbroken", root, log.getvalue()
 
 
-def test_smoke_training_writes_two_records_with_the_run_loops_keys(learner):
-    name, _, result, workdir, _ = learner
+def test_smoke_training_writes_the_neutral_record_core_and_the_line_shows_only_it(learner):
+    name, _, result, workdir, _, log = learner
     assert result.start_iteration == 0 and result.record["iteration"] == 2, name
     records = metrics.read_metrics(workdir)
     assert [r["step"] for r in records] == [1, 2]
@@ -78,11 +87,15 @@ def test_smoke_training_writes_two_records_with_the_run_loops_keys(learner):
         assert not missing, (name, missing)
         losses = [key for key in record if key.startswith("train/")]
         assert losses and all(np.isfinite(record[key]) for key in losses), (name, losses)
+        assert ("selfplay/games" in record) == PLAYS_GAMES[name], name
     assert records[-1]["frames"] == sum(r["selfplay/frames"] for r in records)
+    line = next(line for line in log.splitlines() if line.startswith("it 2/2"))
+    assert (" games " in line) == PLAYS_GAMES[name] and runloop.loss_text(records[-1]) in line
+    assert " 0.0 KiB" not in log and "loss pi 0.000" not in line, log
 
 
 def test_a_run_stopped_by_sigterm_resumes_bit_identically_without_tracing_again(learner):
-    name, algorithm, unbroken, unbroken_dir, root = learner
+    name, algorithm, unbroken, unbroken_dir, root, _ = learner
     workdir = root / "stopped"
 
     def stop_after_the_first(iteration, state, record):
@@ -114,7 +127,7 @@ def test_a_run_stopped_by_sigterm_resumes_bit_identically_without_tracing_again(
 
 
 def test_its_model_exports_and_loads_back_as_its_algorithm_lays_it_out(learner, capsys):
-    name, algorithm, result, workdir, root = learner
+    name, algorithm, result, workdir, root, _ = learner
     out = root / "model"
     assert export.main(["--checkpoint", str(workdir), "--out", str(out)]) == 0
     assert f"wrote {out}" in capsys.readouterr().out
