@@ -72,18 +72,24 @@ def selfplay() -> ml_collections.ConfigDict:
     return section
 
 
+def schedule_and_clip(section: ml_collections.ConfigDict, max_grad_norm: float) -> None:
+    """Sets the learning-rate schedule (constant) and gradient clip (0: off) fields of a
+    `learner` section: every learner's optimizer reads them (`learner.make_optimizer`)."""
+    section.lr_schedule = "constant"  # constant | cosine | warmup_cosine | linear
+    section.warmup_steps = 0
+    section.decay_steps = 0
+    section.end_lr_factor = 0.0
+    section.max_grad_norm = max_grad_norm
+
+
 def learner(batch_size: int) -> ml_collections.ConfigDict:
     """The `learner` section: Adam at 1e-3, decoupled weight decay, gradient clipping."""
     section = ml_collections.ConfigDict()
     section.optimizer = "adam"
     section.learning_rate = 1e-3
-    section.lr_schedule = "constant"
-    section.warmup_steps = 0
-    section.decay_steps = 0
-    section.end_lr_factor = 0.0
+    schedule_and_clip(section, max_grad_norm=1.0)
     section.weight_decay = 1e-4
     section.weight_decay_mode = "decoupled"
-    section.max_grad_norm = 1.0
     section.value_loss_weight = 1.0
     section.batch_size = batch_size
     return section

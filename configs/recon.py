@@ -87,6 +87,9 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
     config.learner.minibatch = 256
     config.learner.learning_rate = 1e-3
     config.learner.weight_decay = 1e-4
+    config.learner.optimizer = "adamw"
+    config.learner.weight_decay_mask = "all"  # every parameter decays, biases too
+    common.schedule_and_clip(config.learner, max_grad_norm=0.0)
     config.learner.anchor = 0.5  # share of the world value's target that is the prior's value
     # How minibatch rows are drawn (learner.draw_rows): "inverse_cdf", or "gumbel", the same
     # distribution drawn with [rows, pool] Gumbel noise (57% of recon's learner time), which

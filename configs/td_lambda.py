@@ -62,6 +62,10 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
     config.learner.updates = 64 if size == "full" else 32
     config.learner.batch_size = 1024 if size == "full" else 256
     config.learner.learning_rate = 1e-3
+    config.learner.optimizer = "adamw"
+    config.learner.weight_decay = 1e-4
+    config.learner.weight_decay_mask = "all"  # every parameter decays, biases too
+    common.schedule_and_clip(config.learner, max_grad_norm=0.0)
     # How minibatch rows are drawn (learner.draw_rows): "inverse_cdf", or "gumbel", the same
     # distribution drawn with [rows, pool] Gumbel noise (57% of recon's learner time), which
     # the runs before 2026-11-28 used (set it to reproduce them; a config recorded without

@@ -99,6 +99,9 @@ class TrainConfig(NamedTuple):
     sampler: str = "inverse_cdf"  # how minibatch rows are drawn (learner.draw_rows)
     refill: bool = False  # a finished self-play game is replaced by a new one in its slot
     seed: int = 0
+    # The learner section's other optimizer fields (`learner.OPTIMIZER_FIELDS`: a schedule, a
+    # clip), as sorted (name, value) pairs; `learning_rate` and `weight_decay` are above.
+    optimizer: tuple = ()
 
 
 @struct.dataclass(kw_only=True)
@@ -336,8 +339,13 @@ def anchored(result, world, anchor: float):
 
 
 def make_optimizer(config: TrainConfig):
-    """Adam with decoupled L2 on every parameter."""
-    return optax.adamw(config.learning_rate, weight_decay=config.weight_decay)
+    """The learner's optimizer (`learner.make_optimizer`): by default AdamW with decoupled
+    decay on every parameter, as recon's runs were trained; a schedule or clip of the config's
+    `learner` section (`TrainConfig.optimizer`) applies."""
+    defaults = {"optimizer": "adamw", "weight_decay_mask": "all"}
+    fields = {**dict(config.optimizer), "learning_rate": config.learning_rate}
+    fields["weight_decay"] = config.weight_decay
+    return learner.make_optimizer(learner.optimizer_config(fields, defaults))
 
 
 def loss_fn(params, batch, config: TrainConfig):
@@ -527,6 +535,13 @@ def train_config(config: ml_collections.ConfigDict) -> TrainConfig:
         replay_iterations=int(config.get("replay", {}).get("iterations", 1)),
         replay_rows=int(config.get("replay", {}).get("rows", 2048)),
         sampler=learner.configured_sampler(config.learner),
+        optimizer=tuple(
+            sorted(
+                (name, config.learner[name])
+                for name in learner.OPTIMIZER_FIELDS
+                if name in config.learner and name not in ("learning_rate", "weight_decay")
+            )
+        ),
     )
 
 

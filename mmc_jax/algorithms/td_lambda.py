@@ -117,8 +117,13 @@ def _network(config):
     return network_lib.make_network(config.network)
 
 
+# TD(λ)'s optimizer where its config says nothing (the runs before its `learner` section had
+# the optimizer fields): AdamW with decoupled decay 1e-4 on every parameter.
+OPTIMIZER_DEFAULTS = {"optimizer": "adamw", "weight_decay": 1e-4, "weight_decay_mask": "all"}
+
+
 def _optimizer(config):
-    return optax.adamw(float(config.learner.learning_rate), weight_decay=1e-4)
+    return learner.make_optimizer(learner.optimizer_config(config.learner, OPTIMIZER_DEFAULTS))
 
 
 def _compile_key(config: ml_collections.ConfigDict) -> ml_collections.FrozenConfigDict:

@@ -321,6 +321,21 @@ class Checkpointer:
         """The newest committed step, or None when there is none."""
         return self._manager.latest_step()
 
+    def settled_latest_step(self, timeout: float = 10.0) -> int | None:
+        """The newest committed step once no save is in flight, read from the folder: after a
+        wait that a second Ctrl-C cut short, orbax's background commit of a later step can
+        still finish; a step folder being written (orbax's `*.orbax-checkpoint-tmp*`) is
+        waited for up to `timeout` seconds."""
+        self.wait()
+        deadline = time.time() + timeout
+        folder = storage.to_path(self.directory)
+        while time.time() < deadline and any(
+            ".orbax-checkpoint-tmp" in path.name for path in folder.iterdir()
+        ):
+            time.sleep(0.1)
+        self._manager.reload()
+        return self._manager.latest_step()
+
     def all_steps(self) -> list[int]:
         """All committed steps, ascending."""
         return sorted(self._manager.all_steps())

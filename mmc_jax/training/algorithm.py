@@ -32,6 +32,7 @@ import jax
 import jax.numpy as jnp
 import ml_collections
 import numpy as np
+import optax
 from flax import struct
 from jax.sharding import Mesh
 
@@ -301,6 +302,46 @@ class ReplicatedAlgorithm(Algorithm):
         from its own games or from a dataset on disk)."""
         del save_replay
         return {"params": state.params, "opt_state": state.opt_state}
+
+    def restore_template(self, abstract, metadata):
+        """The full contents, or for a checkpoint written before the learner built its
+        optimizer through `learner.make_optimizer` (TD(λ) and recon before 2026-12-07:
+        `optax.adamw` with a constant learning rate, which keeps no schedule step count) the
+        contents with the optimizer state of that layout (`from_checkpoint` adds the count)."""
+        contents = self.checkpoint_contents(abstract, save_replay=True)
+        if _lacks_schedule_count(contents["opt_state"], metadata):
+            contents["opt_state"] = _without_schedule_count(contents["opt_state"])
+        return contents
+
+    def from_checkpoint(self, abstract, saved, metadata):
+        """`abstract` with the saved fields; an optimizer state of the layout before
+        `make_optimizer` gets its schedule step count, which is Adam's own step count (every
+        update stepped both), so the resumed run continues exactly."""
+        if _lacks_schedule_count(abstract.opt_state, metadata):
+            adam = saved["opt_state"][0]
+            count = optax.ScaleByScheduleState(count=jnp.copy(adam.count))  # its own buffer
+            saved = {**saved, "opt_state": (*saved["opt_state"][:-1], count)}
+        return Restored(abstract.replace(**saved))
+
+
+_SCHEDULE_COUNT = "['opt_state'][2].count"  # the schedule's step count in an Adam(W) chain
+
+
+def _lacks_schedule_count(opt_state, metadata) -> bool:
+    """Whether the checkpoint of `metadata` holds an Adam(W) chain's state without the step
+    count of a schedule that `opt_state` (the optimizer's state today) has."""
+    shapes = metadata.get("shapes", {})
+    return (
+        isinstance(opt_state, tuple)
+        and len(opt_state) == 3
+        and isinstance(opt_state[2], optax.ScaleByScheduleState)
+        and any(path.startswith("['opt_state']") for path in shapes)
+        and _SCHEDULE_COUNT not in shapes
+    )
+
+
+def _without_schedule_count(opt_state):
+    return (*opt_state[:-1], optax.EmptyState())
 
 
 # ----------------------------------------------------------------------------- self-play state

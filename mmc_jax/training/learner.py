@@ -14,12 +14,17 @@ Everything here is pure and jittable. The learner config (`config.learner`) fiel
   weight_decay       strength, 0 = off                         (default 0)
   weight_decay_mode  "decoupled" (AdamW style, in the optimizer) | "l2" (penalty in the loss)
                      (default "decoupled"; "adamw" is "adam" with decoupled decay)
+  weight_decay_mask  "kernels" | "all": what decoupled decay applies to (default "kernels")
   value_loss_weight  weight of the value MSE in the total loss (default 1.0)
   batch_size         minibatch size used by `train_epoch`      (required there)
   sampler            how `draw_rows` draws minibatch rows (recon, TD(λ)): "inverse_cdf" |
                      "gumbel" (`configured_sampler`; absent: "gumbel", the older runs' draws)
 
-Weight decay applies to kernels only (ndim > 1), not to biases or LayerNorm scales.
+Weight decay applies to kernels only (ndim > 1), not to biases or LayerNorm scales, unless
+`weight_decay_mask` is "all" (TD(λ)'s and recon's, as their runs were trained). Every learner
+builds its optimizer here (`make_optimizer`), so a schedule or a clip set in its `learner`
+section is honoured whatever the algorithm; one whose defaults differ gives them to
+`optimizer_config`.
 """
 
 from __future__ import annotations
@@ -269,6 +274,21 @@ def make_schedule(config: ml_collections.ConfigDict) -> optax.Schedule:
     )
 
 
+# The learner fields `make_optimizer` reads.
+OPTIMIZER_FIELDS = (
+    "optimizer", "learning_rate", "lr_schedule", "warmup_steps", "decay_steps", "end_lr_factor",
+    "momentum", "nesterov", "b1", "b2", "eps", "max_grad_norm", "weight_decay",
+    "weight_decay_mode", "weight_decay_mask",
+)  # fmt: skip
+
+
+def optimizer_config(config, defaults: dict[str, Any]) -> ml_collections.ConfigDict:
+    """The optimizer fields of the learner section `config` (a ConfigDict or a mapping) over an
+    algorithm's own `defaults` (what its configs recorded before they had these fields)."""
+    fields = {name: config[name] for name in OPTIMIZER_FIELDS if name in config}
+    return ml_collections.ConfigDict({**defaults, **fields})
+
+
 def make_optimizer(config: ml_collections.ConfigDict) -> optax.GradientTransformation:
     """Builds the optax optimizer: [clip] -> adam|sgd -> [decoupled decay] -> -lr * schedule."""
     name = config.get("optimizer", "adam")
@@ -290,7 +310,12 @@ def make_optimizer(config: ml_collections.ConfigDict) -> optax.GradientTransform
         raise ValueError(f"learner.optimizer must be adam|adamw|sgd, got {name!r}")
     weight_decay = float(config.get("weight_decay", 0.0))
     if weight_decay > 0.0 and _weight_decay_mode(config) == "decoupled":
-        parts.append(optax.add_decayed_weights(weight_decay, mask=_decay_mask))
+        mask = config.get("weight_decay_mask", "kernels")
+        if mask not in ("kernels", "all"):
+            raise ValueError(f"learner.weight_decay_mask must be 'kernels' or 'all', got {mask!r}")
+        parts.append(
+            optax.add_decayed_weights(weight_decay, mask=_decay_mask if mask == "kernels" else None)
+        )
     parts.append(optax.scale_by_learning_rate(make_schedule(config)))
     return optax.chain(*parts)
 

@@ -837,9 +837,9 @@ def _iterate(session: _Session, writer, begin: _Start, end: int, step_fn, data, 
                 stopped = True
                 break
     except KeyboardInterrupt:
-        ckpt.wait()
+        kept = ckpt.settled_latest_step()  # a save the interrupt cut into may still commit
         log(
-            f"interrupted; the last checkpoint ({ckpt.directory}/{ckpt.latest_step()}) "
+            f"interrupted; the last checkpoint ({ckpt.directory}/{kept}) "
             "is kept. Run the same command to resume."
         )
         raise Interrupted from None

@@ -4,8 +4,10 @@ player (its resume and export: tests/training/test_algorithm_contract.py)."""
 
 from __future__ import annotations
 
+import chex
 import jax
 import numpy as np
+import optax
 import pytest
 
 from configs import td_lambda as td_config
@@ -13,6 +15,7 @@ from mmc_jax import rules as R
 from mmc_jax.algorithms import td_lambda
 from mmc_jax.model import network as network_lib
 from mmc_jax.search import one_ply
+from mmc_jax.training import runloop
 
 LAM = 0.5
 
@@ -108,3 +111,19 @@ def test_td_configs_refuse_fog_and_bad_values_in_one_line():
     config.learner.sampler = "fast"
     with pytest.raises(ValueError, match=r"config.learner.sampler='fast': one of \("):
         td_lambda.prepare_config(config)
+
+
+def test_a_checkpoint_of_the_optimizer_before_make_optimizer_resumes_exactly(tmp_path, monkeypatch):
+    """A run written when TD(λ) built `optax.adamw` itself (no schedule step count in its
+    optimizer state) resumes under `learner.make_optimizer` to the unbroken run's parameters."""
+    unbroken = runloop.run(td_lambda.ALGORITHM, smoke(2), tmp_path / "unbroken", stream=None)
+    with monkeypatch.context() as patch:
+        patch.setattr(
+            td_lambda,
+            "_optimizer",
+            lambda config: optax.adamw(float(config.learner.learning_rate), weight_decay=1e-4),
+        )
+        runloop.run(td_lambda.ALGORITHM, smoke(1), tmp_path / "old", stream=None)
+    resumed = runloop.run(td_lambda.ALGORITHM, smoke(2), tmp_path / "old", stream=None)
+    assert resumed.start_iteration == 1
+    chex.assert_trees_all_equal(resumed.state.params, unbroken.state.params)

@@ -16,6 +16,8 @@ import io
 import json
 import os
 import signal
+from pathlib import Path
+from typing import Any, NamedTuple
 
 import chex
 import jax
@@ -66,20 +68,58 @@ def test_every_registered_learner_has_a_smoke_config_here():
     assert sorted(SMOKE) == sorted(algorithms.REGISTRY)
 
 
+class Learner(NamedTuple):
+    """A registered learner's unbroken two-iteration smoke run, shared by the tests here."""
+
+    name: str
+    algorithm: Any
+    result: runloop.RunResult
+    workdir: Path  # the unbroken run's (never changed by a test)
+    root: Path  # where a test makes its own runs
+    log: str  # the unbroken run's progress
+    first: Any  # its parameters after iteration 1 (host arrays)
+
+
+def params_after(algorithm, config, workdir) -> tuple[runloop.RunResult, dict[int, Any]]:
+    """A run of `config` and its parameters after each iteration (host arrays)."""
+    seen = {}
+
+    def keep(iteration, state, record):
+        seen[iteration] = jax.device_get(state.params)
+
+    return runloop.run(algorithm, config, workdir, on_eval=keep, stream=None), seen
+
+
+def optimizer_section(name: str, config):
+    """The config section a learner's optimizer reads: `learner`, but Reptile's per-task
+    procedure (JOAT with `meta.fresh_inner_state`) reads `inner`."""
+    if name == "joat" and config.meta.fresh_inner_state:
+        return config.inner
+    return config.learner
+
+
+def largest_change(a, b) -> float:
+    return max(float(np.max(np.abs(np.asarray(x) - np.asarray(y)))) for x, y in
+               zip(jax.tree.leaves(a), jax.tree.leaves(b), strict=True))  # fmt: skip
+
+
 @pytest.fixture(scope="module", params=sorted(SMOKE))
-def learner(request, tmp_path_factory):
-    """(name, algorithm, unbroken run result, its workdir, the root for more runs, its log)."""
+def learner(request, tmp_path_factory) -> Learner:
     name = request.param
     root = tmp_path_factory.mktemp(name)
     algorithm = algorithms.REGISTRY[name]
-    log = io.StringIO()
-    result = runloop.run(algorithm, SMOKE[name](), root / "unbroken", stream=log)
-    return name, algorithm, result, root / "unbroken", root, log.getvalue()
+    log, seen = io.StringIO(), {}
+
+    def keep(iteration, state, record):
+        seen[iteration] = jax.device_get(state.params)
+
+    result = runloop.run(algorithm, SMOKE[name](), root / "unbroken", on_eval=keep, stream=log)
+    return Learner(name, algorithm, result, root / "unbroken", root, log.getvalue(), seen[1])
 
 
 def test_smoke_training_writes_the_neutral_record_core_and_the_line_shows_only_it(learner):
-    name, _, result, workdir, _, log = learner
-    assert result.start_iteration == 0 and result.record["iteration"] == 2, name
+    name, workdir, log = learner.name, learner.workdir, learner.log
+    assert learner.result.start_iteration == 0 and learner.result.record["iteration"] == 2
     records = metrics.read_metrics(workdir)
     assert [r["step"] for r in records] == [1, 2]
     for record in records:
@@ -95,8 +135,8 @@ def test_smoke_training_writes_the_neutral_record_core_and_the_line_shows_only_i
 
 
 def test_a_run_stopped_by_sigterm_resumes_bit_identically_without_tracing_again(learner):
-    name, algorithm, unbroken, unbroken_dir, root, _ = learner
-    workdir = root / "stopped"
+    name, algorithm, unbroken = learner.name, learner.algorithm, learner.result
+    workdir = learner.root / "stopped"
 
     def stop_after_the_first(iteration, state, record):
         if iteration == 1:
@@ -114,7 +154,7 @@ def test_a_run_stopped_by_sigterm_resumes_bit_identically_without_tracing_again(
     assert resumed.start_iteration == 1 and resumed.record["iteration"] == 2
     chex.assert_trees_all_equal(resumed.state.params, unbroken.state.params)
     chex.assert_trees_all_equal(resumed.state.opt_state, unbroken.state.opt_state)
-    ours, theirs = metrics.read_metrics(workdir), metrics.read_metrics(unbroken_dir)
+    ours, theirs = metrics.read_metrics(workdir), metrics.read_metrics(learner.workdir)
     assert [r["step"] for r in ours] == [1, 2]
     # A learner with a replay ring restored it (SelfPlayAlgorithm's record says so).
     assert ours[1].get("replay/restored", 1) == 1 and "no replay ring" not in log.getvalue()
@@ -127,8 +167,8 @@ def test_a_run_stopped_by_sigterm_resumes_bit_identically_without_tracing_again(
 
 
 def test_its_model_exports_and_loads_back_as_its_algorithm_lays_it_out(learner, capsys):
-    name, algorithm, result, workdir, root, _ = learner
-    out = root / "model"
+    name, algorithm, workdir = learner.name, learner.algorithm, learner.workdir
+    out = learner.root / "model"
     assert export.main(["--checkpoint", str(workdir), "--out", str(out)]) == 0
     assert f"wrote {out}" in capsys.readouterr().out
     card = json.loads((out / "model.json").read_text())
@@ -141,5 +181,25 @@ def test_its_model_exports_and_loads_back_as_its_algorithm_lays_it_out(learner, 
     kind = algorithm.model_kind(model.config)
     assert model.sensing == kind.sensing
     chex.assert_trees_all_equal_shapes(model.params, kind.template)
-    host = jax.device_get(result.state.params)
+    host = jax.device_get(learner.result.state.params)
     chex.assert_trees_all_equal(jax.device_get(model.params), host)
+
+
+def test_its_learning_rate_schedule_and_clip_are_honoured(learner):
+    """Every learner builds its optimizer from its `learner` section (`make_optimizer`): a
+    warm-up from 0 over 10^8 steps (a learning rate under 2e-9 at every step of the run) and a
+    clip of 1e-30 (Adam divides by the clipped gradient's own scale, so an update shrinks to
+    ~1e-22 of the learning rate) each hold the parameters still in iteration 2; unscheduled
+    and unclipped, iteration 2 moves them by more than 1e-4."""
+    algorithm, root = learner.algorithm, learner.root
+    assert largest_change(learner.result.state.params, learner.first) > 1e-4
+    config = SMOKE[learner.name]()
+    section = optimizer_section(learner.name, config)
+    section.update(lr_schedule="warmup_cosine", warmup_steps=10**8, decay_steps=2 * 10**8)
+    section.weight_decay = 0.0
+    scheduled, seen = params_after(algorithm, config, root / "scheduled")
+    assert largest_change(scheduled.state.params, seen[1]) < 1e-6
+    config = SMOKE[learner.name]()
+    optimizer_section(learner.name, config).update(max_grad_norm=1e-30, weight_decay=0.0)
+    clipped, seen = params_after(algorithm, config, root / "clipped")
+    assert largest_change(clipped.state.params, seen[1]) < 1e-12
