@@ -26,8 +26,9 @@ Presets:
   full     the same on an accelerator with 1024 games per iteration and 64 Adam steps.
   smoke    the tests' run: a 1x8 trunk, 4 games x 6 plies, 2 iterations (seconds after compiling).
 
-Play or score the result with
-`python experiments/recon/run.py --checkpoint W --agents learned,entropy-pimc`.
+Score the result with `python -m mmc_jax.evaluate --variant recon --checkpoint W --opponent
+entropy-pimc` (or every pair: `python experiments/recon/run.py --checkpoint W --agents
+learned,entropy-pimc`).
 """
 
 from __future__ import annotations

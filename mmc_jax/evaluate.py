@@ -38,6 +38,23 @@ no search, the move whose next position its value head rates worst for the oppon
 TD(λ) model plays, `configs/td_lambda.py`), e.g. `--checkpoint one-ply:runs/td --opponent
 greedy`; it too plays in the stepwise arena.
 
+A sensing variant (`fog=sense:W`, e.g. `--variant recon`: `mmc_jax.rules.is_sense`) is played
+by the table's players of sensing variants, both sides named as on the board: `--checkpoint` a
+sensing model (the learned agent of a `configs/recon.py` run or its export, also written
+`learned:MODEL`) or any of those players (random, random-pimc, entropy-pimc), `--opponent`
+likewise (default random), e.g. the shipped learned agent against information-gain sensing
+with PIMC moves:
+
+    python -m mmc_jax.evaluate --variant recon --checkpoint experiments/recon/learned/model \
+        --opponent entropy-pimc --games 20
+
+The games run in one batch of the compiled recon arena (`mmc_jax.evaluation.sensing_match`),
+each searching decision over `--worlds` boards drawn from the player's exact belief, and the
+report is the board match's (W/D/L per colour, the score with its intervals, Elo; `--json`).
+A board player asked to play a sensing variant, or a sensing player a board variant, is refused
+in one line, as are the board-only flags (`--simulations`, `--opponent-simulations`,
+`--opening-plies`, `--pgn`).
+
 Subcommands: `python -m mmc_jax.evaluate ladder ...` rates a checkpoint in Elo against random,
 greedy and Fairy-Stockfish at increasing node limits, `... tournament ...` every checkpoint of
 a run (`mmc_jax.evaluation.ladder`; those games run in the stepwise `mmc_jax.evaluation.arena`).
@@ -46,6 +63,7 @@ a run (`mmc_jax.evaluation.ladder`; those games run in the stepwise `mmc_jax.eva
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import sys
 from typing import Any
@@ -53,12 +71,15 @@ from typing import Any
 import jax
 import numpy as np
 
+from mmc_jax import algorithms
 from mmc_jax import rules as R
 from mmc_jax.evaluation import players as players_lib
+from mmc_jax.evaluation import sensing_match
 from mmc_jax.evaluation.match import NETWORK_OPENING_PLIES, play_match
 from mmc_jax.infra import checkpoint, cli, startup
 from mmc_jax.training import memory
 
+DEFAULT_SIMULATIONS = 32
 ENGINE_WORDS = ("stockfish", "fairy-stockfish", "fairy_stockfish", "fsf", "engine", "uci")
 
 
@@ -79,6 +100,9 @@ def _parser() -> argparse.ArgumentParser:
         epilog="A side may also be a model's one-ply value player, 'one-ply:MODEL' (no search: "
         "the move whose next position its value head rates worst for the opponent; how a "
         "TD(lambda) model plays). "
+        "A sensing variant (fog=sense:W) is played by players of sensing variants on both "
+        "sides (--checkpoint: a sensing model, the learned agent, or one of those players), "
+        "in the compiled recon arena (--worlds). "
         "Subcommands: `python -m mmc_jax.evaluate ladder ...` rates a checkpoint in Elo "
         f"against the built-in players ({', '.join(players_lib.kinds())}) and Fairy-Stockfish "
         "at increasing node limits; "
@@ -92,21 +116,36 @@ def _parser() -> argparse.ArgumentParser:
         f"model's name ({', '.join(checkpoint.shipped_models())}: python -m mmc_jax.export "
         "--list); 'none' (default): uniform-prior "
         "search, i.e. zero logits and zero value, guided only by terminal rewards; "
-        "'uci:COMMAND': a UCI engine (e.g. 'uci:python -m mmc_jax.engine --model gardner-cpu')",
+        "'uci:COMMAND': a UCI engine (e.g. 'uci:python -m mmc_jax.engine --model gardner-cpu'); "
+        "in a sensing variant a player of sensing variants: "
+        + players_lib.listing(players_lib.SENSING),
     )
     cli.add_integer(parser, "--step", 0, default=None)
-    parser.add_argument("--variant", type=cli.variant_arg, required=True, help=cli.VARIANT_HELP)
+    parser.add_argument(
+        "--variant",
+        type=cli.any_variant_arg,
+        required=True,
+        help=cli.VARIANT_HELP + " (a sensing variant, fog=sense:W, is played by the players of "
+        "sensing variants)",
+    )
     parser.add_argument(
         "--opponent",
         default="random",
         help=f"a built-in player ({', '.join(players_lib.kinds())}), another run's workdir, "
         "an exported or shipped model, or 'uci:COMMAND' (a UCI engine; Fairy-Stockfish: "
         '"uci:$(python -m mmc_jax.uci build)"); the players: '
-        + players_lib.describe("board").replace("%", "%%"),
+        + players_lib.describe(players_lib.BOARD).replace("%", "%%")
+        + "; in a sensing variant: "
+        + players_lib.describe(players_lib.SENSING).replace("%", "%%"),
     )
     parser.add_argument("--games", type=cli.games_arg, default=400, help="positive, even")
     cli.add_integer(
-        parser, "--simulations", 0, default=32, help="0: raw policy; a UCI engine's `go nodes`"
+        parser,
+        "--simulations",
+        0,
+        default=None,
+        help=f"0: raw policy; a UCI engine's `go nodes` (default {DEFAULT_SIMULATIONS}; board "
+        "variants)",
     )
     cli.add_integer(
         parser,
@@ -125,6 +164,14 @@ def _parser() -> argparse.ArgumentParser:
         "colour; 0 otherwise)",
     )
     cli.add_integer(parser, "--max-plies", 1, default=None, help="draw after")
+    cli.add_integer(
+        parser,
+        "--worlds",
+        1,
+        default=None,
+        help="sensing variants: boards drawn from a player's belief per searching decision "
+        f"(PIMC's and the learned agent's; default {sensing_match.DEFAULT_WORLDS})",
+    )
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     parser.add_argument(
@@ -144,11 +191,20 @@ def _format(result: dict[str, Any], model_name: str) -> str:
     wlow, whigh = result["score_ci95_wilson"]
     elo = result["elo"]
     elo_text = "n/a" if elo is None else f"{elo:+.0f}"
-    sims = result["num_simulations"]
+    if "worlds" in result:  # a sensing variant's match
+        header = (
+            f"{result['variant']}: {model_name} vs {result['opponent']}, {result['num_games']} "
+            f"games (worlds {result['worlds']}, belief size {result['belief_size']}, "
+            f"ply cap {result['max_plies']})"
+        )
+    else:
+        header = (
+            f"{result['variant']}: {model_name} ({result['num_simulations']} simulations) vs "
+            f"{result['opponent']}, {result['num_games']} games (opening plies "
+            f"{result['opening_plies']}, ply cap {result['max_plies']})"
+        )
     lines = [
-        f"{result['variant']}: {model_name} ({sims} simulations) vs {result['opponent']}, "
-        f"{result['num_games']} games (opening plies {result['opening_plies']}, "
-        f"ply cap {result['max_plies']})",
+        header,
         f"{'model as':<9} {'W':>6} {'D':>6} {'L':>6} {'score':>7} {'plies':>7}",
         row("White", result["white"]),
         row("Black", result["black"]),
@@ -258,6 +314,16 @@ def main(argv: list[str] | None = None) -> int:
         return (ladder.ladder_main if argv[0] == "ladder" else ladder.tournament_main)(argv[1:])
     parser = _parser()
     args = parser.parse_args(argv)
+    if R.is_sense(args.variant):
+        return _sensing_main(parser, args)
+    if args.worlds is not None:
+        parser.error(
+            f"--worlds is for sensing variants (fog=sense:W), not {args.variant}: its players "
+            "search with --simulations"
+        )
+    if args.simulations is None:
+        args.simulations = DEFAULT_SIMULATIONS
+    _refuse_sensing_player(parser, args.checkpoint, "--checkpoint")
     if args.pgn:
         cli.check_output_file(parser, "--pgn", args.pgn)
 
@@ -333,7 +399,7 @@ def _opponent_entry(parser, spec: str) -> players_lib.Entry:
     """The table's entry of `--opponent` among those this match plays (built-in policies and
     models; UCI engines go to `_uci_main`); a usage error listing them otherwise."""
     try:
-        entry = players_lib.entry_for(spec, "board", "--opponent")
+        entry = players_lib.entry_for(spec, players_lib.BOARD, "--opponent")
     except ValueError as error:
         parser.error(str(error) + _engine_hint(spec))
     if entry.policy is None and entry.name not in ("model", players_lib.ONE_PLY):
@@ -342,6 +408,73 @@ def _opponent_entry(parser, spec: str) -> players_lib.Entry:
             "uci:COMMAND (the fog searches: experiments/dark/run.py)"
         )
     return entry
+
+
+def _refuse_sensing_player(parser, spec: str, flag: str) -> None:
+    """A usage error (one line) when `spec` names a player of the table that plays sensing
+    variants only (`--opponent` is checked by `_opponent_entry`)."""
+    try:
+        entry = players_lib.entry_for(spec, None, flag)
+    except ValueError:
+        return  # no player of the table: a checkpoint path, checked when it loads
+    if not entry.plays(players_lib.BOARD):
+        parser.error(str(players_lib.other_game(entry, spec, flag, players_lib.BOARD)))
+
+
+BOARD_ONLY = {
+    "--simulations": "the players of sensing variants search with --worlds",
+    "--opponent-simulations": "the players of sensing variants search with --worlds",
+    "--opening-plies": "sensing players draw their own games apart (their keys differ)",
+    "--pgn": "their games are not PGN",
+}
+
+
+def _sensing_main(parser, args) -> int:
+    """`main` for a sensing variant (see the module docstring): both sides are players of the
+    table that play sensing variants, in one batch of the compiled recon arena."""
+    for flag, why in BOARD_ONLY.items():
+        if getattr(args, flag[2:].replace("-", "_")) is not None:
+            parser.error(f"{flag} is for board variants, not {args.variant}: {why}")
+    if args.checkpoint.lower() == "none":
+        parser.error(
+            f"--checkpoint: a sensing variant's match ({args.variant}) plays a player of sensing "
+            f"variants on both sides: {players_lib.listing(players_lib.SENSING)}"
+        )
+    worlds = sensing_match.DEFAULT_WORLDS if args.worlds is None else args.worlds
+    model = _sensing_player(parser, args, args.checkpoint, "--checkpoint", args.step)
+    opponent = _sensing_player(parser, args, args.opponent, "--opponent", None)
+    if model.name == opponent.name:
+        model = dataclasses.replace(model, name=f"{model.name} (model)")
+    try:
+        result = sensing_match.play_match(
+            args.variant, model, opponent, args.games, jax.random.key(args.seed),
+            max_plies=args.max_plies, worlds=worlds,
+        )  # fmt: skip
+    except ValueError as error:
+        parser.error(str(error))
+    result["seed"] = args.seed
+    print(json.dumps(result) if args.json else _format(result, model.name))
+    return 0
+
+
+def _sensing_player(parser, args, spec: str, flag: str, step) -> players_lib.ReconAgent:
+    """The player of sensing variants `spec` names (`flag`'s), its model (the learned agent's)
+    opened by `algorithms.open_model`; a usage error in one line otherwise."""
+    try:
+        entry = players_lib.entry_for(spec, players_lib.SENSING, flag)
+    except ValueError as error:
+        parser.error(str(error))
+    context = players_lib.Context(
+        variant=args.variant,
+        step=step,
+        open_model=lambda path, at: cli.open_or_fail(
+            parser, path, at, flag, opener=algorithms.open_model
+        ),
+    )
+    try:
+        return entry.build(spec, context)
+    except ValueError as error:
+        parser.error(f"{flag} {error}")
 
 
 def _one_ply(spec: str) -> bool:

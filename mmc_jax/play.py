@@ -18,8 +18,11 @@ page's compiled programs (`model_engine.ModelEngine`), so the three share one se
 and its compile cache; at `--simulations 0` its raw policy; `--pgn FILE` saves the game.
 
 `--opponent NAME` plays any player of the one player table (`mmc_jax.evaluation.players`) whose
-moves this command computes: a built-in player (random, greedy, ...) or a model; in a sensing
-variant a recon agent (default `--recon-agent`).
+moves this command computes: a built-in player (random, greedy, ...) or a model.
+
+A sensing variant (`fog=sense:W`: `mmc_jax.rules.is_sense`) plays its own turns, a sense
+then a move request, against a player of the table that plays sensing variants
+(`--opponent`, default entropy-pimc): `mmc_jax.evaluation.sensing_play`.
 
 For tests and scripts, `main(argv, stdin, stdout)` reads moves from any text stream.
 """
@@ -33,8 +36,9 @@ from typing import TextIO
 
 import jax
 
+from mmc_jax import algorithms
 from mmc_jax import rules as R
-from mmc_jax.evaluation import arena, model_engine, recon_player
+from mmc_jax.evaluation import arena, model_engine, sensing_play
 from mmc_jax.evaluation import players as players_lib
 from mmc_jax.infra import checkpoint, cli, startup
 from mmc_jax.rules import notation
@@ -54,9 +58,10 @@ def _parser() -> argparse.ArgumentParser:
     )
     parser.add_argument(
         "--variant",
-        type=_variant_arg,
+        type=cli.any_variant_arg,
         required=True,
-        help=cli.VARIANT_HELP + " (a sensing variant such as recon plays the recon protocol)",
+        help=cli.VARIANT_HELP + " (a sensing variant, fog=sense:W, plays its sense-then-move "
+        "turns)",
     )
     parser.add_argument(
         "--checkpoint",
@@ -65,7 +70,8 @@ def _parser() -> argparse.ArgumentParser:
         "model's name; default: the shipped model of the variant (gardner: "
         f"{checkpoint.default_model('gardner')}, atomic: {checkpoint.default_model('atomic')}, "
         f"extinction: {checkpoint.default_model('extinction')}), "
-        "else the uniform-prior search; 'none': the uniform-prior search",
+        "else the uniform-prior search; 'none': the uniform-prior search (a sensing "
+        "variant's opponent is --opponent's)",
     )
     cli.add_integer(parser, "--step", 0, default=None)
     parser.add_argument(
@@ -91,38 +97,18 @@ def _parser() -> argparse.ArgumentParser:
         "--opponent",
         default=None,
         help="who you play, any player of the table that plays the variant's game: "
-        f"{players_lib.listing('board')} (default: the model of --checkpoint); in a sensing "
-        f"variant {', '.join(players_lib.names('recon'))} (default: --recon-agent)",
-    )
-    parser.add_argument(
-        "--recon-agent",
-        default="entropy-pimc",
-        choices=players_lib.names("recon"),
-        help="the opponent in a sensing variant (default entropy-pimc: information-gain "
-        "sensing, PIMC moves over its exact belief)",
+        f"{players_lib.listing(players_lib.BOARD)} (default: the model of --checkpoint); in a "
+        f"sensing variant {', '.join(_sensing_opponents())} (default: "
+        f"{sensing_play.DEFAULT_OPPONENT}: information-gain sensing, PIMC moves over its exact "
+        "belief; the learned agent plays in python -m mmc_jax.evaluate)",
     )
     return parser
 
 
-def _variant_arg(name: str) -> str:
-    """argparse type: a variant spec (sensing variants included), canonical."""
-    try:
-        return R.check_variant(name, sensing=True)
-    except ValueError as error:
-        raise argparse.ArgumentTypeError(str(error)) from None
-
-
-class _Quit(Exception):
-    pass
-
-
-def _read(stdin: TextIO, stdout: TextIO, prompt: str) -> str:
-    stdout.write(prompt)
-    stdout.flush()
-    line = stdin.readline()
-    if not line:
-        raise _Quit("end of input")
-    return line.strip()
+def _sensing_opponents() -> list[str]:
+    """The table's players of sensing variants that decide from what they are told (every one
+    but the learned agent, which reads what only the batched arena tracks)."""
+    return [n for n in players_lib.names(players_lib.SENSING) if n != players_lib.LEARNED]
 
 
 def _model_move(single: arena.SingleGame, player: arena.Player, key, engine=None) -> int:
@@ -146,12 +132,12 @@ def main(
     parser = _parser()
     args = parser.parse_args(argv)
     if args.pgn and R.is_sense(args.variant):
-        parser.error("--pgn is not available for sensing variants (recon games are not PGN)")
+        parser.error("--pgn is not available for sensing variants (their games are not PGN)")
     if args.pgn:  # before the game, not after it
         cli.check_output_file(parser, "--pgn", args.pgn)
     startup.start()
     if R.is_sense(args.variant):
-        return _play_recon(parser, args, stdin, stdout)
+        return _play_sensing(parser, args, stdin, stdout)
     model = _opponent(parser, args)
     who = "model" if model.kind == players_lib.NETWORK_KIND else model.name
     human = 0 if args.colour == "white" else 1
@@ -207,7 +193,7 @@ def main(
                     _model_move(single, model, jax.random.fold_in(key, len(single.moves)), engine)
                 )
                 say(f"{who} moved (hidden in dark)" if dark else f"{who} plays {move}")
-    except _Quit as reason:
+    except sensing_play.Quit as reason:
         quit_reason = str(reason)
     except KeyboardInterrupt:
         quit_reason = "interrupted"
@@ -229,7 +215,7 @@ def _opponent(parser: argparse.ArgumentParser, args) -> players_lib.Player:
     if spec is None or spec == "model":
         return _model_player(parser, args)
     try:
-        entry = players_lib.entry_for(spec, "board", "--opponent")
+        entry = players_lib.entry_for(spec, players_lib.BOARD, "--opponent")
         if entry.name == "model":
             args.checkpoint = spec
             return _model_player(parser, args)
@@ -269,14 +255,15 @@ def _human_move(
     say: Callable[[str], None],
     draw: Callable[[], None],
 ) -> None:
-    """Reads commands until one is a legal move, and plays it; raises `_Quit` on quit."""
+    """Reads commands until one is a legal move, and plays it; raises `sensing_play.Quit` on
+    quit."""
     while True:
-        text = _read(stdin, stdout, "your move> ").lower()
+        text = sensing_play.read_line(stdin, stdout, "your move> ").lower()
         legal = sorted(single.legal_moves())
         if not text:
             continue
         if text in ("quit", "exit", "resign", "q"):
-            raise _Quit("quit")
+            raise sensing_play.Quit("quit")
         if text in ("help", "?", "h"):
             say(HELP)
             continue
@@ -329,125 +316,38 @@ def _save_pgn(args, single: arena.SingleGame, name: str, human: int, result: str
     pgn.write_pgn([record], args.pgn, event="mmc_jax play")
 
 
-# ----------------------------------------------------------------------------- recon
-
-RECON_HELP = (
-    "Each turn you first sense a window: type its lower-left corner square (a1 senses a1-b2 "
-    "with 2x2 windows); then request a move in UCI (e2e3, a4a5q) or pass. A move may be "
-    "stopped by a hidden piece, or fail (taken as pass). Commands: windows, moves, board, "
-    "help, quit. The board shows your pieces, what you last saw of the opponent, * unknown."
-)
-
-
-class _HumanRecon(recon_player.Player):
-    """A person at the terminal behind the reconchess callbacks."""
-
-    def __init__(self, stdin: TextIO, stdout: TextIO, say: Callable[[str], None], rifle: bool):
-        self.stdin, self.stdout, self.say, self.rifle = stdin, stdout, say, rifle
-        self.name = "you"
-
-    def handle_game_start(self, color, board, opponent_name):
-        self.white = color
-        cells = {}
-        for i, row in enumerate(notation.board_rows(board.split()[0])):
-            for file, ch in enumerate(row):
-                cells[f"{notation.FILES[file]}{5 - i}"] = ch
-        self.own = {sq: p for sq, p in cells.items() if p != "." and p.isupper() == color}
-        self.seen = {sq: p for sq, p in cells.items() if sq not in self.own}
-        self.say(f"You play {'White' if color else 'Black'} against {opponent_name}.")
-
-    def board(self) -> str:
-        board = notation.fen_board(
-            [self.own.get(f"{f}{rank}") or self.seen.get(f"{f}{rank}", "*") for f in notation.FILES]
-            for rank in range(5, 0, -1)
-        )
-        return R.render(f"{board} {'w' if self.white else 'b'} - - 0 1")
-
-    def _ask(self, prompt: str, valid: list[str], listing: str) -> str:
-        while True:
-            text = _read(self.stdin, self.stdout, prompt).lower()
-            if text in ("quit", "exit", "resign", "q"):
-                raise _Quit("quit")
-            if text in ("help", "?", "h"):
-                self.say(RECON_HELP)
-            elif text in ("board", "b"):
-                self.say(self.board())
-            elif text in ("moves", "windows", "m", "w"):
-                self.say(f"{listing}: " + " ".join(valid))
-            elif text in valid:
-                return text
-            elif text:
-                self.say(f"{text!r} is not one of the {listing}: " + " ".join(valid))
-
-    def handle_opponent_move_result(self, captured_my_piece, capture_square):
-        if captured_my_piece:
-            self.own.pop(capture_square, None)
-            self.seen[capture_square] = "*" if not self.rifle else "."
-            self.say(f"The opponent captured your piece on {capture_square}.")
-        self.say(self.board())
-
-    def choose_sense(self, sense_actions, move_actions, seconds_left):
-        return self._ask("sense> ", list(sense_actions), "windows (lower-left corners)")
-
-    def handle_sense_result(self, sense_result):
-        for sq, piece in sense_result:
-            if sq not in self.own:
-                self.seen[sq] = piece or "."
-        self.say("You see: " + " ".join(f"{sq}={p or '.'}" for sq, p in sense_result))
-
-    def choose_move(self, move_actions, seconds_left):
-        text = self._ask("your move> ", sorted(move_actions) + ["pass"], "requestable moves")
-        return None if text == "pass" else text
-
-    def handle_move_result(self, requested_move, taken_move, captured, capture_square):
-        if taken_move is not None and not (self.rifle and captured):
-            piece = self.own.pop(taken_move[:2])
-            if len(taken_move) == 5:
-                piece = taken_move[4].upper() if self.white else taken_move[4]
-            self.own[taken_move[2:4]] = piece
-            self.seen[taken_move[:2]] = "."
-            self.seen.pop(taken_move[2:4], None)
-        elif captured:
-            self.seen[capture_square] = "."
-        tail = f", capturing on {capture_square}" if captured else ""
-        self.say(f"You requested {requested_move or 'pass'}: taken {taken_move or 'pass'}{tail}.")
-
-    def handle_game_end(self, winner_color, win_reason, game_history):
-        result = (
-            "draw"
-            if winner_color is None
-            else ("you win" if winner_color == self.white else "you lose")
-        )
-        self.say(f"Game over: {result} ({win_reason}).")
-
-
-def _play_recon(parser, args, stdin: TextIO, stdout: TextIO) -> int:
-    """A person against a recon agent (`--recon-agent`) in a sensing variant."""
-
-    def say(text: str = "") -> None:
-        stdout.write(text + "\n")
-        stdout.flush()
-
-    rifle = R.parse(args.variant).capture == "rifle"
-    human = _HumanRecon(stdin, stdout, say, rifle)
-    spec = args.recon_agent if args.opponent is None else args.opponent
+def _play_sensing(parser: argparse.ArgumentParser, args, stdin: TextIO, stdout: TextIO) -> int:
+    """A person against a player of the table that plays sensing variants: `--opponent`
+    (default `sensing_play.DEFAULT_OPPONENT`), or the learned agent of the sensing model
+    `--checkpoint` (which plays in the batched arena only, and is refused in one line)."""
+    flag = "--checkpoint" if args.opponent is None and args.checkpoint else "--opponent"
+    spec = args.opponent or args.checkpoint or sensing_play.DEFAULT_OPPONENT
+    context = players_lib.Context(
+        variant=args.variant,
+        step=args.step,
+        open_model=lambda path, step: cli.open_or_fail(
+            parser, path, step, flag, opener=algorithms.open_model
+        ),
+    )
     try:
-        agent = players_lib.build(spec, players_lib.Context(variant=args.variant), "--opponent")
-        agent = recon_player.BeliefPlayer(agent, args.variant, seed=args.seed)
+        entry = players_lib.entry_for(spec, players_lib.SENSING, flag)
     except ValueError as error:
         parser.error(str(error))
-    say(f"{args.variant} (reconnaissance-blind). {RECON_HELP}")
-    say("Preparing the game (the agent compiles its belief updates: up to a minute)...")
-    white, black = (human, agent) if args.colour == "white" else (agent, human)
     try:
-        record = recon_player.play_game(white, black, args.variant, max_plies=args.max_plies)
-    except _Quit as reason:
-        say(f"game ended ({reason})")
-        return 0
-    except KeyboardInterrupt:
-        say("game ended (interrupted)")
-        return 0
-    say("moves: " + " ".join(f"{c}:{text}" for c, kind, text in record.history if kind == "move"))
+        opponent = sensing_play.opponent_player(
+            args.variant, entry.build(spec, context), seed=args.seed
+        )
+    except ValueError as error:
+        parser.error(f"{flag} {error}")
+    sensing_play.play(
+        args.variant,
+        opponent,
+        colour=args.colour,
+        seed=args.seed,
+        max_plies=args.max_plies,
+        stdin=stdin,
+        stdout=stdout,
+    )
     return 0
 
 

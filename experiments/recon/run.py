@@ -5,13 +5,20 @@
     PYTHONPATH=. python experiments/recon/run.py --agents learned,random,random-pimc,entropy-pimc \
         --first-only --checkpoint runs/recon --out experiments/recon/learned
 
-Plays every pair of `--agents` (default random, random-pimc, entropy-pimc: sensing kind +
-move kind, `mmc_jax.evaluation.recon_agents`) in `--games` colour-balanced games of `--variant`
-(the first agent White in half), all pairs in one batch of the jitted arena (with
-`--first-only`, only the first agent's pairs). The agent `learned` is the trained agent of
-`--checkpoint` (a training workdir of `python -m mmc_jax.train --config configs/recon.py`, or its
-export such as experiments/recon/learned/model); it searches with the same number of
-belief samples per decision as PIMC (`--worlds`). Writes to `--out`:
+Plays every pair of `--agents` (default random, random-pimc, entropy-pimc: players of the
+table, `mmc_jax.evaluation.players`, that play sensing variants) in `--games` colour-balanced
+games of `--variant` (the first agent White in half), all pairs in one batch of the compiled
+recon arena (`mmc_jax.evaluation.sensing_match.play_schedule`, what `python -m mmc_jax.evaluate
+--variant recon` plays one pair with; with `--first-only`, only the first agent's pairs). The
+agent `learned` is the trained agent of `--checkpoint` (the table's `learned:MODEL`: a training
+workdir of `python -m mmc_jax.train --config configs/recon.py`, or its export such as
+experiments/recon/learned/model, opened by `mmc_jax.algorithms.open_model`); it searches with the
+same number of belief samples per decision as PIMC (`--worlds`). One pair's match is also
+
+    python -m mmc_jax.evaluate --variant recon --checkpoint experiments/recon/learned/model \
+        --opponent entropy-pimc --games 100 --max-plies 100
+
+Writes to `--out`:
 results.json (W/D/L per pair with Wilson 95% intervals, Elo with bootstrap intervals anchored
 at random, and per ply the belief sizes and knowledge per agent) and belief.png.
 
@@ -24,6 +31,7 @@ Knowledge of a player at its decision (after its sense), averaged over live game
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import itertools
 import json
 import sys
@@ -35,8 +43,7 @@ import numpy as np
 
 from mmc_jax import algorithms
 from mmc_jax import rules as R
-from mmc_jax.evaluation import elo, players
-from mmc_jax.evaluation import recon_agents as A
+from mmc_jax.evaluation import elo, players, sensing_match
 from mmc_jax.infra import cli
 from mmc_jax.search import recon_belief as RB
 
@@ -55,7 +62,8 @@ def parse_args(argv):
     parser.add_argument("--replot", action="store_true", help="redraw --out's plot, play nothing")
     parser.add_argument(
         "--checkpoint",
-        help="the agent 'learned': a workdir of configs/recon.py or a model file (.msgpack)",
+        help="the agent 'learned': a workdir of configs/recon.py or its export (a folder, "
+        "e.g. experiments/recon/learned/model)",
     )
     parser.add_argument(
         "--learned-candidates",
@@ -75,32 +83,50 @@ def parse_args(argv):
             parser.error(str(error))
     if len(set(names)) != len(names) or len(names) < 2:
         parser.error(f"--agents needs two or more distinct agents, got {args.agents!r}")
-    args.learned = None
-    if "learned" in names and not args.replot:
-        if args.checkpoint is None:
-            parser.error("the agent 'learned' needs --checkpoint")
-        model = cli.open_or_fail(
-            parser, args.checkpoint, None, "--checkpoint", opener=algorithms.open_model
-        )
-        if not model.sensing:
-            parser.error(
-                f"--checkpoint {args.checkpoint}: a board-game model; the agent 'learned' "
-                "plays a sensing variant's model (a `configs/recon.py` run or its export)"
-            )
-        args.params, args.learned = model.params, model.network
-        if args.learned_candidates is not None:
-            if not 1 <= args.learned_candidates <= RB.NUM_REQUESTS:
-                parser.error(
-                    f"--learned-candidates must be in [1, {RB.NUM_REQUESTS}], "
-                    f"got {args.learned_candidates}"
-                )
-            args.learned = args.learned._replace(candidates=args.learned_candidates)
     if args.games < 2 or args.games % 2:
         parser.error(f"--games must be a positive even number, got {args.games}")
-    R.check_variant(args.variant, sensing=True)
+    try:
+        R.check_variant(args.variant, sensing=True)
+    except ValueError as error:
+        parser.error(f"--variant {error}")
     if not R.is_sense(args.variant):
         parser.error(f"{R.canonical(args.variant)} is not a sensing variant (fog=sense:W)")
+    args.players, args.learned = {}, None
+    if not args.replot:
+        if players.LEARNED in names and args.checkpoint is None:
+            parser.error("the agent 'learned' needs --checkpoint")
+        args.players = {name: build_player(parser, args, name) for name in names}
+        if players.LEARNED in names:
+            args.learned = args.players[players.LEARNED].search
     return args, names
+
+
+def build_player(parser, args, name):
+    """The table's player `name` for `--variant`; `learned` is `learned:<--checkpoint>` (its
+    search with `--learned-candidates`). A usage error in one line when it cannot be built."""
+    context = players.Context(
+        variant=args.variant,
+        name=name,
+        open_model=lambda path, step: cli.open_or_fail(
+            parser, path, step, "--checkpoint", opener=algorithms.open_model
+        ),
+    )
+    learned = name == players.LEARNED
+    try:
+        player = players.build(
+            players.LEARNED_PREFIX + args.checkpoint if learned else name, context
+        )
+    except ValueError as error:
+        parser.error(f"--checkpoint {error}" if learned else str(error))
+    if learned and args.learned_candidates is not None:
+        if not 1 <= args.learned_candidates <= RB.NUM_REQUESTS:
+            parser.error(
+                f"--learned-candidates must be in [1, {RB.NUM_REQUESTS}], "
+                f"got {args.learned_candidates}"
+            )
+        search = player.search._replace(candidates=args.learned_candidates)
+        player = dataclasses.replace(player, search=search)
+    return player
 
 
 def schedule(names, games, first_only=False):
@@ -110,30 +136,30 @@ def schedule(names, games, first_only=False):
         pairs = [pair for pair in pairs if pair[0] == names[0]]
     white, black = [], []
     for a, b in pairs:
-        white += [a] * (games // 2) + [b] * (games // 2)
-        black += [b] * (games // 2) + [a] * (games // 2)
+        pair_white, pair_black = sensing_match.colour_balanced(a, b, games)
+        white += pair_white
+        black += pair_black
     return pairs, white, black
 
 
-def tally(pairs, white, black, rewards, games):
+def tally(pairs, rewards, plies, games):
+    """(`elo.PairResult` per pair, the table's rows): each pair's games are a colour-balanced
+    match of its first agent, scored as `python -m mmc_jax.evaluate` scores one
+    (`elo.match_statistics`; the interval here is its Wilson interval)."""
     results, table = [], []
     for p, (a, b) in enumerate(pairs):
-        score_a, a_white = [], []
-        for i in range(p * games, (p + 1) * games):
-            r = rewards[i, 0] if white[i] == a else rewards[i, 1]
-            score_a.append((r + 1) / 2)
-            a_white.append(white[i] == a)
-        score_a, a_white = np.asarray(score_a), np.asarray(a_white)
-        pair = elo.PairResult(
-            a, b, int((score_a == 1).sum()), int((score_a == 0.5).sum()), int((score_a == 0).sum())
+        games_of_pair = slice(p * games, (p + 1) * games)
+        match = elo.match_statistics(
+            sensing_match.first_rewards(rewards[games_of_pair]), plies[games_of_pair]
         )
+        pair = elo.PairResult(a, b, match["wins"], match["draws"], match["losses"])
         results.append(pair)
-        low, high = elo.wilson_interval(pair.score, pair.games)
+        low, high = match["score_ci95_wilson"]
         table.append(
             {"a": a, "b": b, "wins": pair.wins, "draws": pair.draws, "losses": pair.losses,
              "score": round(pair.score, 3), "ci95": [round(low, 3), round(high, 3)],
-             "score_as_white": round(float(score_a[a_white].mean()), 3),
-             "score_as_black": round(float(score_a[~a_white].mean()), 3)}
+             "score_as_white": round(match["white"]["score"], 3),
+             "score_as_black": round(match["black"]["score"], 3)}
         )  # fmt: skip
     return results, table
 
@@ -194,22 +220,15 @@ def main(argv=None):
         plot(curves, Path(args.out) / "belief.png")
         return
     pairs, white, black = schedule(names, args.games, args.first_only)
-    agents = np.array(
-        [
-            [players.recon_kinds(w), players.recon_kinds(b)]
-            for w, b in zip(white, black, strict=True)
-        ],
-        np.int32,
-    )
-    rules = R.stack([R.get(args.variant, max_plies=args.max_plies)] * len(white))
     start = time.time()
-    rewards, plies, stats = A.play_games(
-        rules, agents, jax.random.key(args.seed), size=args.size,
-        moves_per_board=args.moves_per_board, worlds=args.worlds,
-        params=args.params if args.learned else None, learned=args.learned,
+    rewards, plies, stats = sensing_match.play_schedule(
+        args.variant, [args.players[name] for name in white],
+        [args.players[name] for name in black], jax.random.key(args.seed),
+        max_plies=args.max_plies, size=args.size, moves_per_board=args.moves_per_board,
+        worlds=args.worlds,
     )  # fmt: skip
     seconds = time.time() - start
-    results, table = tally(pairs, white, black, rewards, args.games)
+    results, table = tally(pairs, rewards, plies, args.games)
     anchor = "random" if "random" in names else names[0]
     ratings = elo.fit_elo(results, anchor=anchor, bootstrap=1000, seed=args.seed)
     curves = per_ply(stats, white, black, names)

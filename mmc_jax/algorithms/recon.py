@@ -646,8 +646,8 @@ class ReconAlgorithm(ReplicatedAlgorithm):
 
     def next_command(self, config, workdir):
         return (
-            f"python experiments/recon/run.py --checkpoint {workdir} --variant {config.variant} "
-            "--agents learned,entropy-pimc --games 100"
+            f"python -m mmc_jax.evaluate --variant {config.variant} --checkpoint {workdir} "
+            "--opponent entropy-pimc --games 100"
         )
 
     def progress_fields(self, record):

@@ -4,10 +4,12 @@
 uses), a one-line `description` (help texts and error messages), the `games` it plays
 ("board": the board variants, fog ones included; "recon": the sensing variants), what it
 `needs` (nothing, a model or an engine) and `build(spec, context)`, which turns a spec string
-into the player (see `Context` for what a command hands it). `python -m mmc_jax.evaluate`
-(`--checkpoint`, `--opponent`), the ladder's rungs, `python -m mmc_jax.play` (`--opponent`,
-`--recon-agent`), `serve` and `engine` (`--model`) resolve specs here (`entry_for`, `build`),
-and name the entries in their help and errors (`names`, `unknown`).
+into the player (see `Context` for what a command hands it). The games are the Game contract's
+(`mmc_jax.rules.game_for(variant).name`, `game_of`), so a command picks a variant's players by
+the variant, never by its name. `python -m mmc_jax.evaluate` (`--checkpoint`, `--opponent`), the
+ladder's rungs, `python -m mmc_jax.play` (`--opponent`), `serve` and `engine` (`--model`)
+resolve specs here (`entry_for`, `build`), and name the entries in their help and errors
+(`names`, `unknown`); a player asked to play the other game is refused in one line.
 
 Kinds of players, and what `build` returns:
 
@@ -21,9 +23,12 @@ Kinds of players, and what `build` returns:
                       'none' for the uniform prior): a `Player` of kind "model".
   uci                 any UCI engine, `uci:COMMAND`: a `Player` of kind "engine".
   fair fog search     pimc, raw (and the omniscient upper bound): a `FogPlayer` of the fog arena.
-  recon agents        random-pimc, entropy-pimc, learned: a `ReconAgent` (sense kind, move kind
-                      of `recon_agents`, data in its compiled arena), which `recon_player`
-                      puts behind the reconchess callbacks.
+  recon agents        random-pimc, entropy-pimc, and the learned agent of a sensing model
+                      (`learned:MODEL`, or the model's path alone where the game is a sensing
+                      variant's): a `ReconAgent` (sense kind, move kind of `recon_agents`, data
+                      in its compiled arena, and the learned agent's parameters), which
+                      `sensing_match` plays in that arena and `recon_player` puts behind the
+                      reconchess callbacks.
 
 Adding a player is one `register(Entry(...))` (here, in `REGISTRY`, or from any module, as
 tests/evaluation/test_player_table.py does); a board policy is one `Builtin(...)` entry.
@@ -59,7 +64,9 @@ from mmc_jax.infra import checkpoint, storage
 from mmc_jax.search import belief as B
 
 BoardPolicy = Callable[[jax.Array, R.Rules, R.State, jax.Array], jax.Array]
-GAMES = ("board", "recon")
+BOARD, SENSING = R.BOARD.name, R.RECON.name  # the Game contract's games
+GAMES = (BOARD, SENSING)
+GAME_TEXT = {BOARD: "board variants", SENSING: "sensing variants (fog=sense:W)"}
 NEEDS = ("", "model", "engine")
 NETWORK_KIND = "model"  # a `Player`'s kind for a network's search
 ENGINE_KIND = "engine"  # a `Player`'s kind for a UCI engine
@@ -139,24 +146,44 @@ class FogPlayer:
 @dataclasses.dataclass(frozen=True)
 class ReconAgent:
     """A recon agent: its name and its (sense kind, move kind) of `recon_agents` (data in the
-    compiled recon arena; `recon_player.BeliefPlayer` plays it behind the callbacks)."""
+    compiled recon arena, `sensing_match`; `recon_player.BeliefPlayer` plays it behind the
+    callbacks). The learned agent carries its model: `model` (the path it was opened from),
+    `params` and `search` (its `recon_learned.SearchConfig`); two agents are the same player
+    when their names, kinds and models are."""
 
     name: str
     sense_kind: int
     move_kind: int
+    model: str | None = None
+    params: Any = dataclasses.field(default=None, compare=False, repr=False)
+    search: Any = None
+
+    @property
+    def learned(self) -> bool:
+        """Whether it is the learned agent (its decisions need `params` and `search`)."""
+        return self.sense_kind == A.SENSE_LEARNED or self.move_kind == A.MOVE_LEARNED
 
     @property
     def kinds(self) -> tuple[int, int]:
         return self.sense_kind, self.move_kind
 
 
+def _no_sensing_opener(spec: str, step: int | None) -> checkpoint.Model:
+    raise ValueError(
+        f"{spec}: opening the learned agent's model needs every learner's model kinds: "
+        "Context(open_model=mmc_jax.algorithms.open_model), as the commands pass"
+    )
+
+
 @dataclasses.dataclass(frozen=True)
 class Context:
     """What `build` may read besides the spec: the `variant` played, the search budget
     (`simulations`: a model's simulations, an engine's `go nodes`; `worlds`: PIMC's sampled
-    worlds), the checkpoint `step`, a `name` for the player (default: from the spec), and
-    `load_model(spec, step) -> (network, params, config)` (commands pass one that turns a
-    failure into their usage error)."""
+    worlds), the checkpoint `step`, a `name` for the player (default: from the spec),
+    `load_model(spec, step) -> (network, params, config)` for board models and
+    `open_model(spec, step) -> checkpoint.Model` for any learner's model (the learned recon
+    agent's: `mmc_jax.algorithms.open_model`, which this layer cannot import; commands pass
+    them, turning a failure into their usage error)."""
 
     variant: str = "gardner"
     simulations: int = 32
@@ -164,11 +191,18 @@ class Context:
     step: int | None = None
     name: str | None = None
     load_model: Callable[[str, int | None], tuple] = checkpoint.load_model
+    open_model: Callable[[str, int | None], checkpoint.Model] = _no_sensing_opener
 
     @property
     def game(self) -> str:
-        """ "recon" for a sensing variant, else "board"."""
-        return "recon" if R.is_sense(self.variant) else "board"
+        """The game of the variant (`game_of`)."""
+        return game_of(self.variant)
+
+
+def game_of(variant: str) -> str:
+    """The game (`GAMES`) whose players play `variant`: the Game contract's that plays it
+    (`SENSING` for a sensing variant, else `BOARD`)."""
+    return R.game_for(variant).name
 
 
 # ---------------------------------------------------------------------------------------------
@@ -216,6 +250,7 @@ class Entry:
             "uci": "uci:COMMAND",
             "model": "a model (a run, exported or shipped; 'none')",
             ONE_PLY: ONE_PLY_PREFIX + "model",
+            LEARNED: LEARNED_PREFIX + "model (or a sensing model's path)",
         }.get(self.name, self.name)
 
 
@@ -231,7 +266,7 @@ def _board_player(spec: str, context: Context) -> Player:
 
 def _builtin_build(spec: str, context: Context):
     """A built-in player: a `Player` on the board, its `ReconAgent` in a sensing variant."""
-    if context.game == "recon":
+    if context.game == SENSING:
         return _recon_build(spec, context)
     return _board_player(spec, context)
 
@@ -240,7 +275,7 @@ def Builtin(  # noqa: N802 -- the entry kind's name, as before the one table
     kind: str, policy: BoardPolicy, fair_under_fog: bool, summary: str, **fields
 ) -> Entry:
     """The entry of a built-in board policy (`policy` pure, see the module docstring)."""
-    games = ("board", "recon") if fields.get("recon_kinds") else ("board",)
+    games = (BOARD, SENSING) if fields.get("recon_kinds") else (BOARD,)
     return Entry(
         kind, summary, games, _builtin_build, policy=policy, fair_under_fog=fair_under_fog, **fields
     )
@@ -293,7 +328,38 @@ def _fog_build(spec: str, context: Context) -> FogPlayer:
 
 
 def _recon_build(spec: str, context: Context) -> ReconAgent:
-    return ReconAgent(spec, *entry(spec).recon_kinds)
+    return ReconAgent(context.name or spec, *entry(spec).recon_kinds)
+
+
+LEARNED = "learned"
+LEARNED_PREFIX = LEARNED + ":"
+
+
+def _is_learned_spec(spec: str) -> bool:
+    """`learned:MODEL`, or a model's path alone (the entry plays sensing variants only, so a
+    path names it only there; 'none', the board's uniform prior, is no learned agent)."""
+    return spec.startswith(LEARNED_PREFIX) or (spec.lower() != "none" and is_model_spec(spec))
+
+
+def _learned_build(spec: str, context: Context) -> ReconAgent:
+    """The learned recon agent of the sensing model at `learned:MODEL` (or `MODEL`), opened by
+    `context.open_model`; a one-line ValueError for no model or a board-game model."""
+    model = spec[len(LEARNED_PREFIX) :] if spec.startswith(LEARNED_PREFIX) else spec
+    if not model or model == LEARNED or model.lower() == "none":
+        raise ValueError(
+            f"{spec!r}: the learned agent needs its model, 'learned:MODEL' (a configs/recon.py "
+            "run or its export)"
+        )
+    opened = context.open_model(model, context.step)
+    if not opened.sensing:
+        raise ValueError(
+            f"{model}: a board-game model; a sensing variant ({R.canonical(context.variant)}) "
+            "plays a sensing model (the learned agent: a configs/recon.py run or its export)"
+        )
+    kinds = entry(LEARNED).recon_kinds
+    return ReconAgent(
+        context.name or spec, *kinds, model=model, params=opened.params, search=opened.network
+    )
 
 
 # The order is part of the results: the jitted arena gives built-in policy i the key
@@ -317,7 +383,7 @@ REGISTRY: tuple[Entry, ...] = (
         "model",
         "a network's search: --checkpoint RUN, an exported or shipped model; 'none' the "
         "uniform prior",
-        ("board",),
+        (BOARD,),
         _model_build,
         needs="model",
         accepts=is_model_spec,
@@ -325,7 +391,7 @@ REGISTRY: tuple[Entry, ...] = (
     Entry(
         "uci",
         "any UCI engine, 'uci:COMMAND' (Fairy-Stockfish, python -m mmc_jax.engine), go nodes N",
-        ("board",),
+        (BOARD,),
         _engine_build,
         needs="engine",
         accepts=lambda spec: spec.startswith("uci:"),
@@ -333,51 +399,52 @@ REGISTRY: tuple[Entry, ...] = (
     Entry(
         "pimc",
         "the fair fog search: a network's search over worlds sampled from its belief",
-        ("board",),
+        (BOARD,),
         _fog_build,
         needs="model",
     ),
     Entry(
         "raw",
         "a network's raw policy on its observation (fair)",
-        ("board",),
+        (BOARD,),
         _fog_build,
         needs="model",
     ),  # fmt: skip
     Entry(
         "omniscient",
         "a network's search on the true state: an UPPER BOUND under fog, never fair",
-        ("board",),
+        (BOARD,),
         _fog_build,
         needs="model",
     ),
     Entry(
         "random-pimc",
         "random sensing, PIMC requests over the exact belief",
-        ("recon",),
+        (SENSING,),
         _recon_build,
         recon_kinds=(A.SENSE_RANDOM, A.MOVE_PIMC),
     ),
     Entry(
         "entropy-pimc",
         "information-gain sensing, PIMC requests over the exact belief",
-        ("recon",),
+        (SENSING,),
         _recon_build,
         recon_kinds=(A.SENSE_ENTROPY, A.MOVE_PIMC),
     ),
     Entry(
-        "learned",
-        "the learned agent's searches (its network from configs/recon.py)",
-        ("recon",),
-        _recon_build,
+        LEARNED,
+        "the learned agent's searches (a sensing model: a configs/recon.py run or its export)",
+        (SENSING,),
+        _learned_build,
         needs="model",
+        accepts=_is_learned_spec,
         recon_kinds=(A.SENSE_LEARNED, A.MOVE_LEARNED),
     ),
     Entry(
         ONE_PLY,
         "a network's value one ply deep, 'one-ply:MODEL': the move whose next position the "
         "opponent likes least (TD(lambda)'s player)",
-        ("board",),
+        (BOARD,),
         _one_ply_build,
         needs="model",
         accepts=lambda spec: spec.startswith(ONE_PLY_PREFIX),
@@ -416,6 +483,15 @@ def unknown(spec: str, role: str = "player", game: str | None = None) -> ValueEr
     return ValueError(f"unknown {role} {spec!r}; players{where}: {listing(game)}")
 
 
+def other_game(found: Entry, spec: str, role: str, game: str) -> ValueError:
+    """The one-line error for a spec whose entry plays only the other game than `game`."""
+    plays = " and ".join(GAME_TEXT[g] for g in found.games)
+    return ValueError(
+        f"{role} {spec!r} plays the {plays}, not the {GAME_TEXT[game]}; players of {game}: "
+        f"{listing(game)}"
+    )
+
+
 def entry(name: str, role: str = "player") -> Entry:
     """The entry named `name`; `unknown` otherwise."""
     for e in REGISTRY:
@@ -426,13 +502,18 @@ def entry(name: str, role: str = "player") -> Entry:
 
 def entry_for(spec: str, game: str | None = None, role: str = "player") -> Entry:
     """The entry a spec names: by name first, else the entry whose `accepts` takes it
-    (`uci:COMMAND`, a model); a one-line ValueError listing the table otherwise, or when the
-    player does not play `game`."""
+    (`uci:COMMAND`, a model; one playing `game` first: a model's path is the board's model
+    entry and a sensing variant's learned agent); a one-line ValueError listing the table
+    otherwise, or naming the game the player plays when it does not play `game`."""
     found = next((e for e in REGISTRY if e.name == spec), None)
     if found is None:
-        found = next((e for e in REGISTRY if e.accepts is not None and e.accepts(spec)), None)
-    if found is None or (game is not None and not found.plays(game)):
+        accepting = [e for e in REGISTRY if e.accepts is not None and e.accepts(spec)]
+        playing = [e for e in accepting if game is None or e.plays(game)]
+        found = (playing or accepting or [None])[0]
+    if found is None:
         raise unknown(spec, role, game)
+    if game is not None and not found.plays(game):
+        raise other_game(found, spec, role, game)
     return found
 
 

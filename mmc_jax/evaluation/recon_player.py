@@ -181,8 +181,9 @@ class BeliefPlayer(Player):
         self.name = agent
         if self.sense_kind == A.SENSE_LEARNED or self.move_kind == A.MOVE_LEARNED:
             raise ValueError(
-                "the learned recon agent plays in the batched arena only "
-                "(experiments/recon/run.py --checkpoint)"
+                f"{agent}: the learned agent plays in the batched arena only (it reads what "
+                "only the arena tracks): python -m mmc_jax.evaluate --variant "
+                f"{R.canonical(variant)} --checkpoint <model>"
             )
         self.rules = R.get(R.check_variant(variant, sensing=True))
         if not R.is_sense(variant):

@@ -822,8 +822,9 @@ def board_model_kind(config: Mapping | ml_collections.ConfigDict) -> ModelKind:
     variant = config.get("variant")
     if variant and R.is_sense(variant):
         raise ValueError(
-            f"its config is for the sensing variant {variant!r}, whose two-phase turns the "
-            "board-game commands do not play (docs/play.md says what plays them)"
+            f"its config is for the sensing variant {variant!r}, whose two-phase turns only "
+            "the players of sensing variants play (python -m mmc_jax.evaluate --variant "
+            f"{variant} --checkpoint <model>; docs/play.md)"
         )
     network = network_lib.make_network(config.network)
     template = jax.eval_shape(

@@ -35,6 +35,15 @@ def variant_arg(name: str) -> str:
         raise argparse.ArgumentTypeError(str(error)) from None
 
 
+def any_variant_arg(name: str) -> str:
+    """argparse type: a variant spec, sensing variants (`fog=sense:W`) included, canonical
+    (for the commands that play both games: evaluate, play)."""
+    try:
+        return R.check_variant(name, sensing=True)
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
+
+
 def games_arg(text: str) -> int:
     try:
         games = int(text)

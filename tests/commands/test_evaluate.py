@@ -367,3 +367,77 @@ def test_cli_argument_errors_in_process(args, message, capsys):
         evaluate.main(["--variant", "gardner", *args])
     assert exit_info.value.code == 2
     assert message in capsys.readouterr().err
+
+
+# ---------------------------------------------------------------------------------------------
+# Sensing variants: the players of sensing variants in the compiled recon arena. Both matches
+# hold the learned model, so they share one compiled program (2 games; the ply cap is data).
+
+LEARNED_MODEL = "experiments/recon/learned/model"  # the shipped learned recon agent's export
+SENSING_MATCH = ["--variant", "recon", "--games", "2", "--max-plies", "6"]
+
+
+def test_evaluate_plays_a_sensing_variant_with_the_learned_model_through_the_player_table(
+    capsys,
+):
+    status = evaluate.main(
+        [*SENSING_MATCH, "--checkpoint", LEARNED_MODEL, "--opponent", "random", "--json"]
+    )
+    assert status == 0
+    result = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert result["variant"] == "recon" and result["num_games"] == 2
+    assert result["model"] == LEARNED_MODEL and result["opponent"] == "random"
+    assert result["wins"] + result["draws"] + result["losses"] == 2
+    assert result["white"]["games"] == result["black"]["games"] == 1
+    assert result["max_plies"] == 6 and result["worlds"] == 8 and result["seed"] == 0
+    assert 1 <= result["mean_plies"] <= 6
+    low, high = result["score_ci95_wilson"]
+    assert 0 <= low <= result["score"] <= high <= 1
+    # The other side's spelling, any two players of sensing variants, and the text report.
+    argv = [
+        *SENSING_MATCH,
+        "--checkpoint",
+        "entropy-pimc",
+        "--opponent",
+        "learned:" + LEARNED_MODEL,
+    ]
+    assert evaluate.main(argv) == 0
+    text = capsys.readouterr().out
+    assert f"recon: entropy-pimc vs learned:{LEARNED_MODEL}, 2 games (worlds 8" in text
+    assert "ply cap 6)" in text and "score " in text and "Wilson [" in text
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--variant", "recon", "--checkpoint", "random", "--opponent", "greedy"],
+         "--opponent 'greedy' plays the board variants, not the sensing variants (fog=sense:W); "
+         "players of recon: random, random-pimc, entropy-pimc, learned:model"),
+        (["--variant", "recon", "--checkpoint", "gardner-cpu"],
+         "--checkpoint gardner-cpu: a board-game model; a sensing variant (recon) plays a "
+         "sensing model"),
+        (["--variant", "recon", "--checkpoint", "one-ply:gardner-cpu"],
+         "--checkpoint 'one-ply:gardner-cpu' plays the board variants, not the sensing"),
+        (["--variant", "gardner", "--opponent", "entropy-pimc"],
+         "--opponent 'entropy-pimc' plays the sensing variants (fog=sense:W), not the board "
+         "variants; players of board: random, greedy"),
+        (["--variant", "gardner", "--checkpoint", "learned:" + LEARNED_MODEL],
+         "plays the sensing variants (fog=sense:W), not the board variants"),
+        (["--variant", "gardner", "--checkpoint", LEARNED_MODEL],
+         "its config is for the sensing variant 'recon'"),
+        (["--variant", "recon"],
+         "--checkpoint: a sensing variant's match (recon) plays a player of sensing variants"),
+        (["--variant", "recon", "--checkpoint", "random", "--simulations", "8"],
+         "--simulations is for board variants, not recon"),
+        (["--variant", "recon", "--checkpoint", "random", "--pgn", "games.pgn"],
+         "--pgn is for board variants, not recon: their games are not PGN"),
+        (["--variant", "gardner", "--worlds", "4"],
+         "--worlds is for sensing variants (fog=sense:W), not gardner"),
+    ],
+)  # fmt: skip
+def test_evaluate_refuses_a_player_or_flag_of_the_other_game_in_one_line(args, message, capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        evaluate.main(args)
+    assert exit_info.value.code == 2
+    error = capsys.readouterr().err.strip().splitlines()
+    assert message in error[-1] and "Traceback" not in "\n".join(error), error

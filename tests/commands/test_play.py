@@ -165,3 +165,62 @@ def test_a_searching_model_moves_as_the_uci_engine_does():
     seed = int(jax.random.randint(jax.random.fold_in(jax.random.key(0), 0), (), 0, 2**31 - 1))
     expected = engine.search(engine.position("gardner"), 8, seed=seed).move
     assert played == f"model plays {expected}"
+
+
+# ---------------------------------------------------------------------------------------------
+# Sensing variants (fog=sense:W): sense then move, against a player of the table that plays them
+
+
+def test_a_sensing_variant_is_played_sense_then_move_against_the_default_opponent():
+    status, out = run(
+        ["--variant", "recon", "--max-plies", "2"],
+        ["help", "z9", "a1", "moves", "b2", "pass"],
+    )
+    assert status == 0
+    assert "You play White against entropy-pimc." in out
+    assert "You see: a1=R a2=P b1=N b2=P" in out
+    assert "'z9' is not one of the windows" in out and "'b2' is not one of the" in out
+    assert "You requested pass: taken pass." in out
+    assert "Game over: draw (draw by the ply cap)." in out
+
+
+def test_a_sensing_variant_plays_the_opponent_named_and_ends_at_the_end_of_input():
+    status, out = run(
+        ["--variant", "recon,fog=sense:3", "--as", "black", "--opponent", "random-pimc"], ["c3"]
+    )
+    assert status == 0
+    assert "You play Black against random-pimc." in out
+    assert out.index("You play Black") < out.index("sense> ")
+    # Black's window c3 (3x3) is c3-e5; White's first move cannot reach ranks 4 and 5.
+    assert "You see: c3=" in out and "c4=p c5=b d3=" in out and "d4=p d5=q e3=" in out
+    assert out.rstrip().endswith("game ended (end of input)")
+
+
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["--variant", "recon", "--opponent", "greedy"],
+         "--opponent 'greedy' plays the board variants, not the sensing variants (fog=sense:W); "
+         "players of recon: random, random-pimc, entropy-pimc"),
+        (["--variant", "gardner", "--opponent", "entropy-pimc"],
+         "--opponent 'entropy-pimc' plays the sensing variants (fog=sense:W), not the board "
+         "variants; players of board: random, greedy"),
+        (["--variant", "recon", "--opponent", "gardner-cpu"],
+         "--opponent gardner-cpu: a board-game model; a sensing variant (recon) plays a sensing "
+         "model"),
+        (["--variant", "recon", "--checkpoint", "experiments/recon/learned/model"],
+         "--checkpoint experiments/recon/learned/model: the learned agent plays in the batched "
+         "arena only (it reads what only the arena tracks): python -m mmc_jax.evaluate "
+         "--variant recon --checkpoint <model>"),
+        (["--variant", "recon", "--recon-agent", "random"],
+         "unrecognized arguments: --recon-agent random"),
+        (["--variant", "recon", "--pgn", "game.pgn"],
+         "--pgn is not available for sensing variants (their games are not PGN)"),
+    ],
+)  # fmt: skip
+def test_play_refuses_a_player_of_the_other_game_in_one_line(argv, message, capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        play.main(argv, stdin=io.StringIO(""), stdout=io.StringIO())
+    assert exit_info.value.code == 2
+    error = capsys.readouterr().err.strip().splitlines()
+    assert message in error[-1] and "Traceback" not in "\n".join(error), error

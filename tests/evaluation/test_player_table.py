@@ -9,20 +9,28 @@ from __future__ import annotations
 import dataclasses
 import io
 import json
+import re
 import sys
 
 import jax.numpy as jnp
 import pytest
 
-from mmc_jax import evaluate, play
+from mmc_jax import algorithms, evaluate, play
+from mmc_jax import rules as R
 from mmc_jax.evaluation import players
 
 FAKE_ENGINE = f"uci:{sys.executable} tests/fake_uci_engine.py"
+LEARNED_MODEL = "experiments/recon/learned/model"  # the shipped learned recon agent's export
 # specs of the entries not named by their name
-SPECS = {"model": "none", "uci": FAKE_ENGINE, "one-ply": "one-ply:gardner-cpu"}
+SPECS = {
+    "model": "none",
+    "uci": FAKE_ENGINE,
+    "one-ply": "one-ply:gardner-cpu",
+    "learned": "learned:" + LEARNED_MODEL,
+}
 BUILT = {  # what each kind of entry builds
-    "board": (players.Player, players.FogPlayer),
-    "recon": (players.ReconAgent,),
+    players.BOARD: (players.Player, players.FogPlayer),
+    players.SENSING: (players.ReconAgent,),
 }
 
 
@@ -32,12 +40,13 @@ def test_every_entry_has_a_description_and_builds(entry):
     assert entry.games and set(entry.games) <= set(players.GAMES)
     assert entry.needs in players.NEEDS
     for game in entry.games:
-        context = players.Context(variant="gardner" if game == "board" else "recon")
+        variant = "gardner" if game == players.BOARD else "recon"
+        context = players.Context(variant=variant, open_model=algorithms.open_model)
         spec = SPECS.get(entry.name, entry.name)
         assert players.entry_for(spec, game) is entry
         player = entry.build(spec, context)
         assert isinstance(player, BUILT[game]), (entry.name, game, player)
-        if entry.policy is not None and game == "board":
+        if entry.policy is not None and game == players.BOARD:
             assert player.kind == entry.name and player.is_jax
 
 
@@ -50,6 +59,56 @@ def test_names_are_unique_and_an_unknown_spec_lists_the_table_on_one_line():
     assert all(name in message for name in players.names("board") if name != "model")
     with pytest.raises(ValueError, match="players of recon: random, random-pimc"):
         players.build("greedy", players.Context(variant="recon"))
+
+
+def test_the_game_of_a_variant_is_the_game_contracts():
+    """Commands pick a variant's players by the game that plays it, never by its name."""
+    assert players.game_of("recon") == players.game_of("recon,fog=sense:3") == players.SENSING
+    assert players.game_of("gardner") == players.game_of("dark") == players.BOARD
+    assert players.SENSING == R.game_for("recon").name and players.BOARD == R.BOARD.name
+
+
+@pytest.mark.parametrize(
+    "spec, game, message",
+    [
+        ("greedy", players.SENSING, "'greedy' plays the board variants, not the sensing"),
+        ("entropy-pimc", players.BOARD, "'entropy-pimc' plays the sensing variants (fog=sense"),
+        ("learned:" + LEARNED_MODEL, players.BOARD, "plays the sensing variants"),
+        ("one-ply:gardner-cpu", players.SENSING, "plays the board variants, not the sensing"),
+    ],
+)
+def test_a_player_of_the_other_game_is_refused_in_one_line_naming_its_game(spec, game, message):
+    with pytest.raises(ValueError, match=re.escape(message)) as error:
+        players.entry_for(spec, game, "--opponent")
+    assert "\n" not in str(error.value) and f"players of {game}: " in str(error.value)
+
+
+def test_a_model_path_is_the_board_model_or_the_learned_agent_by_the_game():
+    assert players.entry_for("gardner-cpu", players.BOARD).name == "model"
+    assert players.entry_for(LEARNED_MODEL, players.BOARD).name == "model"
+    assert players.entry_for(LEARNED_MODEL, players.SENSING).name == players.LEARNED
+    assert players.entry_for("learned:" + LEARNED_MODEL, players.SENSING).name == players.LEARNED
+    context = players.Context(variant="recon", open_model=algorithms.open_model)
+    agent = players.build(LEARNED_MODEL, context)
+    assert agent.learned and agent.model == LEARNED_MODEL and agent.params is not None
+    assert agent.search == algorithms.open_model(LEARNED_MODEL).network
+    assert agent == players.build(LEARNED_MODEL, context)  # the same player: same model
+    assert not players.build("entropy-pimc", context).learned
+
+
+@pytest.mark.parametrize(
+    "spec, context, message",
+    [
+        ("learned", {}, "'learned': the learned agent needs its model, 'learned:MODEL'"),
+        ("learned:gardner-cpu", {"open_model": algorithms.open_model},
+         "gardner-cpu: a board-game model; a sensing variant (recon) plays a sensing model"),
+        ("learned:" + LEARNED_MODEL, {}, "needs every learner's model kinds"),
+    ],
+)  # fmt: skip
+def test_the_learned_agent_without_a_sensing_model_is_refused_in_one_line(spec, context, message):
+    with pytest.raises(ValueError, match=re.escape(message)) as error:
+        players.build(spec, players.Context(variant="recon", **context))
+    assert "\n" not in str(error.value)
 
 
 def _first_legal(key, rules, board, legal):

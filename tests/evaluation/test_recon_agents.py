@@ -5,8 +5,6 @@ give it the same decisions), window naming, and one-line errors for bad input.
 
 from __future__ import annotations
 
-import io
-
 import jax
 import numpy as np
 import pytest
@@ -156,19 +154,6 @@ def test_an_unrequestable_move_is_a_one_line_error():
     with pytest.raises(ValueError, match="cheater requested 'a1a5', not a requestable") as error:
         P.play_game(Cheater(), P.Player(), "recon", max_plies=4)
     assert "\n" not in str(error.value)
-
-
-def test_a_person_plays_recon_in_the_terminal():
-    from mmc_jax import play
-
-    stdin = io.StringIO("help\nz9\na1\nmoves\nb2\npass\n")
-    stdout = io.StringIO()
-    assert play.main(["--variant", "recon", "--max-plies", "2"], stdin, stdout) == 0
-    text = stdout.getvalue()
-    assert "You see: a1=R a2=P b1=N b2=P" in text
-    assert "'z9' is not one of the windows" in text and "'b2' is not one of the" in text
-    assert "You requested pass: taken pass." in text
-    assert "Game over: draw (draw by the ply cap)." in text
 
 
 @pytest.mark.parametrize("seed", [0, 1])

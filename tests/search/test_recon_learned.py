@@ -398,6 +398,10 @@ def test_learned_agent_plays_both_colours_in_the_arena(trained):
         ("run.py", ["--agents", "learned,random"], "the agent 'learned' needs --checkpoint"),
         ("run.py", ["--agents", "learned,random", "--checkpoint", "/nonexistent"],
          "--checkpoint /nonexistent: no such checkpoint directory: /nonexistent"),
+        ("run.py", ["--agents", "learned,random", "--checkpoint", "gardner-cpu"],
+         "--checkpoint gardner-cpu: a board-game model; a sensing variant (recon) plays a "
+         "sensing model"),
+        ("run.py", ["--agents", "random,greedy"], "unknown recon agent 'greedy'"),
     ],
 )  # fmt: skip
 def test_recon_scripts_refuse_bad_input_in_one_line(script, args, message):
