@@ -5,13 +5,12 @@
         --config.variant=atomic
     python -m mmc_jax.train --config configs/gardner.py --workdir runs/gardner     # accelerator
 
-`config.algorithm` names what is trained (`mmc_jax.algorithms.REGISTRY`): "joat" (configs/joat.py)
-trains `mmc_jax.algorithms.meta.ALGORITHM` (JOAT /
-Reptile over several variants); any other config `mmc_jax.algorithms.alphazero.ALGORITHM`. Both run
-in the one loop of `mmc_jax.training.runloop.run`: a progress line per iteration with an ETA,
-`metrics.jsonl`, TensorBoard events, PNG plots and orbax checkpoints in the workdir (and for
-meta-training `tasks.txt`, every task with its sampling weight);
-evaluation every `eval.every` iterations. Re-running the same command resumes from the latest
+`config.algorithm` names what is trained, one of `mmc_jax.algorithms.REGISTRY` (AlphaZero,
+JOAT / Reptile, supervised, TD(λ), recon: configs/ has one file each), and this command names
+none of them: every algorithm runs in the one loop of `mmc_jax.training.runloop.run`: a progress
+line per iteration with an ETA, `metrics.jsonl`, TensorBoard events, PNG plots, orbax
+checkpoints and the files its algorithm keeps in the workdir (JOAT: `tasks.txt`, every task
+with its sampling weight); evaluation every `eval.every` iterations. Re-running the same command resumes from the latest
 checkpoint (a finished workdir says so and trains nothing). SIGTERM or Ctrl-C stop after the
 iteration in progress, which is checkpointed (during start-up: before the first iteration). A
 non-finite loss stops the run before anything of that iteration is saved, and a re-run resumes
@@ -24,8 +23,8 @@ resumed run ignores it. The workdir may be a bucket
 (`--workdir gs://BUCKET/runs/joat`, with the `gcs` extra installed; docs/cloud.md).
 
 Presets: the part after the colon (`configs/gardner.py:cpu`); the presets, their sizes and
-their measured runtimes are in each config file's docstring. Without a preset, configs/joat.py
-and configs/gardner.py pick `cpu` when no accelerator is present and say so. Every config field
+their measured runtimes are in each config file's docstring. Without a preset, every config
+picks `cpu` when no accelerator is present and says so. Every config field
 can be overridden with `--config.<field>=<value>` (the config is locked: a misspelt field is
 an error naming the nearest valid fields); `--help` lists them.
 """
@@ -40,17 +39,11 @@ import jax
 import ml_collections
 
 from mmc_jax import algorithms, uci
-from mmc_jax.algorithms import meta
 from mmc_jax.infra import checkpoint as checkpoint_lib
 from mmc_jax.infra import cli, storage
 from mmc_jax.model import network as network_lib
 from mmc_jax.training import runloop
 from mmc_jax.uci import workers
-
-
-def is_meta_config(config: ml_collections.ConfigDict) -> bool:
-    """A meta-training config (`config.algorithm` "joat", e.g. configs/joat.py)."""
-    return algorithms.name_of(config) == meta.ALGORITHM.name
 
 
 def algorithm_for(config: ml_collections.ConfigDict) -> runloop.Algorithm:
@@ -119,21 +112,6 @@ def start_from(init_from: str, config: ml_collections.ConfigDict) -> tuple[Any, 
     return params, f"--init_from {init_from if shipped else storage.absolute(init_from)}"
 
 
-TASKS_FILE = "tasks.txt"
-
-
-def write_task_list(config: ml_collections.ConfigDict, workdir: str | os.PathLike) -> str:
-    """Writes a meta-training run's tasks (its variants after `prepare_config`, with their
-    sampling weights), one a line, to `<workdir>/tasks.txt`; returns the file's path. The
-    start-up and progress lines can then name a count and a few."""
-    weights = meta.task_weights(config)
-    lines = [f"# {len(config.variants)} tasks of {storage.absolute(workdir)}: weight, variant"]
-    lines += [f"{weights[variant]:.4g}\t{variant}" for variant in config.variants]
-    path = storage.join(workdir, TASKS_FILE)
-    storage.write_atomically(path, "\n".join(lines) + "\n")
-    return path
-
-
 def main(argv) -> None:
     """absl entry point: train `FLAGS.config` in `FLAGS.workdir`."""
     from absl import flags
@@ -154,8 +132,6 @@ def main(argv) -> None:
         algorithm.prepare_config(config)
         params, label = start_from(init_from, config) if init_from else (None, "")
         cli.make_workdir(workdir)
-        if is_meta_config(config) and jax.process_index() == 0:
-            write_task_list(config, workdir)
         result = runloop.run(algorithm, config, workdir, init_params=params, init_label=label)
     except (ValueError, FloatingPointError, OSError, uci.EngineError) as error:
         cli.fail(str(error))

@@ -30,13 +30,9 @@ REGISTRY = {
         td_lambda.ALGORITHM,
     )
 }
-# The config section an algorithm cannot run without (and no other algorithm reads).
-SECTIONS = {
-    meta.ALGORITHM.name: "meta",
-    recon.ALGORITHM.name: "search",
-    supervised.ALGORITHM.name: "data",
-    td_lambda.ALGORITHM.name: "td",
-}
+# The config section an algorithm cannot run without (and no other algorithm reads): each
+# algorithm declares its own (`Algorithm.section`).
+SECTIONS = {name: a.section for name, a in REGISTRY.items() if a.section is not None}
 
 
 def name_of(config: ml_collections.ConfigDict) -> str:

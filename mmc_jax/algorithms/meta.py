@@ -77,6 +77,7 @@ iterations, orbax checkpoints, resume from the latest, and a stop on a non-finit
 from __future__ import annotations
 
 import functools
+import os
 from typing import Any
 
 import flax.struct
@@ -91,7 +92,7 @@ from jax.sharding import PartitionSpec as P
 from mmc_jax import rules as R
 from mmc_jax import search
 from mmc_jax.evaluation import match
-from mmc_jax.infra import sharding
+from mmc_jax.infra import sharding, storage
 from mmc_jax.model import network as network_lib
 from mmc_jax.training import games as games_lib
 from mmc_jax.training import learner, memory, selfplay
@@ -824,6 +825,21 @@ def _first(names: list[str], shown: int) -> str:
     return text + (f" and {len(names) - shown} more" if len(names) > shown else "")
 
 
+TASKS_FILE = "tasks.txt"
+
+
+def write_task_list(config: ml_collections.ConfigDict, workdir: str | os.PathLike) -> str:
+    """Writes a meta-training run's tasks (its variants after `prepare_config`, with their
+    sampling weights), one a line, to `<workdir>/tasks.txt`; returns the file's path. The
+    start-up and progress lines can then name a count and a few."""
+    weights = task_weights(config)
+    lines = [f"# {len(config.variants)} tasks of {storage.absolute(workdir)}: weight, variant"]
+    lines += [f"{weights[variant]:.4g}\t{variant}" for variant in config.variants]
+    path = storage.join(workdir, TASKS_FILE)
+    storage.write_atomically(path, "\n".join(lines) + "\n")
+    return path
+
+
 class JOAT(SelfPlayAlgorithm):
     """JOAT / Reptile meta-training over several variants (configs/joat.py)."""
 
@@ -927,6 +943,10 @@ class JOAT(SelfPlayAlgorithm):
     def probe(self, config, state):
         return games_lib.probe_params(config, state.params)
 
+    def write_run_files(self, config, workdir):
+        """The task list, `tasks.txt` (`write_task_list`)."""
+        write_task_list(config, workdir)
+
     def next_command(self, config, workdir):
         held_out = list(parse_variants(config.get("holdout", ""), "holdout")) or ["dark"]
         return f"python -m mmc_jax.adapt --variant '{held_out[0]}' --init_from {workdir}"
@@ -947,4 +967,6 @@ class JOAT(SelfPlayAlgorithm):
         return _restore_error(error, config)
 
 
-ALGORITHM = JOAT("joat", batch_field="meta.games_per_task", prepare=prepare_meta_config)
+ALGORITHM = JOAT(
+    "joat", batch_field="meta.games_per_task", prepare=prepare_meta_config, section="meta"
+)

@@ -688,4 +688,6 @@ class ReconAlgorithm(ReplicatedAlgorithm):
         return out
 
 
-ALGORITHM = ReconAlgorithm("recon", batch_field="selfplay.games", prepare=prepare_config)
+ALGORITHM = ReconAlgorithm(
+    "recon", batch_field="selfplay.games", prepare=prepare_config, section="search"
+)

@@ -591,4 +591,6 @@ class Supervised(ReplicatedAlgorithm):
         )
 
 
-ALGORITHM = Supervised("supervised", batch_field="learner.batch_size", prepare=prepare_config)
+ALGORITHM = Supervised(
+    "supervised", batch_field="learner.batch_size", prepare=prepare_config, section="data"
+)

@@ -250,4 +250,4 @@ class TDLambda(ReplicatedAlgorithm):
         return match.evaluate_run_params(config, params, key)
 
 
-ALGORITHM = TDLambda("td_lambda", batch_field="td.games", prepare=prepare_config)
+ALGORITHM = TDLambda("td_lambda", batch_field="td.games", prepare=prepare_config, section="td")

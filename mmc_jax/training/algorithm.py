@@ -72,16 +72,21 @@ class Algorithm(abc.ABC):
 
     name: str = "algorithm"
     batch_field: str  # the dotted config field split over the devices (0: fill the device)
+    section: str | None  # the config section only it reads (names it in an old config)
 
     def __init__(
         self,
         name: str,
         batch_field: str,
         prepare: Callable[[ml_collections.ConfigDict], ml_collections.ConfigDict],
+        section: str | None = None,
     ):
-        """An algorithm declares its name (`config.algorithm`), its batch field and its config
-        check (`prepare`: a validated, locked copy of a config) where its instance is made."""
+        """An algorithm declares its name (`config.algorithm`), its batch field, its config
+        check (`prepare`: a validated, locked copy of a config) and the config section no
+        other algorithm reads, if it has one (a config saved before `config.algorithm`
+        existed is its algorithm's by that section), where its instance is made."""
         self.name, self.batch_field, self._prepare = name, batch_field, prepare
+        self.section = section
 
     def prepare_config(self, config: ml_collections.ConfigDict) -> ml_collections.ConfigDict:
         """A validated, locked copy of `config` (ValueError naming the problem)."""
@@ -181,6 +186,11 @@ class Algorithm(abc.ABC):
     @abc.abstractmethod
     def evaluate(self, config, params, key: jax.Array) -> dict[str, Any]:
         """`eval/*` metrics of `params` (games against `config.eval.opponents`)."""
+
+    def write_run_files(self, config, workdir: str) -> None:
+        """Writes what a run's workdir holds beside its checkpoints and metrics, at every start
+        (the chief process's): JOAT's task list. Default: nothing."""
+        del config, workdir
 
     def next_command(self, config, workdir: str) -> str:
         """The command a user runs next on a finished run (printed after `next:`)."""

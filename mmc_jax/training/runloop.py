@@ -675,6 +675,8 @@ def _run(algorithm, config, mesh, workdir, log, init, on_eval, handle_signals):
         is_chief=jax.process_index() == 0,
     )
     try:
+        if session.is_chief:
+            algorithm.write_run_files(config, workdir)
         begin = _start_state(session, data, init_key, *init)
         start, state = begin.iteration, begin.state
         writer = metrics_lib.MetricsWriter(

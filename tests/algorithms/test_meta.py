@@ -24,8 +24,8 @@ import pytest
 from runs_support import HELD_OUT
 
 from configs import joat as joat_config
+from mmc_jax import algorithms
 from mmc_jax import rules as R
-from mmc_jax import train
 from mmc_jax.algorithms import meta
 from mmc_jax.infra import checkpoint, sharding
 from mmc_jax.model import network
@@ -178,7 +178,7 @@ def test_config_presets_holdout_and_validation():
     for preset in (None, "full", "cpu", "quick", "smoke"):
         config = meta.prepare_meta_config(load_config(preset))
         assert "monochromatic" not in config.variants
-        assert train.is_meta_config(config)
+        assert algorithms.name_of(config) == meta.ALGORITHM.name
         # Tasks come from the rule space, never a held-out or evaluation point.
         held_out = set(meta.parse_variants(config.holdout, "holdout"))
         assert len(held_out) == 8 and not held_out & set(config.variants)

@@ -132,6 +132,7 @@ def test_smoke_training_writes_the_neutral_record_core_and_the_line_shows_only_i
     line = next(line for line in log.splitlines() if line.startswith("it 2/2"))
     assert (" games " in line) == PLAYS_GAMES[name] and runloop.loss_text(records[-1]) in line
     assert " 0.0 KiB" not in log and "loss pi 0.000" not in line, log
+    assert (workdir / "tasks.txt").is_file() == (name == "joat")  # JOAT's own run file
 
 
 def test_a_run_stopped_by_sigterm_resumes_bit_identically_without_tracing_again(learner):
