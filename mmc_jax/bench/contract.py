@@ -155,10 +155,12 @@ def init_state(prepared: Prepared, data: Any, init_from: str = "") -> Any:
         try:
             params = algorithms.open_model(init_from).params
         except (OSError, ValueError) as error:
-            raise ValueError(f"{init_from}: {error}") from None
+            raise ValueError(f"--init-from {init_from}: {error}") from None
         want, got = checkpoint.leaf_shapes(state.params), checkpoint.leaf_shapes(params)
         if want != got:
-            raise ValueError(f"{init_from}: its parameters do not fit the config's network")
+            raise ValueError(
+                f"--init-from {init_from}: its parameters do not fit the config's network"
+            )
         state = state.replace(
             params=jax.tree.map(
                 lambda t, p: jax.device_put(np.asarray(p, t.dtype), t.sharding),

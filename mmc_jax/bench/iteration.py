@@ -215,7 +215,7 @@ def time_config(args, spec: str) -> dict:
         try:
             arms[name], states[name] = make_arm(args, spec, name, overrides)
         except ValueError as error:
-            raise SystemExit(f"error: {name}: {error}") from None
+            raise SystemExit(f"error: {f'arm {name}: ' if args.arm else ''}{error}") from None
     timed = time_arms(args, arms, states)
     first_name = next(iter(arms))
     algorithm = arms[first_name].prepared.algorithm

@@ -361,6 +361,15 @@ def test_iteration_times_the_arms_round_robin_each_carrying_its_state_on(monkeyp
     assert second["batch"] == {"games": 4} and second["overrides"] == ["--config.seed=1"]
 
 
+def test_iteration_names_a_model_that_does_not_fit_before_compiling():
+    # gardner-cpu is a 2x32 network, gardner:smoke's a 1x8: one line, before any compile.
+    with pytest.raises(SystemExit) as exit_info:
+        main(["iteration", "--configs", "gardner:smoke", "--init-from", "gardner-cpu"])
+    assert str(exit_info.value) == (
+        "error: --init-from gardner-cpu: its parameters do not fit the config's network"
+    )
+
+
 def smoke_specs() -> dict[str, str]:
     """{learner: NAME:smoke} of the config files in configs/ with a smoke preset (the first
     file, by name, for a learner that several train)."""
