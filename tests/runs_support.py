@@ -144,7 +144,8 @@ import numpy as np
 
 sys.path.insert(0, "tests")
 from runs_support import ALGORITHMS, leaves, smoke
-from mmc_jax import bench, train
+from mmc_jax import train
+from mmc_jax.bench import selfplay as bench_selfplay
 from mmc_jax.algorithms import alphazero, meta
 from mmc_jax.infra import sharding
 from mmc_jax.model import network
@@ -257,10 +258,10 @@ out["bench_errors"] = []
 for fields in (dict(batch=6), dict(memory_batch=6), dict(breakdown=True)):
     args = argparse.Namespace(**{**dict(batch=64, memory_batch=0, breakdown=False), **fields})
     try:
-        bench.selfplay_mesh(args)
+        bench_selfplay.selfplay_mesh(args)
     except SystemExit as error:
         out["bench_errors"].append(str(error))
-out["bench_mesh_devices"] = bench.selfplay_mesh(
+out["bench_mesh_devices"] = bench_selfplay.selfplay_mesh(
     argparse.Namespace(batch=64, memory_batch=0, breakdown=False)
 ).size
 print("RESULT " + json.dumps(out))

@@ -2,8 +2,10 @@
 or a command, no import cycle, no use of another module's `_private` names (read with `ast`,
 lazy imports inside functions included).
 
-The commands are the modules at the top of `mmc_jax/` (`python -m mmc_jax.NAME`); below them the
-parts, bottom to top (a part may import its own layer or lower ones, never a command):
+The commands are the modules at the top of `mmc_jax/` (`python -m mmc_jax.NAME`), and the
+command packages (`COMMAND_PACKAGES`: a command of several modules, run through its
+`__main__.py`); below them the parts, bottom to top (a part may import its own layer or lower
+ones, never a command):
 """
 
 from __future__ import annotations
@@ -26,6 +28,8 @@ PARTS = (
     {"algorithms"},  # AlphaZero and JOAT / Reptile, as the run loop runs them
 )
 COMMANDS = "commands"
+# Commands of several modules (one per benchmark): `python -m mmc_jax.bench` runs bench/__main__.py.
+COMMAND_PACKAGES = {"bench"}
 __doc__ += "\n".join(f"  {i}: {', '.join(sorted(layer))}" for i, layer in enumerate(PARTS))
 
 
@@ -41,7 +45,7 @@ def module_of(path: Path, package: Path = PACKAGE) -> str:
 
 def part_of(module: str) -> str:
     head = module.split(".")[0]
-    return head if (PACKAGE / head).is_dir() else COMMANDS
+    return head if (PACKAGE / head).is_dir() and head not in COMMAND_PACKAGES else COMMANDS
 
 
 def layer_of(module: str) -> int:
@@ -197,16 +201,20 @@ def test_no_cross_module_private_names():
     "name", ["train", "adapt", "evaluate", "play", "explore", "bench", "serve", "engine"]
 )
 def test_the_commands_sit_at_the_top_of_the_package(name):
-    assert (PACKAGE / f"{name}.py").is_file() and part_of(name) == COMMANDS
+    runs = PACKAGE / (f"{name}/__main__.py" if name in COMMAND_PACKAGES else f"{name}.py")
+    assert runs.is_file() and part_of(name) == COMMANDS
 
 
 def test_every_folder_is_a_part_and_the_top_holds_only_commands():
     folders = {str(p.parent.relative_to(PACKAGE)) for p in PACKAGE.rglob("__init__.py")}
-    assert folders - {"."} == set().union(*PARTS)  # one level: a part holds modules
-    for path in PACKAGE.glob("*.py"):
-        if path.stem != "__init__":
-            text = path.read_text(encoding="utf-8")
-            assert "def main(" in text, f"mmc_jax/{path.name} is no command: move it into a part"
+    # One level: a part holds modules, and so does a command package.
+    assert folders - {"."} == set().union(*PARTS) | COMMAND_PACKAGES
+    commands = [p for p in PACKAGE.glob("*.py") if p.stem != "__init__"]
+    commands += [PACKAGE / name / "__main__.py" for name in COMMAND_PACKAGES]
+    for path in commands:
+        text = path.read_text(encoding="utf-8")
+        where = path.relative_to(PACKAGE)
+        assert "def main(" in text, f"mmc_jax/{where} is no command: move it into a part"
 
 
 def test_the_old_flat_module_names_are_gone_and_no_import_hook_remains():

@@ -39,4 +39,4 @@ print(f"{arm:>20} round {round_}: {statistics.median(seconds):.2f} s per iterati
 PY
   done
 done
-python -m mmc_jax.bench iteration --configs gardner --repeats 2
+python -m mmc_jax.bench iteration --configs gardner:cpu --repeats 2

@@ -3,6 +3,7 @@ state on, and the per-round ratios paired by round (no timing is asserted, only 
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import re
@@ -12,15 +13,21 @@ from pathlib import Path
 
 import jax
 import jax.numpy as jnp
+import ml_collections
 import numpy as np
 import pytest
 
-from mmc_jax import bench
+from mmc_jax import algorithms
+from mmc_jax import rules as R
+from mmc_jax.bench import common, contract, env, iteration, memory, processes, programs, xla_flags
+from mmc_jax.bench import compile as compile_programs
+from mmc_jax.bench.__main__ import main
+from mmc_jax.infra import startup
 
 
 @pytest.fixture(autouse=True)
 def keep_xla_flags(monkeypatch):
-    """`bench.main` sets XLA_FLAGS (the commands' start-up) and some tests fake the flags: put
+    """`main` sets XLA_FLAGS (the commands' start-up) and some tests fake the flags: put
     the session's value back after each test, so no later child process inherits a fake flag
     (XLA refuses to start on an unknown one)."""
     monkeypatch.setenv("XLA_FLAGS", os.environ.get("XLA_FLAGS", ""))
@@ -33,7 +40,7 @@ def counting_arm(step: int):
 
 def test_every_arm_gets_its_compile_time_and_one_scan_time_per_round():
     arms = {"mmc_jax": counting_arm(1), "pgx": counting_arm(10)}
-    timed = bench.time_scans_interleaved(arms, rounds=3, verbose=False)
+    timed = common.time_scans_interleaved(arms, rounds=3, verbose=False)
     assert set(timed) == {"mmc_jax", "pgx"}
     for name in arms:
         assert len(timed[name]["seconds"]) == 3
@@ -43,10 +50,10 @@ def test_every_arm_gets_its_compile_time_and_one_scan_time_per_round():
 
 def test_round_ratios_pair_the_rounds_in_order():
     timed = {"mmc_jax": {"seconds": [1.0, 2.0, 4.0]}, "pgx": {"seconds": [6.0, 6.0, 6.0]}}
-    assert bench.round_ratios(timed, "pgx") == [6.0, 3.0, 1.5]
+    assert common.round_ratios(timed, "pgx") == [6.0, 3.0, 1.5]
     timed["pgx"]["seconds"].pop()
     with pytest.raises(ValueError):  # unpaired rounds are a bug, never a silent shorter list
-        bench.round_ratios(timed, "pgx")
+        common.round_ratios(timed, "pgx")
 
 
 def test_the_state_advances_every_call():
@@ -68,7 +75,7 @@ def test_the_state_advances_every_call():
 
             return Lowered()
 
-    bench.time_scans_interleaved({"mmc_jax": (Spy(), state)}, rounds=4, verbose=False)
+    common.time_scans_interleaved({"mmc_jax": (Spy(), state)}, rounds=4, verbose=False)
     assert seen == [0, 1, 2, 3, 4]  # warm-up from the start, then each round from the last
 
 
@@ -76,7 +83,7 @@ def test_the_state_advances_every_call():
 def test_selfplay_vs_pgx_reports_the_median_ratio_of_paired_rounds(capsys):
     # End to end on a tiny search (2 games, 1 ply, 2 simulations, 1x8 net): every arm timed in
     # every round, and the JSON's ratio is the median of the rounds' pgx / mmc_jax ratios.
-    bench.main(
+    main(
         "selfplay --vs-pgx --batch 2 --plies 1 --simulations 2 --blocks 1 --channels 8 "
         "--repeats 3 --json".split()
     )
@@ -106,14 +113,14 @@ def test_env_vs_pgx_and_mixed_are_timed_round_robin_with_paired_ratios(capsys, m
         built.append(("pgx", batch, scan_length))
         return counting_arm(10)
 
-    monkeypatch.setattr(bench.bench_programs, "mmc_env_runner", mmc_runner)
-    monkeypatch.setattr(bench.bench_programs, "pgx_env_runner", pgx_runner)
-    bench.main(
+    monkeypatch.setattr(programs, "mmc_env_runner", mmc_runner)
+    monkeypatch.setattr(programs, "pgx_env_runner", pgx_runner)
+    main(
         "env --batch-sizes 2 --scan-length 3 --repeats 3 --movegen-batch 0 --vs-pgx --mixed "
         "--json".split()
     )
     result = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
-    mixed_specs = bench.R.sample_variants(0, 2)
+    mixed_specs = R.sample_variants(0, 2)
     assert built == [("mmc", ["gardner"], 2, 3), ("pgx", 2, 3), ("mmc", list(mixed_specs), 2, 3)]
     (row,) = result["rows"]
     rounds = row["seconds_per_scan_rounds"]
@@ -141,10 +148,8 @@ def fake_env_runners(monkeypatch, on_start=None):
             on_start(batch)
         return counting_arm(1)
 
-    monkeypatch.setattr(bench.bench_programs, "mmc_env_runner", mmc_runner)
-    monkeypatch.setattr(
-        bench.bench_programs, "pgx_env_runner", lambda batch, scan_length: counting_arm(10)
-    )
+    monkeypatch.setattr(programs, "mmc_env_runner", mmc_runner)
+    monkeypatch.setattr(programs, "pgx_env_runner", lambda batch, scan_length: counting_arm(10))
 
 
 @pytest.mark.parametrize("as_json", [False, True], ids=["text", "json"])
@@ -163,7 +168,7 @@ def test_env_prints_and_writes_each_row_before_the_next_starts(
     fake_env_runners(monkeypatch, on_start)
     argv = "env --batch-sizes 2 3 4 --scan-length 2 --repeats 1 --movegen-batch 0 --vs-pgx "
     argv += f"--json-out {path}" + (" --json" if as_json else "")
-    bench.main(argv.split())
+    main(argv.split())
     printed.append(capsys.readouterr().out)
     assert [batch for batch, _, _ in seen] == [2, 3, 4]
     for done, (_, written, out) in enumerate(seen):
@@ -184,9 +189,9 @@ def test_env_prints_and_writes_each_row_before_the_next_starts(
 def test_env_time_limit_of_zero_measures_one_row_and_names_the_rest(monkeypatch, capsys, tmp_path):
     started = []
     fake_env_runners(monkeypatch, started.append)
-    monkeypatch.setattr(bench, "legal_moves_per_second", lambda *a: pytest.fail("movegen ran"))
+    monkeypatch.setattr(env, "legal_moves_per_second", lambda *a: pytest.fail("movegen ran"))
     path = tmp_path / "env.json"
-    bench.main(
+    main(
         f"env --batch-sizes 2 3 4 --scan-length 2 --repeats 1 --movegen-batch 8 --time-limit 0 "
         f"--json --json-out {path}".split()
     )
@@ -208,9 +213,9 @@ def test_selfplay_time_limit_keeps_the_moves_and_skips_breakdown_and_memory(
         assert batch == 2, "only the moves/s row may build a runner"
         return *counting_arm(1), (None, None, None)
 
-    monkeypatch.setattr(bench.bench_programs, "mmc_selfplay_runner", runner)
+    monkeypatch.setattr(programs, "mmc_selfplay_runner", runner)
     path = tmp_path / "selfplay.json"
-    bench.main(
+    main(
         f"selfplay --batch 2 --plies 1 --repeats 2 --breakdown --memory-batch 4 --time-limit 0 "
         f"--json-out {path}".split()
     )
@@ -236,7 +241,7 @@ def fake_child(argv, environ):
 @pytest.mark.parametrize(
     "argv, first_call, skipped",
     [
-        ("iteration --configs gardner joat", "gardner", ["joat"]),
+        ("iteration --configs gardner:cpu joat:quick", "gardner:cpu", ["joat:quick"]),
         (
             "processes --repeats 2",
             (1, 2),  # 1 process x 2 devices
@@ -260,20 +265,15 @@ def test_every_multi_row_benchmark_stops_at_its_time_limit(
 ):
     # The first row always runs (a limit of 0 measures exactly one); the rest are named.
     calls = []
+    monkeypatch.setattr(iteration, "time_config", lambda args, spec: calls.append(spec) or {})
     monkeypatch.setattr(
-        bench, "_iteration_gardner", lambda args: calls.append("gardner") or {"config": "g"}
+        processes, "iteration_seconds", lambda *a: calls.append(a[2:]) or fake_process_run(*a)
     )
-    monkeypatch.setattr(bench, "_iteration_joat", lambda args: calls.append("joat") or {})
-    monkeypatch.setattr(
-        bench, "_iteration_seconds", lambda *a: calls.append(a[2:]) or fake_process_run(*a)
-    )
-    monkeypatch.setattr(bench, "_child_json", lambda *a: calls.append(a[0]) or fake_child(*a))
-    monkeypatch.setattr(bench.startup, "xla_flags_value", lambda environ: "--xla_fake=true")
-    monkeypatch.setattr(
-        bench, "memory_of_iteration", lambda name, preset: calls.append(f"{name}:{preset}") or {}
-    )
+    monkeypatch.setattr(xla_flags, "child_json", lambda *a: calls.append(a[0]) or fake_child(*a))
+    monkeypatch.setattr(startup, "xla_flags_value", lambda environ: "--xla_fake=true")
+    monkeypatch.setattr(memory, "measure", lambda spec: calls.append(spec) or {})
     path = tmp_path / "result.json"
-    bench.main([*argv.split(), "--time-limit", "0", "--json", "--json-out", str(path)])
+    main([*argv.split(), "--time-limit", "0", "--json", "--json-out", str(path)])
     out, err = capsys.readouterr()
     assert calls == [first_call]
     result = json.loads(path.read_text())
@@ -288,45 +288,143 @@ def test_every_multi_row_benchmark_stops_at_its_time_limit(
 @pytest.mark.parametrize("value", ["-1", "nan", "soon"])
 def test_a_bad_time_limit_is_one_line_before_any_work(capsys, benchmark, value):
     with pytest.raises(SystemExit) as exit_info:
-        bench.main([benchmark, "--time-limit", value])
+        main([benchmark, "--time-limit", value])
     assert exit_info.value.code == 2
     last = capsys.readouterr().err.strip().splitlines()[-1]
     assert last.startswith(f"python -m mmc_jax.bench {benchmark}: error: argument --time-limit")
 
 
 @pytest.mark.parametrize(
-    "flag, value, message",
+    "argv, message",
     [
-        ("--recon-replay", "0", "--recon-replay must be at least 1 (1: no replay), got 0"),
-        ("--recon-games", "-2", "--recon-games must be at least 1 (0: the preset's), got -2"),
-        ("--recon-model", "/no/model", "--recon-model /no/model: no such file or folder"),
+        ("iteration --configs gardner", "--configs 'gardner': expected configs/NAME.py:PRESET"),
+        ("memory --configs gardner", "--configs 'gardner': expected configs/NAME.py:PRESET"),
+        ("iteration --arm gumbel", "--arm 'gumbel': expected NAME:OVERRIDES"),
+        ("iteration --arm :--config.seed=1", "--arm ':--config.seed=1': expected NAME:OVERRIDES"),
+        ("iteration --arm a:seed=1", "--arm 'a:seed=1': 'seed=1' is no --config.FIELD=VALUE"),
+        ("iteration --arm a: --arm a:--config.seed=2", "--arm: two arms have the same name"),
     ],
 )
-def test_iteration_refuses_bad_recon_flags_in_one_line(capsys, flag, value, message):
+def test_iteration_and_memory_refuse_a_bad_spec_or_arm_in_one_line(capsys, argv, message):
     with pytest.raises(SystemExit) as exit_info:
-        bench.main(["iteration", "--configs", "recon", flag, value])
+        main(argv.split())
     assert exit_info.value.code == 2
     last = capsys.readouterr().err.strip().splitlines()[-1]
-    assert last.endswith("error: " + message), last
+    assert "error: " + message in last, last
+
+
+# --------------------------------------------------------------------------------------------
+# `bench iteration`: every learner through the Algorithm contract, arms of config overrides
+
+
+class CountingAlgorithm:
+    """An algorithm stand-in for the timer: the data of iteration i is i."""
+
+    batch_field = "games"
+
+    def host_data(self, config, mesh, data, iteration):
+        return iteration
+
+
+def test_iteration_times_the_arms_round_robin_each_carrying_its_state_on(monkeypatch):
+    calls = []
+
+    def step_of(name):
+        def step(state, data, key, index):
+            calls.append((name, state, data, index))
+            return state + 1, {"selfplay/frames": 12, "selfplay/games": 3}
+
+        return step
+
+    config = ml_collections.ConfigDict({"seed": 0, "games": 4})
+    prepared = contract.Prepared(CountingAlgorithm(), config, None)
+    arms = {name: iteration.Arm(prepared, None, step_of(name), 1.0) for name in ("a", "b")}
+    monkeypatch.setattr(iteration, "checkpoint_seconds", lambda arm, state: 0.5)
+    args = argparse.Namespace(warmup=1, repeats=2, json=True)
+    timed = iteration.time_arms(args, arms, {"a": 0, "b": 100})
+    # The warm-up of each arm, then a round of every arm, twice, each from its last state.
+    assert calls == [
+        ("a", 0, 0, 0),
+        ("b", 100, 0, 0),
+        ("a", 1, 1, 1),
+        ("b", 101, 1, 1),
+        ("a", 2, 2, 2),
+        ("b", 102, 2, 2),
+    ]
+    timed["a"]["seconds"], timed["b"]["seconds"] = [1.0, 2.0], [3.0, 2.0]
+    first = iteration.summary(arms["a"], timed["a"], None, [])
+    second = iteration.summary(arms["b"], timed["b"], timed["a"], ["--config.seed=1"])
+    assert "vs_first" not in first and second["vs_first"] == pytest.approx(2.0)  # of 3 and 1
+    assert second["iteration_s"] == 2.5 and second["checkpoint_s"] == 0.5
+    assert second["frames_per_s"] == pytest.approx(np.median([12 / 3, 12 / 2]))
+    assert second["games_per_s"] == pytest.approx(np.median([3 / 3, 3 / 2]))
+    assert second["batch"] == {"games": 4} and second["overrides"] == ["--config.seed=1"]
+
+
+def test_iteration_names_a_model_that_does_not_fit_before_compiling():
+    # gardner-cpu is a 2x32 network, gardner:smoke's a 1x8: one line, before any compile.
+    with pytest.raises(SystemExit) as exit_info:
+        main(["iteration", "--configs", "gardner:smoke", "--init-from", "gardner-cpu"])
+    assert str(exit_info.value) == (
+        "error: --init-from gardner-cpu: its parameters do not fit the config's network"
+    )
+
+
+def smoke_specs() -> dict[str, str]:
+    """{learner: NAME:smoke} of the config files in configs/ with a smoke preset (the first
+    file, by name, for a learner that several train)."""
+    found = {}
+    for name in contract.config_names():
+        try:
+            config = contract.load_config(f"{name}:smoke")
+        except ValueError:  # no smoke preset
+            continue
+        found.setdefault(algorithms.name_of(config), f"{name}:smoke")
+    return found
+
+
+@pytest.mark.slow
+def test_iteration_times_every_registered_learner_through_its_compiled_step(tmp_path, capsys):
+    """One generic road (`mmc_jax.bench.contract`): each learner's smoke config prepared,
+    its data and state made, its iteration compiled and called once, timed. A config whose
+    data engine workers make plays its games in this process (`data.processes=1`, as the
+    contract harness does: a pool's teardown can hang when SIGTERM reaches a worker's JAX
+    thread instead of its main thread)."""
+    specs = smoke_specs()
+    assert sorted(specs) == sorted(algorithms.REGISTRY)
+    pooled = [s for s in specs.values() if "processes" in contract.load_config(s).get("data", {})]
+    runs = []
+    for configs, arm in (
+        ([s for s in specs.values() if s not in pooled], []),
+        (pooled, ["--arm", "config:--config.data.processes=1"]),
+    ):
+        path = tmp_path / f"iteration{len(runs)}.json"
+        argv = ["iteration", "--configs", *configs, "--warmup", "0", "--repeats", "1", *arm]
+        main([*argv, "--json-out", str(path)])
+        result = json.loads(path.read_text())
+        assert result["complete"] and result["skipped"] == []
+        runs += result["runs"]
+    assert {run["algorithm"]: run["config"] for run in runs} == specs
+    for run in runs:
+        (arm,) = run["arms"].values()
+        assert arm["compile_s"] > 0 and arm["iteration_s"] > 0 and arm["checkpoint_s"] > 0
+        assert arm["frames_per_iteration"] > 0 and arm["frames_per_s"] > 0
+    out = capsys.readouterr().out
+    assert all(f"{spec} [config] (" in out for spec in specs.values())
 
 
 def test_a_json_out_that_cannot_be_written_is_one_line_before_any_work(capsys, tmp_path):
     with pytest.raises(SystemExit) as exit_info:
-        bench.main(["learner", "--json-out", str(tmp_path / "no" / "such" / "folder.json")])
+        main(["learner", "--json-out", str(tmp_path / "no" / "such" / "folder.json")])
     assert exit_info.value.code == 2
     last = capsys.readouterr().err.strip().splitlines()[-1]
     assert "--json-out" in last and "cannot write it" in last, last
 
 
-def test_memory_refuses_a_config_it_cannot_name_in_one_line():
-    with pytest.raises(SystemExit, match="expected gardner:PRESET or joat:PRESET"):
-        bench.main(["memory", "--configs", "gardner"])
-
-
 @pytest.mark.slow
 def test_memory_reports_the_packed_replay_sample_and_the_compiled_peak(tmp_path):
     path = tmp_path / "memory.json"
-    bench.main(["memory", "--configs", "gardner:smoke", "--json-out", str(path)])
+    main(["memory", "--configs", "gardner:smoke", "--json-out", str(path)])
     (run,) = json.loads(path.read_text())["runs"]
     assert run["config"] == "gardner:smoke"
     assert run["replay_bytes_per_sample"] <= 2048  # issue 38's target for a replay sample
@@ -419,7 +517,7 @@ def test_gpu_sh_keeps_every_finished_part(tmp_path):
 
 
 def test_move_times_every_model_on_the_same_positions_with_ratios_to_the_first(capsys):
-    bench.main(
+    main(
         [
             "move", "--models", "gardner-cpu", "joat-cpu", "--simulations", "2", "4",
             "--positions", "2", "--repeats", "1", "--json",
@@ -440,7 +538,7 @@ def test_move_times_every_model_on_the_same_positions_with_ratios_to_the_first(c
 
 def test_move_names_a_model_it_cannot_load_in_one_line(capsys, tmp_path):
     with pytest.raises(SystemExit) as exit_info:
-        bench.main(["move", "--models", str(tmp_path / "missing")])
+        main(["move", "--models", str(tmp_path / "missing")])
     assert str(exit_info.value).startswith("error: --models ")
     assert "\n" not in str(exit_info.value)
 
@@ -448,36 +546,32 @@ def test_move_names_a_model_it_cannot_load_in_one_line(capsys, tmp_path):
 def test_compile_measures_each_program_in_its_own_process_with_its_sizes(tmp_path, capsys):
     """`bench compile`: a row per program with its seconds by stage (summing to compile_s),
     the programs XLA compiled and the sizes of the main one, written as it is measured."""
-    from mmc_jax import compile_bench
-
     path = tmp_path / "compile.json"
-    bench.main(["compile", "--programs", "rules-step", "--json-out", str(path)])
+    main(["compile", "--programs", "rules-step", "--json-out", str(path)])
     out = capsys.readouterr().out
     row = json.loads(path.read_text())["programs"]["rules-step"]
     assert "error" not in row, row
     stages = row["trace_s"] + row["lower_s"] + row["xla_s"]
     assert row["compile_s"] == pytest.approx(stages, abs=0.01) and row["xla_s"] > 0
     assert row["programs"] >= 1 and row["stablehlo_lines"] > 100 and row["hlo_lines"] > 100
-    assert compile_bench.format_row(row) in out
+    assert compile_programs.format_row(row) in out
 
 
 def test_compile_ratios_pair_each_program_with_its_pgx_peer_and_report_failures():
-    from mmc_jax import compile_bench
-
     rows = {
         "env-scan": {"program": "env-scan", "compile_s": 3.0},
         "pgx-env": {"program": "pgx-env", "compile_s": 6.0},
         "selfplay-scan": {"program": "selfplay-scan", "compile_s": 9.0},
         "pgx-selfplay": {"program": "pgx-selfplay", "error": "timed out after 1 s"},
     }
-    compile_bench.add_ratios(rows)
+    compile_programs.add_ratios(rows)
     assert rows["env-scan"]["vs_pgx"] == pytest.approx(0.5)
     assert "vs_pgx" not in rows["selfplay-scan"] and "vs_pgx" not in rows["pgx-env"]
-    assert compile_bench.format_row(rows["pgx-selfplay"]).endswith("failed: timed out after 1 s")
+    assert compile_programs.format_row(rows["pgx-selfplay"]).endswith("failed: timed out after 1 s")
 
 
 def test_compile_refuses_an_unknown_program_in_one_line(capsys):
     with pytest.raises(SystemExit) as exit_info:
-        bench.main(["compile", "--programs", "nothing"])
+        main(["compile", "--programs", "nothing"])
     assert exit_info.value.code == 2
     assert "invalid choice: 'nothing'" in capsys.readouterr().err

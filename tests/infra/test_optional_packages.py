@@ -10,7 +10,8 @@ import jax
 import jax.numpy as jnp
 import pytest
 
-from mmc_jax import bench
+from mmc_jax.bench import programs
+from mmc_jax.bench.__main__ import main as bench_main
 from mmc_jax.infra import metrics
 
 
@@ -45,9 +46,9 @@ def test_a_benchmark_without_pgx_measures_its_own_arms(monkeypatch, capsys):
     def pgx_runner(batch, scan_length):  # pragma: no cover - must not be called
         raise AssertionError("the pgx arm ran without pgx")
 
-    monkeypatch.setattr(bench.bench_programs, "mmc_env_runner", mmc_runner)
-    monkeypatch.setattr(bench.bench_programs, "pgx_env_runner", pgx_runner)
-    bench.main(
+    monkeypatch.setattr(programs, "mmc_env_runner", mmc_runner)
+    monkeypatch.setattr(programs, "pgx_env_runner", pgx_runner)
+    bench_main(
         "env --batch-sizes 2 --scan-length 3 --repeats 2 --movegen-batch 0 --vs-pgx --json".split()
     )
     out, err = capsys.readouterr()
@@ -63,7 +64,7 @@ def test_no_command_imports_pyffish_or_pgx_at_start_up():
         "sys.modules['pyffish'] = None\n"
         "sys.modules['pgx'] = None\n"
         "import mmc_jax.train, mmc_jax.adapt, mmc_jax.evaluate, mmc_jax.play, mmc_jax.analyse\n"
-        "import mmc_jax.explore, mmc_jax.export, mmc_jax.bench, mmc_jax.uci\n"
+        "import mmc_jax.explore, mmc_jax.export, mmc_jax.bench.__main__, mmc_jax.uci\n"
         "print('ok')\n"
     )
     done = subprocess.run(

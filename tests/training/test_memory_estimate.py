@@ -9,8 +9,9 @@ import re
 import pytest
 
 from configs import gardner, joat
-from mmc_jax import bench
 from mmc_jax.algorithms import alphazero, meta
+from mmc_jax.bench import contract
+from mmc_jax.bench import memory as bench_memory
 from mmc_jax.training import memory, runloop
 
 MIB = 2**20
@@ -25,8 +26,7 @@ def test_the_estimate_is_within_a_factor_of_two_of_the_compiled_iteration(spec):
     the same iteration compiled on the CPU (arguments + outputs - donated + temporaries).
     `python -m mmc_jax.bench memory --configs gardner:cpu gardner:full joat:cpu joat:full`
     gives 0.94-1.38 at the presets' own sizes (experiments/bench/README.md)."""
-    name, _, preset = spec.partition(":")
-    run = bench.memory_of_iteration(name, preset)
+    run = bench_memory.measure(spec)
     assert run["estimate_bytes"]["state"] == run["state_bytes"]
     assert 0.5 <= run["estimate_over_peak"] <= 2.0, run
 
@@ -120,5 +120,5 @@ def test_bench_resolves_a_full_presets_batch_before_building_it():
     """`bench iteration --gardner-preset full` crashed on batch 0 (issue 50): the bench now
     resolves the fill-the-device batch as `train` does."""
     for name, field in (("gardner", "selfplay.batch_size"), ("joat", "meta.games_per_task")):
-        config, _ = bench._filled_preset(name, "full")
+        config = contract.prepare(f"{name}:full").config
         assert runloop.batch_size(config, field) >= memory.FILL_MIN

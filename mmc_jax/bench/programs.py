@@ -1,16 +1,26 @@
 """The programs the benchmarks time and compile: random play and self-play over mmc_jax and
 over pgx `gardner_chess`, each a jitted `run(state, key) -> state` with its first state
-(`python -m mmc_jax.bench env|selfplay|compile`)."""
+(`python -m mmc_jax.bench env|selfplay|compile`). pgx is a test and benchmark extra: it is
+imported only by the runners that play it."""
 
 from __future__ import annotations
 
 import jax
 import jax.numpy as jnp
+import mctx
+import ml_collections
 
 from mmc_jax import rules as R
+from mmc_jax import search
+from mmc_jax.infra import sharding
+from mmc_jax.model.network import init_params, make_network
+from mmc_jax.search import mcts
+from mmc_jax.training import selfplay
 
 
 def where_done(done, fresh, state):
+    """`fresh` where a game is `done` [B], `state` elsewhere, leaf by leaf."""
+
     def pick(f, s):
         return jnp.where(done.reshape(done.shape + (1,) * (s.ndim - 1)), f, s)
 
@@ -40,7 +50,8 @@ def mmc_env_runner(variants: list[str], batch: int, scan_length: int):
 
 
 def pgx_env_runner(batch: int, scan_length: int):
-    import pgx
+    """pgx `gardner_chess` random play under the same protocol as `mmc_env_runner`."""
+    import pgx  # the optional extra
 
     env = pgx.make("gardner_chess")
     init = jax.vmap(env.init)
@@ -61,10 +72,8 @@ def pgx_env_runner(batch: int, scan_length: int):
 
 
 def selfplay_network(channels_in: int, blocks: int, channels: int, dtype: str = "float32"):
-    import ml_collections
-
-    from mmc_jax.model.network import init_params, make_network
-
+    """The benchmarks' policy-value network over `channels_in` input planes and its
+    parameters."""
     cfg = ml_collections.ConfigDict(dict(num_blocks=blocks, channels=channels, dtype=dtype))
     network = make_network(cfg)
     return network, init_params(network, jax.random.key(0), (5, 5, channels_in))
@@ -73,8 +82,6 @@ def selfplay_network(channels_in: int, blocks: int, channels: int, dtype: str = 
 def mapped_scan(scan, mesh, batched_args: tuple = ()):
     """`jax.jit` of `run(state, key) = scan(*batched_args, state, key)`; on a mesh under
     `sharding.map_games`, every device playing its share of the games (as training does)."""
-    from mmc_jax.infra import sharding
-
     axes = (0,) * len(batched_args) + (0, None)
     mapped = sharding.map_games(lambda *args: (scan(*args),), mesh, axes, (0,))
     return jax.jit(lambda state, key: mapped(*batched_args, state, key)[0])
@@ -95,9 +102,6 @@ def mmc_selfplay_runner(
     next (`step_with_planes`) and generates the start positions' once per scan
     (`selfplay.planes_and_starts`): one move generation a ply outside the search, as pgx
     carries its legal mask in its state."""
-    from mmc_jax import search
-    from mmc_jax.training import selfplay
-
     rules = R.batch("gardner", batch)
     network, params = selfplay_network(R.OBS_CHANNELS, blocks, channels, dtype)
 
@@ -132,10 +136,7 @@ def pgx_selfplay_runner(
     `mctx.gumbel_muzero_policy` (`loop="mctx"`: pgx as people use it) or by the project's
     batch-first `mcts.gumbel_muzero_policy` (`loop="mcts"`: the same loop as ours); with
     `mesh`, mapped over the devices like ours (each device searches its own games)."""
-    import mctx
-    import pgx
-
-    from mmc_jax.search import mcts
+    import pgx  # the optional extra
 
     policy = {"mctx": mctx.gumbel_muzero_policy, "mcts": mcts.gumbel_muzero_policy}[loop]
 
