@@ -10,9 +10,10 @@ JOAT / Reptile, supervised, TD(λ), recon: configs/ has one file each), and this
 none of them: every algorithm runs in the one loop of `mmc_jax.training.runloop.run`: a progress
 line per iteration with an ETA, `metrics.jsonl`, TensorBoard events, PNG plots, orbax
 checkpoints and the files its algorithm keeps in the workdir (JOAT: `tasks.txt`, every task
-with its sampling weight); evaluation every `eval.every` iterations. Re-running the same command resumes from the latest
-checkpoint (a finished workdir says so and trains nothing). SIGTERM or Ctrl-C stop after the
-iteration in progress, which is checkpointed (during start-up: before the first iteration). A
+with its sampling weight); evaluation every `eval.every` iterations. Re-running the same
+command resumes from the latest checkpoint (a finished workdir says so and trains nothing).
+SIGTERM or Ctrl-C stop after the iteration in progress, which is checkpointed (during
+start-up: before the first iteration). A
 non-finite loss stops the run before anything of that iteration is saved, and a re-run resumes
 from a step a finite iteration ran from. One run at a time per workdir: a second is refused,
 naming the first (`runloop.workdir_lock`). `--init_from MODEL` starts a fresh workdir from a
