@@ -14,7 +14,14 @@ from experiments.adaptation.decisive.recipes import (
     joat_config,
     procedure_section,
 )
-from experiments.adaptation.decisive.store import Study, committed, export, frames_at, slug
+from experiments.adaptation.decisive.store import (
+    Study,
+    committed,
+    export,
+    frames_at,
+    reused,
+    slug,
+)
 
 
 def play_match(network, params, variant, preset, key, opponent_model, opponent_simulations=None):
@@ -128,11 +135,8 @@ def shared_curve(study: Study, variant: str) -> dict | None:
     """The `reuse` preset's committed curve of `variant` (its mid, calibration and scratch
     curve), written into this preset's artefacts, when both presets have the same references
     and yardstick; None otherwise."""
-    preset = study.preset
-    if not preset.reuse:
-        return None
-    source = committed(preset.reuse, study.warn)
-    if source.artefacts.resolve() == study.artefacts.resolve():
+    preset, source = study.preset, reused(study)
+    if source is None:
         return None
     theirs = source.read("curve", f"{slug(variant)}.json")
     same_references = source.read("reference", f"{slug(variant)}.json") == study.read(
@@ -340,11 +344,8 @@ def shared_cell(study: Study, arm: str, seed: int, variant: str, choice: dict, c
     preset's artefacts, when it was played from the same start (scratch, or a pretraining run
     this preset copied from there) with the same procedure, mid, final reference and
     yardsticks (Amendment 5's gardner and scratch cells at SGD 0.3); None otherwise."""
-    preset = study.preset
-    if not preset.reuse:
-        return None
-    source = committed(preset.reuse, study.warn)
-    if source.artefacts.resolve() == study.artefacts.resolve():
+    preset, source = study.preset, reused(study)
+    if source is None:
         return None
     if arm != "scratch":
         mine = study.read("pretrain", f"{arm}_s{seed}.json") or {}

@@ -23,6 +23,7 @@ from experiments.adaptation.decisive.store import (
     committed,
     export,
     frames_at,
+    reused,
     slug,
     write_pack,
 )
@@ -140,10 +141,8 @@ def reusable(study: Study, arm: str, seed: int, choice: dict | None) -> Study | 
     """The `reuse` preset's committed artefacts when they hold the pretraining run (`arm`, `seed`)
     with exactly the config this preset would train (JOAT: with this preset's procedure
     `choice` against the one that preset chose); None otherwise."""
-    if not study.preset.reuse:
-        return None
-    source = committed(study.preset.reuse, study.warn)
-    if source.artefacts.resolve() == study.artefacts.resolve():
+    source = reused(study)
+    if source is None:
         return None
     if source.read("pretrain", f"{arm}_s{seed}.json") is None:
         return None

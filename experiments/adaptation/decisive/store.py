@@ -156,6 +156,17 @@ def committed(preset_name: str, warn=warn_on_stderr) -> Study:
     return Study(preset_name, PRESETS[preset_name], Path("/nonexistent"), artefacts, True, warn)
 
 
+def reused(study: Study) -> Study | None:
+    """The committed artefacts of the preset `study` reuses (`Preset.reuse`), or None when it
+    reuses none or they are its own artefacts."""
+    if not study.preset.reuse:
+        return None
+    source = committed(study.preset.reuse, study.warn)
+    if source.artefacts.resolve() == study.artefacts.resolve():
+        return None
+    return source
+
+
 def write_pack(study: Study, pack: Path) -> None:
     """Every finished pretraining run (its exported model and JSON) into the tar.gz `pack`
     (`experiments.lab.archive`), rewritten whole after each run, so a time limit keeps what
