@@ -321,20 +321,25 @@ class Checkpointer:
         """The newest committed step, or None when there is none."""
         return self._manager.latest_step()
 
-    def settled_latest_step(self, timeout: float = 10.0) -> int | None:
-        """The newest committed step once no save is in flight, read from the folder: after a
-        wait that a second Ctrl-C cut short, orbax's background commit of a later step can
-        still finish; a step folder being written (orbax's `*.orbax-checkpoint-tmp*`) is
-        waited for up to `timeout` seconds."""
-        self.wait()
-        deadline = time.time() + timeout
+    def committed_step(self, wait_seconds: float = 5.0) -> int | None:
+        """The newest step committed on disk, read from the folder without waiting on orbax's
+        threads (a signal handler calls it while the main thread may be inside a save): a step
+        being written (orbax's `*.orbax-checkpoint-tmp*`) is given up to `wait_seconds` to
+        commit."""
         folder = storage.to_path(self.directory)
+        if not folder.exists():
+            return None
+        deadline = time.time() + wait_seconds
         while time.time() < deadline and any(
-            ".orbax-checkpoint-tmp" in path.name for path in folder.iterdir()
+            ocp.utils.is_tmp_checkpoint(path) for path in folder.iterdir()
         ):
             time.sleep(0.1)
-        self._manager.reload()
-        return self._manager.latest_step()
+        steps = [
+            int(path.name)
+            for path in folder.iterdir()
+            if path.name.isdigit() and ocp.utils.is_checkpoint_finalized(path)
+        ]
+        return max(steps, default=None)
 
     def all_steps(self) -> list[int]:
         """All committed steps, ascending."""

@@ -36,9 +36,9 @@ but `params`:
    a state with a non-finite parameter or optimizer value (nor resumes from one).
 3. SIGTERM (a preempted VM, a Kubernetes eviction) or Ctrl-C stops the run after the iteration
    in progress: that iteration is checkpointed, the loop says how to resume and returns. A
-   second Ctrl-C stops at once: the last checkpoint stays the last good one, and `run` raises
-   `Interrupted` once it is committed and said (train and adapt then exit 130 at once,
-   `cli.exit_at_once`). A signal during
+   second Ctrl-C stops at once: the line names the newest committed checkpoint and the
+   process ends with 130 from the signal handler (`cli.exit_at_once`; with
+   `handle_signals=False`, a KeyboardInterrupt raises `Interrupted` once said). A signal during
    start-up (restore, compilation) stops the run before its first iteration, and it says so.
 
 `run` returns a `RunResult` with the final state (its parameters on the mesh), the last record
@@ -65,7 +65,7 @@ import numpy as np
 from jax.sharding import Mesh
 
 from mmc_jax.infra import checkpoint as checkpoint_lib
-from mmc_jax.infra import compile_log, sharding, storage
+from mmc_jax.infra import cli, compile_log, sharding, storage
 from mmc_jax.infra import metrics as metrics_lib
 from mmc_jax.training import memory
 from mmc_jax.training.algorithm import Algorithm
@@ -225,12 +225,17 @@ class Interrupted(KeyboardInterrupt):
 
 class _StopRequest:
     """SIGTERM / SIGINT handlers (main thread only) that ask the loop to stop after the
-    iteration in progress; a second SIGINT raises KeyboardInterrupt at once."""
+    iteration in progress. A second SIGINT while iterating calls `at_once` inside the handler,
+    which names the last committed checkpoint and ends the process (it does not return); during
+    start-up it raises KeyboardInterrupt. Raising from the handler while iterating would land
+    wherever the main thread happens to be: in a weakref finalizer Python prints the
+    KeyboardInterrupt and goes on, inside orbax's wait it logs a traceback (both seen in CI)."""
 
-    def __init__(self, log: Callable[[str], None]):
+    def __init__(self, log: Callable[[str], None], at_once: Callable[[], None] | None = None):
         self.requested: str | None = None
         self.looping = False  # False during start-up (restore, compile): no iteration to finish
         self._log = log
+        self._at_once = at_once
         self._previous: dict[int, Any] = {}
 
     def __enter__(self) -> _StopRequest:
@@ -243,6 +248,8 @@ class _StopRequest:
         del frame
         name = signal.Signals(signum).name
         if self.requested and signum == signal.SIGINT:
+            if self.looping and self._at_once is not None:
+                self._at_once()
             raise KeyboardInterrupt
         self.requested = name
         self._log(
@@ -660,7 +667,7 @@ def _run(algorithm, config, mesh, workdir, log, init, on_eval, handle_signals):
     writer = None
     # Installed before start-up: a SIGTERM while restoring or compiling (Python runs handlers
     # once the compiler returns) stops the run before its first iteration, and says so.
-    stop = _StopRequest(log) if handle_signals else None
+    stop = _StopRequest(log, at_once=lambda: _exit_at_once(ckpt, log)) if handle_signals else None
     if stop is not None:
         stop.__enter__()
     session = _Session(
@@ -838,14 +845,30 @@ def _iterate(session: _Session, writer, begin: _Start, end: int, step_fn, data, 
                 )
                 stopped = True
                 break
-    except KeyboardInterrupt:
-        kept = ckpt.settled_latest_step()  # a save the interrupt cut into may still commit
-        log(
-            f"interrupted; the last checkpoint ({ckpt.directory}/{kept}) "
-            "is kept. Run the same command to resume."
-        )
+    except KeyboardInterrupt:  # signals not handled here (handle_signals=False)
+        log(_interrupted_line(ckpt))
         raise Interrupted from None
     return state, record, stopped
+
+
+def _interrupted_line(ckpt: checkpoint_lib.Checkpointer) -> str:
+    """The line a stop at once ends with: the newest step committed on disk, once a save in
+    flight has had a few seconds to commit."""
+    kept = ckpt.committed_step(wait_seconds=5.0)
+    if kept is None:
+        return "interrupted before the first checkpoint; the run starts afresh when run again."
+    return (
+        f"interrupted; the last checkpoint ({ckpt.directory}/{kept}) "
+        "is kept. Run the same command to resume."
+    )
+
+
+def _exit_at_once(ckpt: checkpoint_lib.Checkpointer, log: Callable[[str], None]) -> None:
+    """A second Ctrl-C while iterating: says what is kept and ends the process with 130 from
+    the signal handler, without unwinding (an iteration may still run in XLA's threads, and
+    Python's shutdown under it crashed with -11)."""
+    log(_interrupted_line(ckpt))
+    cli.exit_at_once(130)
 
 
 def _check_iteration(session: _Session, state, record: dict[str, Any], iteration: int) -> None:

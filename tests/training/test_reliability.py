@@ -846,9 +846,10 @@ def test_another_algorithms_workdir_is_named_not_listed_leaf_by_leaf(runs, tmp_p
 
 
 def test_a_second_ctrl_c_stops_at_once_with_130_and_keeps_the_last_checkpoint(tmp_path):
-    """Two SIGINTs a moment apart while `train` iterates: one line says which checkpoint is
-    kept, the command ends within seconds with 130 (it ended 0, or crashed with -11 as XLA's
-    threads ran on under Python's shutdown), and the same command resumes from that step."""
+    """Two SIGINTs while `train` iterates: one line names the newest committed checkpoint, the
+    command ends within seconds with 130 and no traceback (it ended 0, crashed with -11 as XLA's
+    threads ran on under Python's shutdown, and, raising from the handler, printed orbax's or a
+    finalizer's KeyboardInterrupt traceback in CI), and the same command resumes from there."""
     workdir = tmp_path / "run"
     command = [
         sys.executable, "-m", "mmc_jax.train", "--config", "configs/gardner.py:smoke",
@@ -857,30 +858,33 @@ def test_a_second_ctrl_c_stops_at_once_with_130_and_keeps_the_last_checkpoint(tm
     process = subprocess.Popen(
         command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT
     )
+    said = []
     for line in process.stdout:
+        said.append(line.rstrip("\n"))
         if line.startswith("it 2/"):
             break
     process.send_signal(signal.SIGINT)
-    time.sleep(0.3)
+    # The second SIGINT goes once the first is acknowledged: two sent while the main thread is
+    # inside XLA reach Python's handler as one.
+    for line in process.stdout:
+        said.append(line.rstrip("\n"))
+        if line.startswith("SIGINT: stopping"):
+            break
     process.send_signal(signal.SIGINT)
     second = time.time()
     out, err = process.communicate(timeout=120)
     assert process.returncode == 130, (process.returncode, err[-2000:])
     assert time.time() - second < 30
+    assert "Traceback" not in err and "Exception ignored" not in err, err[-3000:]
     kept = checkpoint_lib.latest_step(workdir)
-    assert kept is not None and kept >= 2
-    said = (out + err).strip().splitlines()
-    if "Exception ignored" in err:
-        # Seen once in a loaded suite: the second SIGINT's KeyboardInterrupt was raised inside a
-        # finalizer, where Python prints it and goes on, so the first one's stop ended the run
-        # after its iteration (the same 130, checkpoint and resume; the traceback printed on
-        # stderr is a known defect, left open).
-        assert any(line.startswith("stopped by SIGINT after iteration") for line in said), said
-    else:
-        assert said[-1] == (
-            f"interrupted; the last checkpoint ({workdir}/checkpoints/{kept}) is kept. Run the "
-            "same command to resume."
-        ), said[-3:]
+    # Iteration 1's checkpoint was saved before "it 2/" was printed; step 2's may not have
+    # been begun when the second SIGINT came (CI saw kept == 1, 2026-12-07).
+    assert kept is not None and kept >= 1
+    said += out.strip().splitlines()
+    assert said[-1] == (
+        f"interrupted; the last checkpoint ({workdir}/checkpoints/{kept}) is kept. Run the "
+        "same command to resume."
+    ), said[-3:]
     command[-1] = f"--config.num_iterations={kept + 1}"
     resumed = subprocess.run(command, capture_output=True, text=True, cwd=ROOT, timeout=300)
     assert resumed.returncode == 0, resumed.stderr[-2000:]
