@@ -17,6 +17,14 @@ it was ever written in; a checkpoint without it resumes with an empty ring and s
 device holds whole (`ReplicatedState`: TD(λ), supervised, recon): a subclass makes a fresh
 state, the base places, templates and checkpoints it. An algorithm's instance declares its
 name, batch field and config check (`Algorithm.__init__`).
+
+What a new learner must write is `Algorithm`'s seven abstract methods (`setup`, `init_state`,
+`abstract_state`, `checkpoint_contents`, `describe`, `compile`, `evaluate`; five under
+`ReplicatedAlgorithm`, whose `fresh_state` stands for three). Everything else has a default,
+grouped by purpose in the classes `Algorithm` is made of: `HostData` (host-side data and run
+files), `CheckpointLayout` (restore, finiteness, probe), `MemoryFit` (working bytes, fill
+cap), `CommandText` (progress fields, the next command) and `ModelExport` (the model's kind
+and card line).
 """
 
 from __future__ import annotations
@@ -66,7 +74,123 @@ class Restored:
     record: dict[str, Any] = dataclasses.field(default_factory=dict)
 
 
-class Algorithm(abc.ABC):
+class HostData:
+    """Defaults of the contract for what the host does around the compiled iterations: the
+    data a run is made with, the data each iteration takes, the files a run's workdir holds
+    beside its checkpoints."""
+
+    def load_data(self, config, mesh, workdir, log: Callable[[str], None]) -> Any:
+        """The run's data argument, made with the workdir at hand: an algorithm whose data is
+        host-side (a dataset it writes into and reads from `workdir`) makes or finishes it
+        here, saying what it does through `log`. Default: `setup(config, mesh)`."""
+        del workdir, log
+        return self.setup(config, mesh)
+
+    def host_data(self, config, mesh, data, iteration: int) -> Any:
+        """The data argument of iteration `iteration` (0-based), called on the host before
+        each compiled iteration: an algorithm that learns from host-side data (an engine's
+        games, a dataset on disk) returns the next batch of it here, shaped as the compiled
+        step expects. Default: `data` unchanged."""
+        del config, mesh, iteration
+        return data
+
+    def write_run_files(self, config, workdir: str) -> None:
+        """Writes what a run's workdir holds beside its checkpoints and metrics, at every start
+        (the chief process's): JOAT's task list. Default: nothing."""
+        del config, workdir
+
+
+class CheckpointLayout:
+    """Defaults of the contract for how a state is checked, restored and refused: what a
+    restore reads, how it becomes a state again, what must be finite, the probe of a restored
+    state, the check of a fresh one, and the error of a checkpoint that does not fit."""
+
+    def restore_template(self, abstract, metadata: dict[str, Any]) -> dict[str, Any]:
+        """What to restore a saved step into, given its sidecar `metadata` (the shapes it
+        holds): by default the full contents of `abstract`."""
+        del metadata
+        return self.checkpoint_contents(abstract, save_replay=True)
+
+    def from_checkpoint(self, abstract, saved: dict[str, Any], metadata: dict[str, Any]):
+        """The `Restored` state of a checkpoint's contents (`saved`, as `restore_template`
+        shaped it for `metadata`): by default `abstract` with each saved field replaced."""
+        del metadata
+        return Restored(abstract.replace(**saved))
+
+    def finite_parts(self, state) -> dict[str, Any]:
+        """The parts of `state` that must be finite to be saved or resumed from."""
+        return {"params": state.params, "opt_state": state.opt_state}
+
+    def probe(self, config, state) -> str | None:
+        """Why `state` (restored, finite) is no start, or None: parameters can explode and stay
+        finite (a learning rate of 1e30), so an algorithm runs one probe batch through them
+        here and names a non-finite loss. Default: None (nothing to probe)."""
+        del config, state
+        return None
+
+    def restore_error(self, error: ValueError, config) -> ValueError:
+        """A clearer error for a checkpoint that does not fit `config`."""
+        return error
+
+    def check_start(self, config, state) -> None:
+        """Raises ValueError when the fresh state cannot be played (no legal move)."""
+        del config, state
+
+
+class MemoryFit:
+    """Defaults of the contract for memory: what an iteration needs beside its state, and the
+    most its batch may be when the config asks to fill the device."""
+
+    def working_bytes(self, config, mesh) -> tuple[int, int]:
+        """(self-play, learner) bytes per device an iteration needs beside its state
+        (`memory`'s formulas); (0, 0) when unknown."""
+        del config, mesh
+        return 0, 0
+
+    def fill_max(self, config) -> int:
+        """The most `batch_field` may be set to when it is 0 ("fill the device"): the games a
+        device plays at once are capped at `memory.FILL_MAX` (beyond it a card is busy and the
+        iteration only gets longer)."""
+        del config
+        return memory.FILL_MAX
+
+
+class CommandText:
+    """Defaults of the contract for what the commands print: the progress line's own fields
+    and the command a user runs next."""
+
+    def progress_fields(self, record: dict[str, Any]) -> list[str]:
+        """Algorithm-specific parts of the progress line."""
+        return []
+
+    def next_command(self, config, workdir: str) -> str:
+        """The command a user runs next on a finished run (printed after `next:`)."""
+        return (
+            f"python -m mmc_jax.evaluate --checkpoint {workdir} "
+            f"--variant {config.variant} --opponent greedy --games 400"
+        )
+
+
+class ModelExport:
+    """Defaults of the contract for the model: what an export writes and every command loads
+    (`mmc_jax.algorithms.open_model`)."""
+
+    def model_kind(self, config) -> checkpoint.ModelKind:
+        """What this algorithm's parameters are for a saved `config` (their template, what a
+        player needs beside them, the observation layout): by default the board network's
+        (`checkpoint.board_model_kind`). ValueError when `config` cannot have a model."""
+        return checkpoint.board_model_kind(config)
+
+    def describe_model(self, config, step: int | None) -> str:
+        """The one-line description an export's card gives its model."""
+        network = config.network
+        return (
+            f"{config.get('variant') or 'meta-training'}: "
+            f"{network.num_blocks}x{network.channels} net, step {step}"
+        )
+
+
+class Algorithm(HostData, CheckpointLayout, MemoryFit, CommandText, ModelExport, abc.ABC):
     """A training method as `runloop.run` sees it (module doc). Its state is a pytree with a
     `params` field; everything else in it is the algorithm's own."""
 
@@ -102,21 +226,6 @@ class Algorithm(abc.ABC):
         """The iteration's data arguments (rules of the games, a dataset's reader), placed on
         `mesh` where they are arrays."""
 
-    def load_data(self, config, mesh, workdir, log: Callable[[str], None]) -> Any:
-        """The run's data argument, made with the workdir at hand: an algorithm whose data is
-        host-side (a dataset it writes into and reads from `workdir`) makes or finishes it
-        here, saying what it does through `log`. Default: `setup(config, mesh)`."""
-        del workdir, log
-        return self.setup(config, mesh)
-
-    def host_data(self, config, mesh, data, iteration: int) -> Any:
-        """The data argument of iteration `iteration` (0-based), called on the host before
-        each compiled iteration: an algorithm that learns from host-side data (an engine's
-        games, a dataset on disk) returns the next batch of it here, shaped as the compiled
-        step expects. Default: `data` unchanged."""
-        del config, mesh, iteration
-        return data
-
     @abc.abstractmethod
     def init_state(self, config, mesh, data, key: jax.Array) -> Any:
         """A fresh state (parameters from `key`) placed on `mesh`."""
@@ -131,46 +240,6 @@ class Algorithm(abc.ABC):
         template). `save_replay`: the config's `checkpoint.save_replay` (algorithms without
         a replay memory ignore it)."""
 
-    def restore_template(self, abstract, metadata: dict[str, Any]) -> dict[str, Any]:
-        """What to restore a saved step into, given its sidecar `metadata` (the shapes it
-        holds): by default the full contents of `abstract`."""
-        del metadata
-        return self.checkpoint_contents(abstract, save_replay=True)
-
-    def from_checkpoint(self, abstract, saved: dict[str, Any], metadata: dict[str, Any]):
-        """The `Restored` state of a checkpoint's contents (`saved`, as `restore_template`
-        shaped it for `metadata`): by default `abstract` with each saved field replaced."""
-        del metadata
-        return Restored(abstract.replace(**saved))
-
-    def probe(self, config, state) -> str | None:
-        """Why `state` (restored, finite) is no start, or None: parameters can explode and stay
-        finite (a learning rate of 1e30), so an algorithm runs one probe batch through them
-        here and names a non-finite loss. Default: None (nothing to probe)."""
-        del config, state
-        return None
-
-    def finite_parts(self, state) -> dict[str, Any]:
-        """The parts of `state` that must be finite to be saved or resumed from."""
-        return {"params": state.params, "opt_state": state.opt_state}
-
-    def working_bytes(self, config, mesh) -> tuple[int, int]:
-        """(self-play, learner) bytes per device an iteration needs beside its state
-        (`memory`'s formulas); (0, 0) when unknown."""
-        del config, mesh
-        return 0, 0
-
-    def fill_max(self, config) -> int:
-        """The most `batch_field` may be set to when it is 0 ("fill the device"): the games a
-        device plays at once are capped at `memory.FILL_MAX` (beyond it a card is busy and the
-        iteration only gets longer)."""
-        del config
-        return memory.FILL_MAX
-
-    def check_start(self, config, state) -> None:
-        """Raises ValueError when the fresh state cannot be played (no legal move)."""
-        del config, state
-
     @abc.abstractmethod
     def describe(self, config, mesh, state) -> str:
         """The start-up line: what is trained, on what, at which size."""
@@ -179,45 +248,9 @@ class Algorithm(abc.ABC):
     def compile(self, config, mesh, state, data, start: int) -> CompiledStep:
         """The jitted iteration, compiled ahead of time for `state` and `data`."""
 
-    def progress_fields(self, record: dict[str, Any]) -> list[str]:
-        """Algorithm-specific parts of the progress line."""
-        return []
-
     @abc.abstractmethod
     def evaluate(self, config, params, key: jax.Array) -> dict[str, Any]:
         """`eval/*` metrics of `params` (games against `config.eval.opponents`)."""
-
-    def write_run_files(self, config, workdir: str) -> None:
-        """Writes what a run's workdir holds beside its checkpoints and metrics, at every start
-        (the chief process's): JOAT's task list. Default: nothing."""
-        del config, workdir
-
-    def next_command(self, config, workdir: str) -> str:
-        """The command a user runs next on a finished run (printed after `next:`)."""
-        return (
-            f"python -m mmc_jax.evaluate --checkpoint {workdir} "
-            f"--variant {config.variant} --opponent greedy --games 400"
-        )
-
-    def restore_error(self, error: ValueError, config) -> ValueError:
-        """A clearer error for a checkpoint that does not fit `config`."""
-        return error
-
-    # The model: what an export writes and every command loads (`mmc_jax.algorithms.open_model`)
-
-    def model_kind(self, config) -> checkpoint.ModelKind:
-        """What this algorithm's parameters are for a saved `config` (their template, what a
-        player needs beside them, the observation layout): by default the board network's
-        (`checkpoint.board_model_kind`). ValueError when `config` cannot have a model."""
-        return checkpoint.board_model_kind(config)
-
-    def describe_model(self, config, step: int | None) -> str:
-        """The one-line description an export's card gives its model."""
-        network = config.network
-        return (
-            f"{config.get('variant') or 'meta-training'}: "
-            f"{network.num_blocks}x{network.channels} net, step {step}"
-        )
 
 
 @functools.lru_cache(maxsize=16)

@@ -68,6 +68,34 @@ def test_every_registered_learner_has_a_smoke_config_here():
     assert sorted(SMOKE) == sorted(algorithms.REGISTRY)
 
 
+def test_a_new_learner_writes_at_most_eight_methods_and_every_default_has_a_purpose():
+    """Issue 68: the contract's required methods are few, and each default lives in a class
+    named for its purpose (host data, checkpoint layout, memory fit, command text, the model),
+    not in one long list on `Algorithm`."""
+    from mmc_jax.training import algorithm as contract
+
+    assert len(contract.Algorithm.__abstractmethods__) <= 8
+    assert len(contract.ReplicatedAlgorithm.__abstractmethods__) <= 8
+    groups = (
+        contract.HostData,
+        contract.CheckpointLayout,
+        contract.MemoryFit,
+        contract.CommandText,
+        contract.ModelExport,
+    )
+    own = {name for name in vars(contract.Algorithm) if callable(getattr(contract.Algorithm, name))}
+    declared = {"__init__", "prepare_config", "make_mesh"}  # the instance's own declarations
+    assert own - declared == set(contract.Algorithm.__abstractmethods__)
+    grouped = [name for group in groups for name in vars(group) if not name.startswith("__")]
+    assert len(grouped) == len(set(grouped)), "a default in two groups"
+    public = {
+        name
+        for name in dir(contract.Algorithm)
+        if not name.startswith("_") and callable(getattr(contract.Algorithm, name))
+    }
+    assert public == set(grouped) | own - {"__init__"}
+
+
 class Learner(NamedTuple):
     """A registered learner's unbroken two-iteration smoke run, shared by the tests here."""
 
