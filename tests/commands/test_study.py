@@ -337,11 +337,14 @@ def test_power_preset_extends_cpu_and_reuses_its_committed_runs(tmp_path):
         pretraining.reusable(s, "joat", 1, other) is None
         and pretraining.reusable(s, "joat", 1, None) is None
     )
-    # A reused unit is copied (the log says so; no training workdir is made).
+    # A reused unit is recorded, not copied: its model is read from the cpu preset's artefacts
+    # (issue 68: artefacts are not kept twice; the log says so; no training workdir is made).
     lines = []
     info = pretraining.pretrain(s, "joint", 1, None, lines.append)
     assert info["from"] == "cpu" and info["seed"] == 1 and info["frames"] == 204_800
     assert not (tmp_path / "work").exists() and "the same config" in lines[0]
+    assert not s.path("models", "pretrain", "joint_s1").exists()
+    assert s.pretrained_model("joint", 1) == store.committed("cpu").pretrained_model("joint", 1)
     _, want, _ = checkpoint.load_model(store.committed("cpu").pretrained_model("joint", 1))
     _, got, _ = checkpoint.load_model(s.pretrained_model("joint", 1))
     chex.assert_trees_all_equal(want, got)
@@ -899,3 +902,17 @@ def test_speed_up_in_frames_reads_both_curves_at_the_threshold():
     assert math.exp(rows["scratch"][0][0]) == pytest.approx(4096 / 1536)
     eight = {arm: logs for arm, logs, *_ in analysis.speedup_rows(results, unreached=8192.0)}
     assert math.exp(eight["gardner"][0]) == pytest.approx(0.5)
+
+
+def test_a_shared_reference_is_read_from_the_cpu_preset_not_copied(tmp_path):
+    """Issue 68: the cpu preset's references serve every preset that trains the same ones; a
+    preset records them and reads their models from the cpu preset's artefacts, so no model
+    is committed twice."""
+    s = store.Study("power", presets.PRESETS["power"], tmp_path / "work", tmp_path / "art")
+    assert s.reference_model("atomic", 8) == s.path("models", "reference", "atomic", "it8")
+    assert pretraining.shared_references(s, "atomic")
+    cpu = store.committed("cpu")
+    assert s.read("reference", "atomic.json") == cpu.read("reference", "atomic.json")
+    assert not s.path("models").exists()
+    assert s.reference_model("atomic", 8) == cpu.reference_model("atomic", 8)
+    assert (s.reference_model("atomic", 8) / "model.json").exists()

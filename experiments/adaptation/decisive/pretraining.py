@@ -4,7 +4,6 @@ sensitivity stage, or Amendment 3's rule on training tasks)."""
 
 from __future__ import annotations
 
-import shutil
 import time
 from pathlib import Path
 
@@ -62,8 +61,9 @@ def references(study: Study, variant: str, log) -> dict:
 
 
 def shared_references(study: Study, variant: str) -> bool:
-    """Copies the cpu preset's finished reference of `variant` when this preset trains the same
-    one (the gpu preset: references are CPU work); whether it did."""
+    """Takes the cpu preset's finished reference of `variant` when this preset trains the same
+    one (references are CPU work): its record is written here and its models are read from the
+    cpu preset's artefacts (`Study.reference_model`), not copied; whether it did."""
     cpu = PRESETS["cpu"]
     source = ROOT / "experiments" / "adaptation" / "decisive_cpu"
     same = (cpu.reference_preset, cpu.reference_iterations) == (
@@ -75,8 +75,6 @@ def shared_references(study: Study, variant: str) -> bool:
     info = committed("cpu", study.warn).read("reference", f"{slug(variant)}.json")
     if info is None:
         return False
-    models = source / "models" / "reference" / slug(variant)
-    shutil.copytree(models, study.path("models", "reference", slug(variant)), dirs_exist_ok=True)
     study.write(info, "reference", f"{slug(variant)}.json")
     return True
 
@@ -91,12 +89,7 @@ def pretrain(study: Study, arm: str, seed: int, choice: dict | None, log, pack=N
     if done:
         return done
     source = reusable(study, arm, seed, choice)
-    if source is not None:
-        shutil.copytree(
-            source.pretrained_model(arm, seed),
-            study.pretrained_model(arm, seed),
-            dirs_exist_ok=True,
-        )
+    if source is not None:  # its model is read from there (`Study.pretrained_model`)
         info = {**source.read("pretrain", f"{arm}_s{seed}.json"), "from": source.preset_name}
         log(f"pretrain {arm} seed {seed}: the {source.preset_name} preset's run (the same config)")
         study.write(info, "pretrain", f"{arm}_s{seed}.json")

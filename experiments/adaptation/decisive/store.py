@@ -101,10 +101,34 @@ class Study:
         return info
 
     def reference_model(self, variant: str, iteration: int) -> Path:
-        return self.path("models", "reference", slug(variant), f"it{iteration}")
+        """The exported reference of `variant` at `iteration`: this preset's own, or, when its
+        reference of `variant` is the cpu preset's (`pretraining.shared_references`: the same
+        record, nothing copied), the cpu preset's committed one."""
+        own = self.path("models", "reference", slug(variant), f"it{iteration}")
+        if own.exists():
+            return own
+        cpu = committed("cpu", self.warn)
+        mine = load_artefact(self.path("reference", f"{slug(variant)}.json"))[0]
+        theirs = load_artefact(cpu.path("reference", f"{slug(variant)}.json"))[0]
+        if (
+            mine is not None
+            and mine == theirs
+            and cpu.artefacts.resolve() != self.artefacts.resolve()
+        ):
+            return cpu.reference_model(variant, iteration)
+        return own
 
     def pretrained_model(self, arm: str, seed: int) -> Path:
-        return self.path("models", "pretrain", f"{arm}_s{seed}")
+        """The exported pretraining run (`arm`, `seed`): this preset's own, or, when its record
+        says it is another preset's run (`"from"`: reused, nothing copied), that preset's."""
+        own = self.path("models", "pretrain", f"{arm}_s{seed}")
+        if own.exists():
+            return own
+        info = load_artefact(self.path("pretrain", f"{arm}_s{seed}.json"))[0] or {}
+        source = info.get("from")
+        if source and source != self.preset_name:
+            return committed(source, self.warn).pretrained_model(arm, seed)
+        return own
 
 
 def set_aside(path: Path) -> Path:
