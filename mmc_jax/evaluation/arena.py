@@ -49,6 +49,7 @@ from mmc_jax.evaluation import match, policies
 from mmc_jax.evaluation import players as players_lib
 from mmc_jax.rules import game, notation
 from mmc_jax.rules import tables as T
+from mmc_jax.rules.contract import BOARD
 
 NETWORK_KIND = players_lib.NETWORK_KIND
 ENGINE_KIND = players_lib.ENGINE_KIND
@@ -169,7 +170,9 @@ def _policy(params, rules, state, planes, key, *, spec: PolicySpec):
     """int32 [S]: a JAX player's actions in S positions. Compiled per spec and S only (the
     rows are gathered beforehand), so a model's search is shared by batches of any size."""
     if spec.kind != NETWORK_KIND:
-        return players_lib.builtin(spec.kind).policy(key, rules, state, R.planes_to_mask(planes))
+        return players_lib.builtin(spec.kind).policy(
+            key, rules, state, BOARD.planes_to_mask(planes)
+        )
     policy = policies.make_model_policy(
         spec.network, params, spec.num_simulations, spec.gumbel_scale, one_ply=spec.one_ply
     )
@@ -186,7 +189,7 @@ def act(player: Player, rules, state, planes, indices, key) -> np.ndarray:
 @jax.jit
 def _advance(rules, state, planes, actions):
     """Play `actions` [B] in every game: (State [B], legal planes [B, 49])."""
-    return R.step_with_planes(rules, state, actions, planes)
+    return BOARD.step_with_planes(rules, state, actions, planes)
 
 
 def padded_size(num_games: int) -> int:

@@ -33,6 +33,7 @@ from mmc_jax.evaluation.policies import Policy, UniformPriorNetwork, make_model_
 from mmc_jax.model import network as network_lib
 from mmc_jax.rules import game
 from mmc_jax.rules import tables as T
+from mmc_jax.rules.contract import BOARD
 from mmc_jax.training import memory
 
 # Paired random plies opening a match between two networks by default: their searches are
@@ -58,7 +59,7 @@ class _Player:
 
     def act(self, params, key, rules, state, planes):
         if self.kind == "builtin":
-            legal = R.planes_to_mask(planes)
+            legal = BOARD.planes_to_mask(planes)
             return players.act(self.kinds, params, key, rules, state, legal)
         if self.kind == "network":
             policy = make_model_policy(
@@ -218,7 +219,7 @@ def _start_carry(rules, start_planes: jax.Array, record_plies: int) -> _Carry:
     """The arena's loop state at ply 0: the start positions, no rewards, an empty `GameLog`
     when recording."""
     num_games = rules.variant_id.shape[0]
-    state = R.init(rules)
+    state = BOARD.init(rules)
     # `init` does not look for moves: a start without any (monochromatic: White is stalemated
     # at once) is a finished, drawn game. Start positions are never in check, so never mate.
     state = state.replace(terminated=state.terminated | ~jnp.any(start_planes != 0, axis=-1))
@@ -247,7 +248,7 @@ def _paired_random_actions(key: jax.Array, planes: jax.Array) -> jax.Array:
     """int32 [B]: uniformly random legal moves; the same key on both halves, so game i and
     game i + N/2 play the same opening moves."""
     half = planes.shape[0] // 2
-    legal = R.planes_to_mask(planes)
+    legal = BOARD.planes_to_mask(planes)
     return jnp.concatenate(
         [R.random_legal_action(key, legal[:half]), R.random_legal_action(key, legal[half:])]
     )
@@ -300,7 +301,7 @@ def _play_ply(rules, carry: _Carry, actions, model_colour, record_plies: int) ->
             record.pieces.at[carry.ply].set(state.pieces, mode="drop"),
             record.own.at[carry.ply].set(state.own, mode="drop"),
         )
-    state, planes = R.step_with_planes(rules, state, actions, planes)
+    state, planes = BOARD.step_with_planes(rules, state, actions, planes)
     return _Carry(
         state,
         planes,

@@ -35,6 +35,7 @@ from mmc_jax import rules as R
 from mmc_jax import search
 from mmc_jax.evaluation import arena, policies
 from mmc_jax.rules import notation
+from mmc_jax.rules.contract import BOARD
 from mmc_jax.search import mcts
 from mmc_jax.training import fog as fog_lib
 from mmc_jax.training import memory
@@ -102,14 +103,14 @@ def _advance(rules, state, games, white_reward, action, *, fog):
     from its observation first, exactly as `pimc.fog_match` does at every ply."""
     play = action[0] >= 0
     safe = jnp.maximum(action, 0)
-    planes = R.legal_planes(rules, state)
+    planes = BOARD.legal_planes(rules, state)
     if fog:
         observation, belief = fog_lib.observe_and_update(rules, games, planes)
         moved, next_planes = fog_lib.play(rules, games, observation, belief, safe, planes)
         games = _select(play, moved, games)
         state = games.state
     else:
-        stepped, next_planes = R.step_with_planes(rules, state, safe, planes)
+        stepped, next_planes = BOARD.step_with_planes(rules, state, safe, planes)
         state = _select(play, stepped, state)
     white_reward = white_reward + jnp.where(play, state.rewards[:, 0], 0.0)
     return state, games, white_reward, jnp.where(play, next_planes, planes)
@@ -165,7 +166,7 @@ def _principal_variation(output, planes):
 def _search(params, rules, state, games, key, *, network, simulations, fog, worlds, candidates):
     """One search of the position (batch of one): `_SearchArrays`. Under fog it reads the
     observation and the mover's belief only (never `state`'s hidden squares)."""
-    planes = R.legal_planes(rules, state)
+    planes = BOARD.legal_planes(rules, state)
     if fog:
         observation, out = fog_lib.mover_fair_search(
             network,
@@ -277,7 +278,7 @@ def _root_invalid(planes):
 @functools.partial(jax.jit, static_argnames=("network", "capacity"))
 def _grow_start(params, rules, state, key, *, network, capacity):
     """The tree of an empty search of the position (batch of one): `_Grown`."""
-    planes = R.legal_planes(rules, state)
+    planes = BOARD.legal_planes(rules, state)
     logits, value, _ = search.evaluate(network, params, rules, state, planes)
     actions, valid = search.all_slot_actions(planes)
     invalid = _root_invalid(planes)

@@ -15,6 +15,7 @@ import jax.numpy as jnp
 
 from mmc_jax import rules as R
 from mmc_jax.evaluation import players
+from mmc_jax.rules.contract import BOARD
 from mmc_jax.training.fog import (
     decision_search,
     observation_policy,
@@ -59,7 +60,7 @@ def fog_act(player: FogPlayer, network, params, rules, state, observation, belie
         )
         return out.action.astype(jnp.int32), none
     # A built-in player sees only its observation, whether or not it is fair_under_fog.
-    legal = R.planes_to_mask(observation.planes)
+    legal = BOARD.planes_to_mask(observation.planes)
     policy = players.builtin(player.kind).policy
     return policy(key, rules, players.observed_board(observation), legal), none
 
@@ -106,7 +107,7 @@ def _fog_arena(params, rules, key, opening_plies, *, network, player_a, player_b
             jnp.concatenate([jnp.full_like(a_seen, -1), a_seen]),
         )
         # Paired random openings: the same key on both halves.
-        legal = R.planes_to_mask(planes)
+        legal = BOARD.planes_to_mask(planes)
         opening = jnp.concatenate(
             [
                 R.random_legal_action(opening_key, legal[:half]),
@@ -125,8 +126,8 @@ def _fog_arena(params, rules, key, opening_plies, *, network, player_a, player_b
     def cond(carry):
         return ~jnp.all(carry[0].state.terminated) & (carry[2] < limit)
 
-    state = R.init(rules)
-    planes = R.legal_planes(rules, state)
+    state = BOARD.init(rules)
+    planes = BOARD.legal_planes(rules, state)
     zeros = jnp.zeros(num_games, jnp.int32)
     carry = (start_games(state), planes, jnp.int32(0), jnp.zeros((num_games, 2)), zeros, zeros)
     games, _, _, rewards, searches, failures = jax.lax.while_loop(cond, body, carry)

@@ -27,6 +27,7 @@ from mmc_jax import rules as R
 from mmc_jax import search
 from mmc_jax.model import network as network_lib
 from mmc_jax.rules import tables as T
+from mmc_jax.rules.contract import BOARD
 from mmc_jax.search import one_ply as one_ply_lib
 
 Policy = Callable[[jax.Array, R.Rules, R.State], jax.Array]
@@ -89,8 +90,8 @@ def material_gain(rules: R.Rules, state: R.State) -> jax.Array:
 
 def _mask(rules: R.Rules, state: R.State, planes: jax.Array | None) -> jax.Array:
     if planes is None:
-        planes = R.legal_planes(rules, state)
-    return R.planes_to_mask(planes)
+        planes = BOARD.legal_planes(rules, state)
+    return BOARD.planes_to_mask(planes)
 
 
 def random_policy(

@@ -168,7 +168,7 @@ step_with_planes = BOARD.step_with_planes
 legal_planes = BOARD.legal_planes
 legal_action_mask = BOARD.legal_action_mask
 observe = BOARD.observe
-planes_to_mask = game.planes_to_mask
+planes_to_mask = BOARD.planes_to_mask
 capturer_lands = game.capturer_lands
 
 

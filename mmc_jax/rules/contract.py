@@ -172,7 +172,12 @@ class BoardGame(Game):
     def legal_action_mask(self, rules, state):
         """(Rules [B], State [B]) -> bool [B, 1225] legal actions (all False for finished
         games)."""
-        return board.planes_to_mask(self.legal_planes(rules, state))
+        return self.planes_to_mask(self.legal_planes(rules, state))
+
+    @staticmethod
+    def planes_to_mask(planes):
+        """uint32 [..., 49] legal planes -> bool [..., 1225] legal action mask."""
+        return board.planes_to_mask(planes)
 
     def observe(self, rules, state, planes=None):
         """(Rules [B], State [B]) -> float32 [B, 5, 5, C] observations from the mover's view.
@@ -205,7 +210,7 @@ class BoardGame(Game):
         planes = self.legal_planes(rules, state)
         return {
             "observation": self.observe(rules, state, planes),
-            "legal_action_mask": board.planes_to_mask(planes),
+            "legal_action_mask": self.planes_to_mask(planes),
         }
 
 

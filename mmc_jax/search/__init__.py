@@ -42,6 +42,7 @@ import mctx
 from mmc_jax import rules as R
 from mmc_jax.model.network import MASKED_LOGIT
 from mmc_jax.rules import tables as T
+from mmc_jax.rules.contract import BOARD, BoardGame
 from mmc_jax.search import mcts
 
 ALGORITHMS = ("gumbel_muzero", "muzero")
@@ -49,15 +50,16 @@ ALGORITHMS = ("gumbel_muzero", "muzero")
 MAX_LEGAL_MOVES = 160
 
 
-def evaluate(network, params, rules: R.Rules, state: R.State, planes=None):
-    """(logits [B, 1225] with illegal moves masked, value [B], legal mask [B, 1225]).
+def evaluate(network, params, rules: R.Rules, state: R.State, planes=None, game: BoardGame = BOARD):
+    """(logits [B, 1225] with illegal moves masked, value [B], legal mask [B, 1225]) of the
+    positions of `game` (the Game contract's board game).
 
     `planes` are the positions' `legal_planes` if the caller has them (saves a move generation).
     """
     if planes is None:
-        planes = R.legal_planes(rules, state)
-    obs = R.observe(rules, state, planes)
-    mask = R.planes_to_mask(planes)
+        planes = game.legal_planes(rules, state)
+    obs = game.observe(rules, state, planes)
+    mask = game.planes_to_mask(planes)
     logits, value = network.apply({"params": params}, obs, mask)
     return logits, value, mask
 
@@ -137,8 +139,8 @@ def expand(slot_values: jax.Array, actions: jax.Array, valid: jax.Array) -> jax.
     return mcts.set_per_game(out, target, value=slot_values, mode="drop")
 
 
-def make_recurrent_fn(network, rules: R.Rules):
-    """mctx recurrent_fn over slots, stepping the real rules (`rules` [B] is closed over).
+def make_recurrent_fn(network, rules: R.Rules, game: BoardGame = BOARD):
+    """mctx recurrent_fn over slots, stepping `game`'s real rules (`rules` [B] is closed over).
 
     The embedding is `(State [B], legal planes [B, 49])`. The network is applied without a
     legal mask: the slots hold legal moves only, and empty slots get `MASKED_LOGIT`.
@@ -148,10 +150,10 @@ def make_recurrent_fn(network, rules: R.Rules):
         del rng_key
         state, planes = embedding
         action, _ = slot_actions(planes, slot[:, None])
-        next_state, next_planes = R.step_with_planes(rules, state, action[:, 0], planes)
+        next_state, next_planes = game.step_with_planes(rules, state, action[:, 0], planes)
         # Reward of the transition for the player who moved (mctx backs up r + discount * v).
         reward = jnp.take_along_axis(next_state.rewards, state.turn[:, None], axis=1)[:, 0]
-        obs = R.observe(rules, next_state, next_planes)
+        obs = game.observe(rules, next_state, next_planes)
         logits, value = network.apply({"params": params}, obs, None)
         done = next_state.terminated
         output = mctx.RecurrentFnOutput(
@@ -180,6 +182,7 @@ def run_search(
     dirichlet_fraction: float = 0.25,
     temperature: float = 1.0,
     planes: jax.Array | None = None,
+    game: BoardGame = BOARD,
 ) -> mctx.PolicyOutput:
     """Batched search from `state` [B]; returns an mctx `PolicyOutput` whose `action` [B] is
     an engine action id and `action_weights` [B, 1225] are over engine actions (zero on illegal
@@ -189,20 +192,20 @@ def run_search(
     sequential halving) or `"muzero"` (PUCT with Dirichlet root noise). Games that are already
     over get a dummy search (callers ignore them; their action is 0 and weights are zero).
     `planes` are the roots' `legal_planes` [B, 49] if the caller has them (saves a move
-    generation).
+    generation). `game`: the Game contract's board game whose rules the tree steps.
     """
     if algorithm not in ALGORITHMS:
         raise ValueError(f"unknown search algorithm {algorithm!r}; expected one of {ALGORITHMS}")
     if planes is None:
-        planes = R.legal_planes(rules, state)
-    logits, value, _ = evaluate(network, params, rules, state, planes)
+        planes = game.legal_planes(rules, state)
+    logits, value, _ = evaluate(network, params, rules, state, planes, game)
     actions, valid = all_slot_actions(planes)
     # A finished game has no legal action; give it one slot so mctx's masking stays defined.
     invalid = ~(valid | (jnp.arange(MAX_LEGAL_MOVES) == 0))
     root = mctx.RootFnOutput(
         prior_logits=compact(logits, actions, valid), value=value, embedding=(state, planes)
     )
-    recurrent_fn = make_recurrent_fn(network, rules)
+    recurrent_fn = make_recurrent_fn(network, rules, game)
     if algorithm == "gumbel_muzero":
         policy = functools.partial(
             mcts.gumbel_muzero_policy,

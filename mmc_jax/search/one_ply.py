@@ -14,6 +14,7 @@ import jax
 import jax.numpy as jnp
 
 from mmc_jax import rules as R
+from mmc_jax.rules.contract import BOARD
 from mmc_jax.search import all_slot_actions, evaluate
 
 
@@ -22,7 +23,7 @@ def afterstate_values(network, params, rules, state, planes):
     position float32 [B, S], next states [B, S]): every legal move tried in one batched call."""
     actions, valid = all_slot_actions(planes)
     slots = actions.shape[1]
-    step = jax.vmap(R.step, in_axes=(None, None, 1), out_axes=1)
+    step = jax.vmap(BOARD.step, in_axes=(None, None, 1), out_axes=1)
     nxt = step(rules, state, actions)  # [B, S]
     flat = jax.tree.map(lambda x: x.reshape((-1,) + x.shape[2:]), nxt)
     flat_rules = jax.tree.map(lambda x: jnp.repeat(x, slots, axis=0), rules)
@@ -37,7 +38,7 @@ def afterstate_values(network, params, rules, state, planes):
 def action(network, params, rules, state, key, epsilon: float = 0.0):
     """(int32 [B] the move the opponent likes least (random with probability `epsilon`),
     bool [B] explored, float32 [B] the opponent's value of the chosen move, next states)."""
-    planes = R.legal_planes(rules, state)
+    planes = BOARD.legal_planes(rules, state)
     actions, valid, value, nxt = afterstate_values(network, params, rules, state, planes)
     greedy = jnp.argmin(jnp.where(valid, value, jnp.inf), axis=1)
     pick_key, explore_key = jax.random.split(key)

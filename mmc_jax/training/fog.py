@@ -41,6 +41,7 @@ from flax import struct
 from mmc_jax import rules as R
 from mmc_jax import search
 from mmc_jax.rules import tables as T
+from mmc_jax.rules.contract import BOARD, BoardGame
 from mmc_jax.search import belief as B
 from mmc_jax.search import mcts
 
@@ -86,8 +87,10 @@ def fair_search(
     num_candidates: int = 32,
     gumbel_scale: float = 1.0,
     max_num_considered_actions: int = 16,
+    game: BoardGame = BOARD,
 ) -> FairSearchOutput:
-    """PIMC search of B games from the mover's `observation` [B] and updated `belief` [B].
+    """PIMC search of B games of `game` (the Game contract's board game) from the mover's
+    `observation` [B] and updated `belief` [B].
 
     Runs `num_simulations` Gumbel MuZero simulations in each of `num_worlds` (K) sampled
     worlds per game: K x (num_simulations + 1) network evaluations per move, in one mctx
@@ -106,7 +109,7 @@ def fair_search(
         return jnp.repeat(x, k, axis=0)
 
     rules_k = jax.tree.map(repeat, rules)
-    legal = R.planes_to_mask(observation.planes)
+    legal = game.planes_to_mask(observation.planes)
     logits, value = network.apply({"params": params}, observation.tensor, legal)
     # Every consistent world has the observed legal moves (equal planes is the consistency
     # check), so all K trees share the root's slots.
@@ -122,7 +125,7 @@ def fair_search(
         params,
         search_key,
         root,
-        search.make_recurrent_fn(network, rules_k),
+        search.make_recurrent_fn(network, rules_k, game),
         num_simulations=num_simulations,
         invalid_actions=invalid,
         max_num_considered_actions=max_num_considered_actions,
@@ -146,9 +149,11 @@ def fair_search(
     )
 
 
-def observation_policy(network, params: Any, observation: B.Observation) -> jax.Array:
+def observation_policy(
+    network, params: Any, observation: B.Observation, game: BoardGame = BOARD
+) -> jax.Array:
     """int32 [B]: the raw network's best legal move from the observation (no search)."""
-    legal = R.planes_to_mask(observation.planes)
+    legal = game.planes_to_mask(observation.planes)
     logits, _ = network.apply({"params": params}, observation.tensor, legal)
     return jnp.argmax(logits, axis=-1).astype(jnp.int32)
 
@@ -247,14 +252,16 @@ def decision_search(network, params, rules, observation, belief, key, **sizes):
     return fair_search(network, params, rules, observation, belief, key, gumbel_scale=0.0, **sizes)
 
 
-def play(rules: R.Rules, games: FogGames, observation, belief, action, planes):
-    """Plays `action` [B]: the mover's belief records its move, the state steps.
+def play(
+    rules: R.Rules, games: FogGames, observation, belief, action, planes, game: BoardGame = BOARD
+):
+    """Plays `action` [B]: the mover's belief records its move, the state of `game` steps.
 
     Returns (FogGames after the move, next legal planes [B, 49]).
     """
     belief = B.after_move_batch(belief, rules, observation, action)
     games = with_mover_belief(games, belief)
-    state, next_planes = R.step_with_planes(rules, games.state, action, planes)
+    state, next_planes = game.step_with_planes(rules, games.state, action, planes)
     return games.replace(state=state), next_planes
 
 
@@ -265,8 +272,10 @@ def fog_selfplay(
     games: FogGames,
     key: jax.Array,
     config: ml_collections.ConfigDict,
+    game: BoardGame = BOARD,
 ):
-    """`selfplay.selfplay` under fog: the same scan, targets and `Trajectory`, with the moves
+    """`selfplay.selfplay` under fog (of `game`, the Game contract's board game): the same
+    scan, targets and `Trajectory`, with the moves
     and policy targets from `fair_search` (K = `config.selfplay.num_worlds`, default 4;
     `config.selfplay.num_candidates`, default 32) and both players' beliefs carried in
     `FogGames` (reset with the game).
@@ -277,15 +286,15 @@ def fog_selfplay(
 
     sp = config.selfplay
     temperature = float(sp.get("temperature", 1.0))
-    start = start_games(R.init(rules_b))
+    start = start_games(game.init(rules_b))
 
     def one_ply(games: FogGames, ply_key):
         search_key, sample_key = jax.random.split(ply_key)
         state = games.state
         valid = ~state.terminated
-        planes = R.legal_planes(rules_b, state)
+        planes = game.legal_planes(rules_b, state)
         observation, belief = observe_and_update(rules_b, games, planes)
-        legal = R.planes_to_mask(planes)
+        legal = game.planes_to_mask(planes)
         output = fair_search(
             network,
             params,
@@ -298,12 +307,13 @@ def fog_selfplay(
             num_candidates=int(sp.get("num_candidates", 32)),
             gumbel_scale=float(sp.gumbel_scale),
             max_num_considered_actions=int(sp.max_num_considered_actions),
+            game=game,
         )
         weights = jnp.where(legal, output.action_weights, 0.0)
         explore = state.ply < int(sp.temperature_plies)
         sampled = selfplay.sample_action(sample_key, weights, legal, temperature)
         action = jnp.where(explore, sampled, output.action)
-        games, _ = play(rules_b, games, observation, belief, action, planes)
+        games, _ = play(rules_b, games, observation, belief, action, planes, game)
         done = games.state.terminated
         record = selfplay.ply_record(
             state,

@@ -19,6 +19,7 @@ from mmc_jax import rules as R
 from mmc_jax.infra import checkpoint as checkpoint_lib
 from mmc_jax.infra import sharding
 from mmc_jax.model import network as network_lib
+from mmc_jax.rules.contract import BOARD, BoardGame
 from mmc_jax.training import fog as fog_lib
 from mmc_jax.training import learner, selfplay
 
@@ -63,9 +64,10 @@ def fair_fog(config: ml_collections.ConfigDict) -> bool:
     )
 
 
-def init_games(rules_b: R.Rules, fog: bool):
-    """Start positions [B] (`R.State`), or `fog.FogGames` with both players' beliefs."""
-    state = R.init(rules_b)
+def init_games(rules_b: R.Rules, fog: bool, game: BoardGame = BOARD):
+    """Start positions [B] of `game` (`R.State`), or `fog.FogGames` with both players'
+    beliefs."""
+    state = game.init(rules_b)
     return fog_lib.start_games(state) if fog else state
 
 
@@ -74,14 +76,27 @@ def board_state(games) -> R.State:
     return games.state if isinstance(games, fog_lib.FogGames) else games
 
 
-def play_games(network, params, rules_b, games, key, config, fog: bool, mesh: Mesh | None = None):
-    """`selfplay.selfplay`, or under fog `fog.fog_selfplay` (the fair determinized search).
+def play_games(
+    network,
+    params,
+    rules_b,
+    games,
+    key,
+    config,
+    fog: bool,
+    mesh: Mesh | None = None,
+    game: BoardGame = BOARD,
+):
+    """`selfplay.selfplay` of `game` (the Game contract's board game), or under fog
+    `fog.fog_selfplay` (the fair determinized search).
 
     On `mesh` each device plays its own games with its own search loops
     (`sharding.map_games`); the games are the same as on one device."""
     play = fog_lib.fog_selfplay if fog else selfplay.selfplay
     run = sharding.map_games(
-        lambda params, rules_b, games, key: play(network, params, rules_b, games, key, config),
+        lambda params, rules_b, games, key: play(
+            network, params, rules_b, games, key, config, game
+        ),
         mesh,
         in_axes=(None, 0, 0, None),
         out_axes=(0, 1),  # the games [B]; the trajectory [T, B]
@@ -116,10 +131,10 @@ def _probe_fn(network, variants: tuple[str, ...]):
     rules = R.batch(list(variants))
 
     def loss(params):
-        state = R.init(rules)
-        planes = R.legal_planes(rules, state)
-        mask = R.planes_to_mask(planes)
-        logits, value = network.apply({"params": params}, R.observe(rules, state, planes), mask)
+        state = BOARD.init(rules)
+        planes = BOARD.legal_planes(rules, state)
+        mask = BOARD.planes_to_mask(planes)
+        logits, value = network.apply({"params": params}, BOARD.observe(rules, state, planes), mask)
         uniform = mask / jnp.maximum(mask.sum(-1, keepdims=True), 1)
         policy = -jnp.sum(jnp.where(mask, uniform * jax.nn.log_softmax(logits), 0.0), axis=-1)
         return jnp.mean(policy) + jnp.mean(jnp.square(value))

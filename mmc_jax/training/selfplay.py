@@ -39,6 +39,7 @@ from mmc_jax import search
 from mmc_jax.infra import sharding
 from mmc_jax.rules import notation
 from mmc_jax.rules import tables as T
+from mmc_jax.rules.contract import BOARD, BoardGame
 from mmc_jax.training import learner
 
 
@@ -124,8 +125,10 @@ def selfplay(
     state: R.State,
     key: jax.Array,
     config: ml_collections.ConfigDict,
+    game: BoardGame = BOARD,
 ) -> tuple[R.State, Trajectory]:
-    """Plays `config.selfplay.num_plies` plies of the B games of `state` with search.
+    """Plays `config.selfplay.num_plies` plies of the B games of `state` of `game` (the Game
+    contract's board game) with search.
 
     Each ply: search every game (`search.run_search`), pick the move, step, and replace every
     game that just ended by the start position of its variant. The move is drawn from the
@@ -143,6 +146,8 @@ def selfplay(
       config: run config; reads `config.selfplay.{num_plies, num_simulations, algorithm,
         gumbel_scale, max_num_considered_actions, temperature_plies, temperature,
         dirichlet_alpha, dirichlet_fraction}` (the last three optional).
+      game: the Game contract's board game (`mmc_jax.rules.BOARD`): its rules step, observe
+        and generate moves here and in the search.
 
     Returns:
       (state [B] after the last ply, `Trajectory` [T, B] with T = num_plies).
@@ -150,14 +155,14 @@ def selfplay(
     sp = config.selfplay
     algorithm = sp.algorithm
     temperature = float(sp.get("temperature", 1.0))
-    planes, start, start_planes = planes_and_starts(rules_b, state)
+    planes, start, start_planes = planes_and_starts(rules_b, state, game)
 
     def one_ply(carry, ply_key: jax.Array):
         state, planes = carry
         search_key, sample_key = jax.random.split(ply_key)
         valid = ~state.terminated
-        obs = R.observe(rules_b, state, planes)
-        legal_action_mask = R.planes_to_mask(planes)
+        obs = game.observe(rules_b, state, planes)
+        legal_action_mask = game.planes_to_mask(planes)
         policy = search.run_search(
             network,
             params,
@@ -171,6 +176,7 @@ def selfplay(
             dirichlet_alpha=float(sp.get("dirichlet_alpha", 0.3)),
             dirichlet_fraction=float(sp.get("dirichlet_fraction", 0.25)),
             planes=planes,
+            game=game,
         )
         weights = jnp.where(legal_action_mask, policy.action_weights, 0.0)
         explore = state.ply < int(sp.temperature_plies)
@@ -181,7 +187,7 @@ def selfplay(
             chosen = sample_action(sample_key, weights, legal_action_mask, 0.0)
         action = jnp.where(explore, sampled, chosen)
 
-        next_state, next_planes = R.step_with_planes(rules_b, state, action, planes)
+        next_state, next_planes = game.step_with_planes(rules_b, state, action, planes)
         done = next_state.terminated
         record = ply_record(
             state,
@@ -203,16 +209,16 @@ def selfplay(
     return state, trajectory
 
 
-def planes_and_starts(rules_b: R.Rules, state: R.State):
-    """(legal planes of `state` [B, 49], the start positions `R.init(rules_b)` [B], their legal
+def planes_and_starts(rules_b: R.Rules, state: R.State, game: BoardGame = BOARD):
+    """(legal planes of `state` [B, 49], the start positions `game.init(rules_b)` [B], their legal
     planes [B, 49]) from one move generation over both (vmapped over the pair), so that a
     program holds one copy of it here instead of two (`init`'s stuck-start test and the first
     ply's `legal_planes`). The scan then carries the planes `step_with_planes` hands on: one
     move generation a ply instead of two."""
-    raw = R.start_position(rules_b)
+    raw = game.start_position(rules_b)
     pair = jax.tree.map(lambda a, b: jnp.stack([a, b]), state, raw)
-    planes, start_planes = jax.vmap(lambda s: R.legal_planes(rules_b, s))(pair)
-    return planes, R.end_if_stuck(raw, start_planes), start_planes
+    planes, start_planes = jax.vmap(lambda s: game.legal_planes(rules_b, s))(pair)
+    return planes, game.end_if_stuck(raw, start_planes), start_planes
 
 
 def game_results(terminated: jax.Array, rewards: jax.Array, init=None):

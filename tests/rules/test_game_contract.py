@@ -263,7 +263,7 @@ def test_the_board_game_observation_does_read_visible_pieces():
 
 ONE_ROAD = {
     contract.BOARD: ("init", "start_position", "end_if_stuck", "step", "step_with_planes",
-              "legal_planes", "legal_action_mask", "observe"),
+              "legal_planes", "legal_action_mask", "observe", "planes_to_mask"),
     contract.RECON: {"recon_init": "init", "recon_step": "step",
               "recon_legal_action_mask": "legal_action_mask", "recon_observe": "observe"},
 }  # fmt: skip
@@ -277,3 +277,80 @@ def test_the_rules_batched_functions_are_the_contracts_methods():
         assert getattr(R, name) == getattr(contract.BOARD, name), name
     for alias, name in ONE_ROAD[contract.RECON].items():
         assert getattr(R, alias) == getattr(contract.RECON, name), alias
+
+
+# The parts that play games (issue 67): they call the contract, and self-play and search the
+# Game they are handed. The functions a game is made of, as `R.` attributes a module may not
+# call (it calls the contract's `game.`/`BOARD.` instead).
+GAME_FUNCTIONS = ONE_ROAD[contract.BOARD]
+PLAYING_MODULES = (
+    "training/selfplay.py", "training/fog.py", "training/games.py", "search/__init__.py",
+    "search/one_ply.py", "evaluation/arena.py", "evaluation/match.py",
+    "evaluation/policies.py", "evaluation/pimc.py", "evaluation/model_engine.py",
+)  # fmt: skip
+
+
+def test_self_play_search_arenas_and_players_import_the_contract_and_call_it():
+    import ast
+    from pathlib import Path
+
+    package = Path(R.__file__).resolve().parents[1]
+    for module in PLAYING_MODULES:
+        tree = ast.parse((package / module).read_text())
+        imported = {
+            node.module
+            for node in ast.walk(tree)
+            if isinstance(node, ast.ImportFrom) and node.module
+        }
+        assert "mmc_jax.rules.contract" in imported, module
+        calls = {
+            node.attr
+            for node in ast.walk(tree)
+            if isinstance(node, ast.Attribute)
+            and isinstance(node.value, ast.Name)
+            and node.value.id == "R"
+            and node.attr in GAME_FUNCTIONS
+        }
+        assert not calls, (module, sorted(calls))
+
+
+class _CountingBoard(contract.BoardGame):
+    """The board game, counting the moves it was asked to step while a program was traced."""
+
+    def __init__(self):
+        self.traced = []
+
+    def step_with_planes(self, rules, state, actions, planes):
+        self.traced.append(actions.shape)
+        return super().step_with_planes(rules, state, actions, planes)
+
+
+def test_self_play_and_its_search_step_the_game_they_are_handed():
+    import ml_collections
+
+    from mmc_jax.model import network as network_lib
+    from mmc_jax.training import selfplay
+
+    network = network_lib.make_network(
+        ml_collections.ConfigDict({"num_blocks": 1, "channels": 8, "dtype": "float32"})
+    )
+    params = network_lib.init_params(network, jax.random.key(0), R.OBS_SHAPE)
+    config = ml_collections.ConfigDict(
+        {
+            "selfplay": {
+                "num_plies": 2, "num_simulations": 2, "algorithm": "gumbel_muzero",
+                "gumbel_scale": 1.0, "max_num_considered_actions": 4, "temperature_plies": 0,
+            }
+        }
+    )  # fmt: skip
+    rules = R.batch(["gardner", "atomic"])
+    game = _CountingBoard()
+    state, trajectory = jax.eval_shape(
+        lambda p, s, k: selfplay.selfplay(network, p, rules, s, k, config, game),
+        params,
+        R.init(rules),
+        jax.random.key(1),
+    )
+    # The search's recurrent function (one state per game) and the ply's own move.
+    assert len(game.traced) >= 2 and all(shape == (2,) for shape in game.traced)
+    assert trajectory.action.shape == (2, 2)
