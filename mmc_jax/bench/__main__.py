@@ -18,6 +18,7 @@ from mmc_jax.bench import (
     env,
     iteration,
     learner,
+    match,
     memory,
     move,
     processes,
@@ -39,6 +40,7 @@ BENCHMARKS = (
     processes,
     xla_flags,
     move,
+    match,
     compile_programs,
 )
 

@@ -9,8 +9,9 @@ for an engine process. This arena steps the batch from Python instead, one ply p
   2. meanwhile each JAX player (a built-in player of `mmc_jax.evaluation.players`, a network's
      search) acts on the games where it is to move: their rows are gathered into a fixed-size
      buffer inside the jitted policy, so a model searches only its own positions. A model's
-     buffer shrinks by factors of 4 (down to `bucket_min`) once few of its games are left: one
-     compile per size used;
+     buffer shrinks by factors of 4 (down to `bucket_min`, default 4) once few of its games
+     are left, so a ply costs what the games still running cost (the last game of a 400-game
+     match searches a buffer of 12, not 200): one compile per size used;
   3. engine replies are checked against the rules (a move must be legal and spelled exactly as
      the rules spell it); one jitted `step_with_planes` plays every game's move.
 
@@ -318,10 +319,11 @@ def play_games(
     opening_plies: int = 0,
     max_plies: int | None = None,
     engine_pool: uci.EnginePool | Mapping[str, uci.EnginePool] | None = None,
-    bucket_min: int = 64,
+    bucket_min: int = 4,
     progress: Callable[[str], None] | None = None,
     progress_every: float = 15.0,
     record_positions: bool = False,
+    on_ply: Callable[[int, int], None] | None = None,
 ) -> list[GameRecord]:
     """Plays `games` between `players`; returns one `GameRecord` per game, in order.
 
@@ -338,6 +340,7 @@ def play_games(
       progress: called with a status line every `progress_every` seconds (e.g. print).
       record_positions: keep every position's `position_key` in `GameRecord.positions`
         (start and final positions included).
+      on_ply: called after each ply with (plies played, games that were running in it).
     """
     if not games:
         return []
@@ -371,6 +374,8 @@ def play_games(
         _record_moves(book, active, actions, movers, host, record_positions)
         state, planes = _advance(rules, state, planes, jnp.asarray(actions))
         ply += 1
+        if on_ply is not None:
+            on_ply(ply, len(active))
         now = time.monotonic()
         if progress is not None and now - last_report >= progress_every:
             last_report = now

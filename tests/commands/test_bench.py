@@ -575,3 +575,28 @@ def test_compile_refuses_an_unknown_program_in_one_line(capsys):
         main(["compile", "--programs", "nothing"])
     assert exit_info.value.code == 2
     assert "invalid choice: 'nothing'" in capsys.readouterr().err
+
+
+@pytest.mark.usefixtures("fairy_stockfish")
+def test_match_times_the_same_engine_match_per_bucket_min_with_ratios_to_the_first(capsys):
+    main(
+        [
+            "match", "--games", "4", "--simulations", "2", "--nodes", "1",
+            "--bucket-mins", "64", "1", "--json",
+        ]
+    )  # fmt: skip
+    result = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert result["complete"] and [arm["bucket_min"] for arm in result["arms"]] == [64, 1]
+    first, second = result["arms"]
+    assert first["ratio"] == 1.0
+    assert second["ratio"] == pytest.approx(second["seconds"] / first["seconds"])
+    for arm in result["arms"]:
+        assert len(arm["results"]) == 4 and arm["plies"] > 0 and 0 <= arm["score"] <= 1
+        assert 0 <= arm["tail_seconds"] <= arm["seconds"] and arm["tail_plies"] <= arm["plies"]
+    assert result["same_games"] == (first["results"] == second["results"])
+
+
+def test_match_refuses_an_odd_number_of_games_in_one_line(capsys):
+    with pytest.raises(SystemExit):
+        main(["match", "--games", "3"])
+    assert "--games 3: must be even" in capsys.readouterr().err

@@ -242,3 +242,35 @@ def test_player_plays_through_the_fog_arena(kind):
     )
     assert result["num_games"] == 8 and result["unfinished"] == 0
     assert result["player"] == kind
+
+
+@pytest.mark.slow  # two compiled searches (about 40 s on the 2-core CPU)
+def test_a_models_buffer_follows_the_games_it_still_plays():
+    """Issue 72 item 5: a ply's search costs what the games still running cost. With buffers
+    shrinking by 4 down to `bucket_min`, the model searches the smallest buffer that holds the
+    games where it moves (the last games of a match no longer search a buffer of every game)."""
+    from mmc_jax.evaluation import arena
+
+    calls = []
+    real_act = arena.act
+
+    def act(player, rules, state, planes, indices, key):
+        if player.name == "model":
+            moving = len(set(indices.tolist()))
+            calls.append((moving, len(indices)))
+        return real_act(player, rules, state, planes, indices, key)
+
+    players = [arena.model_player("model", None, {}, 1), arena.builtin_player("random")]
+    games = arena.colour_balanced(0, 1, 16, "gardner,goal=king")  # kings fall at any ply
+    original = arena.act
+    arena.act = act
+    try:
+        arena.play_games(players, games, seed=3, max_plies=80, bucket_min=1)
+    finally:
+        arena.act = original
+    sizes = arena._buckets(8, 1)  # 8 games a colour: buffers of 8 and 2
+    assert sizes == [8, 2]
+    assert {size for _, size in calls} <= set(sizes)
+    for moving, size in calls:
+        assert size == min(s for s in sizes if s >= moving), (moving, size)
+    assert any(size < 8 for _, size in calls)  # games ended at different plies
