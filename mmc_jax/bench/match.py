@@ -3,15 +3,16 @@ Fairy-Stockfish in the stepwise arena, with the model's buffer shrinking to each
 side by side (issue 72 item 5: a match's cost should follow the games still running).
 
 Each arm plays the same colour-balanced match (`--games` games of `--model` at `--simulations`
-against the engine at `--nodes`, the same seed and openings) through `arena.play_games`, whose
-model buffers shrink by factors of 4 down to the arm's `bucket_min` (64: the arena before this
-benchmark, a buffer of every game the model plays in a colour until the match ends; 4: today's
-default). A warm-up (the match cut to 2 plies) first compiles the largest buffer's search, so
-each arm times its play and the compiles of its smaller buffers (none with a warm cache). Per
-arm: wall seconds, plies, seconds in the tail (the plies with at most a quarter of the games
-running), the model's score, and its ratio of seconds to the first arm's. The engine's moves
-are deterministic at a node limit, and a model's search at `gumbel_scale` 0 is too, so the arms
-play the same games up to the last bits of batched floating point (`same_games` says).
+against the engine at `--nodes`, from the same seeded suite of `--opening-plies` random
+openings) through `arena.play_games`, whose model buffers shrink by factors of 4 down to the
+arm's `bucket_min` (64: the arena before this benchmark, a buffer of every game the model plays
+in a colour until the match ends; 4: today's default). A warm-up (the match cut to 2 plies)
+first compiles the largest buffer's search, so each arm times its play and the compiles of its
+smaller buffers (none with a warm cache). Per arm: wall seconds, plies, seconds in the tail (the
+plies with at most a quarter of the games running), the model's score, and its ratio of seconds
+to the first arm's. The engine's moves are deterministic at a node limit, and a model's search
+at `gumbel_scale` 0 is too, so the arms play the same games up to the last bits of batched
+floating point (`same_games` says).
 """
 
 from __future__ import annotations
@@ -55,6 +56,13 @@ def add_flags(p) -> None:
         type=common.POSITIVE,
     )
     p.add_argument("--engine", default=None, help="a UCI engine binary (default: the built one)")
+    p.add_argument(
+        "--opening-plies",
+        type=int,
+        default=4,
+        help="random plies of the seeded opening suite (default 4, as the ladder; with 0 every "
+        "game of a colour is the same game)",
+    )
     p.add_argument("--seed", type=int, default=0, help="the openings' and players' seed")
 
 
@@ -82,6 +90,7 @@ def play(args, network, params, games: int, bucket_min: int, max_plies=None) -> 
             players,
             arena.colour_balanced(0, 1, games, args.variant),
             seed=args.seed,
+            opening_plies=args.opening_plies,
             engine_pool=pool,
             bucket_min=bucket_min,
             max_plies=max_plies,
