@@ -40,7 +40,6 @@ from __future__ import annotations
 import contextlib
 import functools
 import math
-import multiprocessing
 import os
 import time
 import zipfile
@@ -266,11 +265,10 @@ def generate(config, workdir: str, log=print, engine: str | None = None) -> dict
     started = time.time()
     jobs = [(settings, i, os.path.join(folder, f"shard-{i:05d}.npz"), engine) for i in todo]
     processes = min(int(config.data.processes), max(len(jobs), 1))
-    context = multiprocessing.get_context("spawn")  # no fork of a process that runs JAX
     with (
         processes_lib.sigterm_as_interrupt(),
         _stopped_note(folder, manifest, total, log),
-        context.Pool(processes, initializer=processes_lib.worker_init)
+        processes_lib.worker_pool(processes)
         if processes > 1 and len(jobs) > 1
         else _Serial() as pool,
     ):

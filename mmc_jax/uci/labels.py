@@ -35,7 +35,6 @@ from __future__ import annotations
 
 import hashlib
 import math
-import multiprocessing
 import os
 import time
 import zipfile
@@ -225,13 +224,10 @@ def build(
     from mmc_jax.uci import workers as processes_lib
 
     _adopt_unlisted(folder, manifest, log)
-    context = multiprocessing.get_context("spawn")  # no fork of a process that runs JAX
     started, made = time.time(), 0
     with (
         processes_lib.sigterm_as_interrupt(),
-        context.Pool(processes, initializer=processes_lib.worker_init)
-        if processes > 1
-        else contextlib.nullcontext() as pool,
+        processes_lib.worker_pool(processes) if processes > 1 else contextlib.nullcontext() as pool,
     ):
         while (have := sum(s["positions"] for s in manifest["shards"])) < positions:
             done = {s["index"] for s in manifest["shards"]}

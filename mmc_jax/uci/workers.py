@@ -10,6 +10,12 @@ cannot clean up, so the workers and engines must notice by themselves:
 - `sigterm_as_interrupt()`: around work in the main thread that has no iteration to finish (a
   dataset being made), SIGTERM raises `Terminated` (a `KeyboardInterrupt`), so the `with` of a
   pool terminates its workers and the command says what it kept, as it does for Ctrl-C.
+- `worker_pool(processes)`: the pool, whose end never hangs. A worker's SIGTERM handler is
+  Python code, run by its main thread; a signal the kernel hands to another of its threads (an
+  engine's reader, JAX's) waits until the main thread runs bytecode again, and `Pool.terminate`
+  joined such a worker forever (seen once at the end of `bench memory` with 2 label
+  processes). A worker still alive `grace` seconds after the pool's terminate began is killed
+  (SIGKILL); its engines read the end of their input and quit.
 
 Elsewhere than Linux the parent-death signal is not available: `worker_init` then only installs
 the SIGTERM handler.
@@ -19,10 +25,12 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import multiprocessing
 import os
 import signal
 import sys
 import threading
+from collections.abc import Callable, Iterator
 
 PR_SET_PDEATHSIG = 1
 
@@ -79,3 +87,27 @@ def sigterm_as_interrupt():
         yield
     finally:
         signal.signal(signal.SIGTERM, previous)
+
+
+@contextlib.contextmanager
+def worker_pool(
+    processes: int, initializer: Callable[[], None] = worker_init, grace: float = 10.0
+) -> Iterator:
+    """A spawn-context pool of `processes` workers started with `initializer` (default
+    `worker_init`), terminated on leaving the block like `multiprocessing.Pool`'s own `with`,
+    except that a worker still alive `grace` seconds after the terminate began is killed
+    (module doc)."""
+    context = multiprocessing.get_context("spawn")  # no fork of a process that runs JAX
+    before = set(multiprocessing.active_children())
+    pool = context.Pool(processes, initializer=initializer)
+    try:
+        yield pool
+    finally:
+        ending = threading.Thread(target=pool.terminate, daemon=True)
+        ending.start()  # marks the pool as ending (no replacement workers), SIGTERMs, joins
+        ending.join(grace)
+        if ending.is_alive():
+            for worker in set(multiprocessing.active_children()) - before:
+                if worker.is_alive():
+                    worker.kill()
+            ending.join()

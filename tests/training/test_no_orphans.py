@@ -9,6 +9,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -170,3 +171,38 @@ def _smoke():
     config.unlock()
     config.data.processes = 1
     return config
+
+
+def _sigterm_to_another_thread() -> None:
+    """A pool initializer: the real one (a Python SIGTERM handler), then another thread that
+    takes SIGTERM while the main thread blocks it, so the handler waits for the main thread
+    to run bytecode, as when the kernel hands SIGTERM to an engine's reader or a JAX thread
+    while the main thread waits in C."""
+    from mmc_jax.uci import workers
+
+    workers.worker_init()
+    threading.Thread(target=time.sleep, args=(3600,), daemon=True).start()
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
+
+
+def _busy(marker: str) -> None:
+    """A pool job that says it runs (writes its pid to `marker`) and then works for an hour."""
+    Path(marker).write_text(str(os.getpid()))
+    time.sleep(3600)
+
+
+def test_a_busy_worker_that_cannot_answer_sigterm_is_killed_and_the_pool_ends(tmp_path):
+    """`Pool.terminate` joins a worker deaf to SIGTERM until its job ends (forever for a job
+    that waits; the end of a `bench memory` run with 2 label processes hung once);
+    `workers.worker_pool` kills it after its grace."""
+    from mmc_jax.uci import workers
+
+    marker = tmp_path / "pid"
+    started = time.monotonic()
+    with workers.worker_pool(2, initializer=_sigterm_to_another_thread, grace=1.0) as pool:
+        pool.apply_async(_busy, (str(marker),))
+        while not marker.exists() and time.monotonic() - started < 120:
+            time.sleep(0.1)
+        pid = int(marker.read_text())
+    assert time.monotonic() - started < 150
+    assert not _gone_within({pid}, 10.0), "the busy worker outlived its pool"
