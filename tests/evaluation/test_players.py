@@ -245,7 +245,7 @@ def test_player_plays_through_the_fog_arena(kind):
 
 
 @pytest.mark.slow  # two compiled searches (about 40 s on the 2-core CPU)
-def test_a_models_buffer_follows_the_games_it_still_plays():
+def test_a_models_buffer_follows_the_games_it_still_plays(monkeypatch):
     """Issue 72 item 5: a ply's search costs what the games still running cost. With buffers
     shrinking by 4 down to `bucket_min`, the model searches the smallest buffer that holds the
     games where it moves (the last games of a match no longer search a buffer of every game)."""
@@ -262,12 +262,8 @@ def test_a_models_buffer_follows_the_games_it_still_plays():
 
     players = [arena.model_player("model", None, {}, 1), arena.builtin_player("random")]
     games = arena.colour_balanced(0, 1, 16, "gardner,goal=king")  # kings fall at any ply
-    original = arena.act
-    arena.act = act
-    try:
-        arena.play_games(players, games, seed=3, max_plies=80, bucket_min=1)
-    finally:
-        arena.act = original
+    monkeypatch.setattr(arena, "act", act)
+    arena.play_games(players, games, seed=3, max_plies=80, bucket_min=1)
     sizes = arena._buckets(8, 1)  # 8 games a colour: buffers of 8 and 2
     assert sizes == [8, 2]
     assert {size for _, size in calls} <= set(sizes)
