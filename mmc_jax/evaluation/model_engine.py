@@ -50,6 +50,7 @@ DEFAULT_CAPACITY = 1024
 DEFAULT_WORLDS = 8
 DEFAULT_CANDIDATES = 32
 MAX_SIMULATIONS_OPTION = 65536
+GROW_SHARE = 0.9  # of a timed search's time that its budget is planned to fill
 PV_LENGTH = 16  # longest principal variation read from the tree
 TOP_MOVES = 5  # moves in the `info string visits` line
 LC0_CP_SCALE, LC0_CP_STRETCH = 90.0, 1.5637541897
@@ -264,6 +265,16 @@ class _Grown(NamedTuple):
     key: jax.Array
 
 
+class _RootData(NamedTuple):
+    """The grown tree's `extra_data`: the root's Gumbel noise [1, 160] (zeros: the engine's
+    search has gumbel_scale 0) and `base_visits` int32 [1, 160], each root child's visits kept
+    from the previous search (zeros in a new tree). Sequential halving runs on the visits above
+    the base: its schedule is this search's, while the kept values and subtrees are reused."""
+
+    root_gumbel: jax.Array
+    base_visits: jax.Array
+
+
 def _mask_invalid(logits, invalid):
     logits = logits - jnp.max(logits, axis=-1, keepdims=True)
     return jnp.where(invalid, jnp.finfo(logits.dtype).min, logits)
@@ -284,16 +295,17 @@ def _grow_start(params, rules, state, key, *, network, capacity):
     invalid = _root_invalid(planes)
     prior = _mask_invalid(search.compact(logits, actions, valid), invalid)
     root = mctx.RootFnOutput(prior_logits=prior, value=value, embedding=(state, planes))
-    extra = mctx.GumbelMuZeroExtraData(root_gumbel=jnp.zeros_like(prior))
+    extra = _RootData(jnp.zeros_like(prior), jnp.zeros(prior.shape, jnp.int32))
     tree = mcts.instantiate_tree(root, capacity, invalid, extra)
     key, _ = jax.random.split(key)  # as gumbel_muzero_policy: its second key draws the gumbel
     return _Grown(tree, jnp.zeros(tree.node_visits.shape, jnp.int32), key)
 
 
 def _root_selection(key, tree, node_index, *, table, qtransform):
-    """mctx's Gumbel root rule (sequential halving) with its schedule `table` given."""
+    """mctx's Gumbel root rule (sequential halving) with its schedule `table` given, over this
+    search's visits (those above the kept tree's `base_visits`)."""
     del key
-    visits = tree.children_visits[node_index]
+    visits = tree.children_visits[node_index] - tree.extra_data.base_visits
     logits = tree.children_prior_logits[node_index]
     completed = qtransform(tree, node_index)
     considered = jnp.minimum(
@@ -342,7 +354,10 @@ def _grow_result(grown):
     visits = tree.summary().visit_counts
     completed = jax.vmap(qtransform, in_axes=(0, None))(tree, mctx.Tree.ROOT_INDEX)
     logits = tree.children_prior_logits[:, mctx.Tree.ROOT_INDEX]
-    most_visited = visits == jnp.max(visits, axis=-1, keepdims=True)
+    # The move is one of those sequential halving kept: the most visited by this search (a
+    # kept tree's visits are below its halving); the shares are of all the visits.
+    searched = visits - tree.extra_data.base_visits
+    most_visited = searched == jnp.max(searched, axis=-1, keepdims=True)
     score = jnp.maximum(-1e9, logits - jnp.max(logits, axis=-1, keepdims=True) + completed)
     score = score + jnp.where(most_visited, 0.0, -jnp.inf)
     score = jnp.where(tree.root_invalid_actions, -jnp.inf, score)
@@ -354,6 +369,83 @@ def _grow_result(grown):
     output = mctx.PolicyOutput(action=action, action_weights=None, search_tree=tree)
     pv = _principal_variation(output, planes)
     return _SearchArrays(action[0], shares, tree.summary().value[0], *pv, jnp.int32(-1))
+
+
+# ---------------------------------------------------------------------------------------------
+# Tree reuse: the subtree under the moves played since the last search is kept for the next.
+
+REUSE_MAX_PLIES = 8  # moves since the kept search that the re-root follows (one program)
+
+
+class _Reused(NamedTuple):
+    """`_reroot`'s result: the search to go on with, the subtree's nodes, the root's kept
+    visits (through its children), and whether the walk found the position (else start anew)."""
+
+    grown: _Grown
+    kept_nodes: jax.Array  # int32 []
+    kept_visits: jax.Array  # int32 []
+    found: jax.Array  # bool []
+
+
+@functools.partial(jax.jit, donate_argnames=("grown",))
+def _reroot(grown, actions, state, key):
+    """The search `grown` re-rooted at the node its tree reached through `actions` int32
+    [REUSE_MAX_PLIES] (the moves played since, padded with -1), for the new search of `state`
+    (batch of one) with `key`: `_Reused`. Each action is mapped to its slot by the node's legal
+    planes (`search.all_slot_actions`, as the tree numbers them); `found` is False when a move
+    leads out of the tree or the node's position is not `state` (then search anew). The new
+    root gets its invalid-actions mask and masked priors as `_grow_start` makes them, and its
+    children's visits become `base_visits` (`_RootData`)."""
+    tree = grown.tree
+    states, planes = tree.embeddings
+
+    def walk(carry, action):
+        node, found = carry
+        slot_actions, valid = search.all_slot_actions(planes[:, node])
+        match = valid[0] & (slot_actions[0] == action)
+        child = tree.children_index[0, node, jnp.argmax(match)]
+        play = action >= 0
+        found = found & (~play | (jnp.any(match) & (child >= 0)))
+        return (jnp.where(play & found, child, node).astype(jnp.int32), found), None
+
+    (root, found), _ = jax.lax.scan(walk, (jnp.int32(0), jnp.bool_(True)), actions)
+    tree, node_depth, kept = mcts.reroot(tree, root[None], grown.node_depth)
+    states, planes = tree.embeddings
+    same = [
+        jnp.all(kept_leaf[:, 0] == leaf)
+        for kept_leaf, leaf in zip(jax.tree.leaves(states), jax.tree.leaves(state), strict=True)
+    ]
+    invalid = _root_invalid(planes[:, 0])
+    prior = tree.children_prior_logits
+    prior = prior.at[:, 0].set(_mask_invalid(prior[:, 0], invalid))
+    base = tree.children_visits[:, 0]
+    tree = tree.replace(
+        children_prior_logits=prior,
+        root_invalid_actions=invalid,
+        extra_data=_RootData(jnp.zeros(prior[:, 0].shape, prior.dtype), base),
+    )
+    key, _ = jax.random.split(key)  # as `_grow_start`
+    found = found & functools.reduce(jnp.logical_and, same)
+    return _Reused(_Grown(tree, node_depth, key), kept[0], jnp.sum(base), found)
+
+
+@dataclasses.dataclass(frozen=True)
+class _Kept:
+    """The tree of the last grown search, with the position and the model it belongs to."""
+
+    variant: str
+    start_fen: str
+    moves: tuple[str, ...]
+    params: Any
+    grown: _Grown
+
+
+def _spec(x, committed: bool = True):
+    """The shape of `x` for `lower`: committed to the device as a jitted program's output is
+    (else another cache key: the call would not find the program compiled)."""
+    sharding = jax.sharding.SingleDeviceSharding(jax.devices()[0]) if committed else None
+    weak = getattr(x, "weak_type", False)
+    return jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=sharding, weak_type=weak)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -371,6 +463,7 @@ class _Ply:
     legal: dict[str, int]
     fen: str
     over: bool
+    action: int = -1  # the action played to reach it (-1: the game's start)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -379,7 +472,7 @@ class GamePosition:
 
     `legal` maps the legal moves (UCI) to action ids (empty once the game is over); `fen` is
     the true position (the referee's). Under fog, `view` is what the side to move sees and is
-    all a client of the mover may be shown.
+    all a client of the mover may be shown. `actions` are the action ids of `moves`.
     """
 
     variant: str
@@ -391,6 +484,7 @@ class GamePosition:
     over: bool
     result: str | None
     ply: _Ply = dataclasses.field(repr=False)
+    actions: tuple[int, ...] = ()
 
     @property
     def turn(self) -> int:
@@ -412,7 +506,9 @@ class SearchResult:
     root value in [-1, 1] for the side to move; pv: principal variation (UCI); nodes: network
     evaluations; simulations: per world under fog; worlds: 0 without fog; seconds: wall time;
     consistent: fog only, candidate worlds consistent with the observation (0: sampling
-    failed, the worlds are then only plausible).
+    failed, the worlds are then only plausible); kept_visits: the root's visits kept from the
+    previous search (tree reuse; 0 for a new tree): the root's children have `nodes` +
+    `kept_visits` visits in all.
     """
 
     move: str
@@ -424,6 +520,7 @@ class SearchResult:
     worlds: int
     seconds: float
     consistent: int | None = None
+    kept_visits: int = 0
 
     @property
     def score_cp(self) -> int:
@@ -464,6 +561,9 @@ class ModelEngine:
       candidates: candidate worlds sampled per kept world under fog.
       capacity: nodes of the grown search's tree (`grow`): searches without fog of up to this
         many simulations share one compiled program; larger ones compile their own.
+      reuse_tree: keep the grown search's tree for the next search (`grow`): when the next
+        position is this one with moves played since, the subtree under them is re-rooted and
+        searched on. Off: every search starts from an empty tree.
     """
 
     def __init__(
@@ -475,6 +575,7 @@ class ModelEngine:
         max_plies: int | None = None,
         candidates: int = DEFAULT_CANDIDATES,
         capacity: int = DEFAULT_CAPACITY,
+        reuse_tree: bool = True,
     ):
         if network is None:
             network, params = policies.UniformPriorNetwork(), {}
@@ -488,6 +589,12 @@ class ModelEngine:
         self._cache_moves: dict[tuple[str, str], list[str]] = {}
         self._compiled: set[tuple] = set()
         self.compile_seconds: float | None = None  # of the last search that compiled
+        self.reuse_tree = reuse_tree
+        self._kept: _Kept | None = None  # the last grown search's tree (under `_lock`)
+        self._searches_begun = 0  # a search keeps its tree only if no later one began
+        # The re-root program's compile in the background (`precompile_reuse`): searches start
+        # anew until it is done rather than wait for it.
+        self._reroot_compile: threading.Thread | None = None
 
     def precompile(self, variant: str = "gardner", workers: int = 2) -> bool:
         """Compile the programs a first move of `variant` runs (the replay of a position and the
@@ -611,7 +718,8 @@ class ModelEngine:
                         rules, here.state, here.games, here.white_reward, action, fog=fog
                     )
                     legal, true_fen, over = self._host(variant, state, planes)
-                    plies.append(_Ply(state, games, reward, planes, legal, true_fen, over))
+                    played = here.legal[move]
+                    plies.append(_Ply(state, games, reward, planes, legal, true_fen, over, played))
                     known.append(move)
             finally:
                 self._cache = {key: plies}  # one game at a time: drop the others
@@ -627,6 +735,7 @@ class ModelEngine:
                 over=here.over,
                 result=self._result(variant, start, moves, here),
                 ply=here,
+                actions=tuple(p.action for p in plies[1:]),
             )
 
     @staticmethod
@@ -639,9 +748,77 @@ class ModelEngine:
         return "1-0" if reward > 0 else "0-1" if reward < 0 else "1/2-1/2"
 
     def forget(self) -> None:
-        """Drop the cached game (`ucinewgame`)."""
+        """Drop the cached game and the kept search tree (`ucinewgame`)."""
         with self._lock:
             self._cache, self._cache_moves = {}, {}
+            self._kept = None
+            self._searches_begun += 1  # a search still running keeps nothing either
+
+    def precompile_reuse(self, variant: str = "gardner", wait: bool = True) -> None:
+        """Compile the re-root program of tree reuse (`_reroot`) from its shapes: at once, or
+        (`wait` False) in a background thread, during which searches start from a new tree
+        rather than wait. `grow` starts it in the background after its first search, so that
+        it is never on the path to a first move (issue 71); call it with `wait` for searches
+        that reuse their tree from the second one on (reproducible matches, tests)."""
+        with self._lock:
+            thread = self._reroot_compile
+            if thread is None:
+                variant = R.check_variant(variant)
+                fen = R.start_fen(variant)
+                state = jax.tree.map(lambda x: jnp.asarray(x)[None], R.from_fen(fen))
+                key = jax.random.fold_in(jax.random.key(0), 0)
+                grown = jax.eval_shape(
+                    functools.partial(_grow_start, network=self.network, capacity=self.capacity),
+                    self.params,
+                    self._rules(variant),
+                    state,
+                    key,
+                )
+                # As `precompile`'s: the kept tree is committed to the device (the loaded
+                # parameters are), the replayed position and the rest are not.
+                specs = (
+                    jax.tree.map(_spec, grown),
+                    _spec(jnp.full(REUSE_MAX_PLIES, -1, jnp.int32), committed=False),
+                    jax.tree.map(lambda x: _spec(x, committed=False), state),
+                    _spec(key, committed=False),
+                )
+                thread = threading.Thread(
+                    target=lambda: _reroot.lower(*specs).compile(),
+                    name="compile-reroot",
+                    daemon=True,
+                )
+                self._reroot_compile = thread
+                thread.start()
+        if wait:
+            thread.join()
+
+    def _reuse(self, position: GamePosition, key, room: int) -> _Reused | None:
+        """The kept tree re-rooted for `position` (`_reroot`), or None to search anew: reuse
+        off, no kept tree, not this game and model, not moves since it, a walk out of the tree,
+        or a subtree that leaves fewer than `room` free nodes in the capacity. Takes the kept
+        tree (the re-root consumes it)."""
+        with self._lock:
+            kept, self._kept = self._kept, None
+        compiling = self._reroot_compile is not None and self._reroot_compile.is_alive()
+        if not self.reuse_tree or kept is None or compiling:
+            return None
+        done = len(kept.moves)
+        since = position.moves[done:]
+        if (
+            kept.params is not self.params
+            or (kept.variant, kept.start_fen) != (position.variant, position.start_fen)
+            or position.moves[:done] != kept.moves
+            or not 1 <= len(since) <= REUSE_MAX_PLIES
+            or len(position.actions) != len(position.moves)
+        ):
+            return None
+        actions = np.full(REUSE_MAX_PLIES, -1, np.int32)
+        actions[: len(since)] = position.actions[done:]
+        reused = _reroot(kept.grown, jnp.asarray(actions), position.ply.state, key)
+        kept_nodes, found = jax.device_get((reused.kept_nodes, reused.found))
+        if not found or self.capacity + 1 - int(kept_nodes) < room:
+            return None
+        return reused
 
     # -- searches
 
@@ -759,59 +936,120 @@ class ModelEngine:
         can choose it after a first chunk of 16) and the simulations to run now -- or None to
         stop. A search stopped before its budget is still a search: its move is the best of
         the actions visited most. Deterministic for a seed and a plan's choices.
+
+        Tree reuse (`reuse_tree`): the tree is kept when the search ends (or is abandoned).
+        When `position` is the kept one's game with 1 to `REUSE_MAX_PLIES` moves played since
+        (same variant, start and parameters), the subtree under those moves is re-rooted
+        (`_reroot`) and this search's simulations add to it: `nodes` new ones, whose
+        sequential halving runs on this search's visits alone, while the kept values, priors
+        and subtrees are used (`SearchResult.kept_visits` counts the root's kept visits). The
+        new nodes go after the kept ones, so a fixed budget that no longer fits (kept nodes +
+        `nodes` > capacity + 1) searches a new tree; a planned search grows into the room
+        left. Otherwise, and until the re-root program is compiled (`precompile_reuse`), the
+        search starts from an empty tree, exactly as with reuse off.
         """
         if not self.grows(position, nodes):
             raise ValueError(f"a grown search needs no fog and at most {self.capacity} nodes")
         self.check_size(False, nodes)
-        ply = len(position.moves)
-        key = jax.random.fold_in(jax.random.key(seed), ply)
         signature = ("grown", self.capacity)
         rules = self._rules(position.variant)
         started = time.monotonic()
         compiling = signature not in self._compiled
+        with self._lock:
+            self._searches_begun += 1
+            mine = self._searches_begun
+        grown, offset, kept_visits = self._begin(position, nodes, plan is not None, seed)
+        most = self.capacity - offset  # the simulations that fit in the tree
+        budget, done, result, whole = min(nodes, most), 0, None, True
+        pending = list(chunks)
+        try:
+            while done < budget:
+                if plan is not None and done:
+                    step = plan(done, result)
+                    if step is None:
+                        break
+                    budget, chunk = min(step[0], most), step[1]
+                else:
+                    chunk = pending.pop(0) if pending else budget - done
+                stop = min(done + max(chunk, 1), budget)
+                if stop <= done:
+                    break
+                chunk_started, whole = time.monotonic(), False  # `_grow` consumes the tree
+                grown = _grow(
+                    self.params,
+                    rules,
+                    grown,
+                    considered_visits_table(budget, self.capacity),
+                    jnp.int32(offset + done),
+                    jnp.int32(offset + stop),
+                    network=self.network,
+                )
+                whole = True
+                out = jax.device_get(_grow_result(grown))
+                now = time.monotonic()
+                if compiling:
+                    with self._lock:
+                        self._compiled.add(signature)
+                        self.compile_seconds = now - started
+                    compiling = False
+                elif stop - done >= 64:  # small chunks are mostly per-call overhead
+                    self.nodes_per_second = (stop - done) / max(now - chunk_started, 1e-6)
+                done = stop
+                result = self._search_result(
+                    position, out, done, 0, now - started, temperature, seed
+                )
+                yield dataclasses.replace(result, kept_visits=kept_visits)
+        finally:  # also when the caller stops early: kept only once no chunk is running on it
+            if whole and done:
+                self._keep(position, grown, mine)
+        if self.reuse_tree and self._reroot_compile is None:
+            self.precompile_reuse(position.variant, wait=False)  # off the first move's path
+
+    def _begin(self, position: GamePosition, nodes: int, planned: bool, seed: int):
+        """(tree, offset, kept visits) a grown search starts from: the kept tree re-rooted
+        (`_reuse`; offset: its nodes less one, simulation s writing node s + 1) or an empty
+        one (offset 0). A fixed budget needs room for all its nodes after the kept ones; a
+        planned (timed) search, for at least one round of sequential halving."""
+        key = jax.random.fold_in(jax.random.key(seed), len(position.moves))
+        room = min(nodes, MAX_CONSIDERED_ACTIONS) if planned else nodes
+        reused = self._reuse(position, key, room)
+        if reused is not None:
+            return reused.grown, int(reused.kept_nodes) - 1, int(reused.kept_visits)
         grown = _grow_start(
             self.params,
-            rules,
+            self._rules(position.variant),
             position.ply.state,
             key,
             network=self.network,
             capacity=self.capacity,
         )
-        budget, done, result = nodes, 0, None
-        pending = list(chunks)
-        while done < budget:
-            if plan is not None and done:
-                step = plan(done, result)
-                if step is None:
-                    break
-                budget, chunk = min(step[0], self.capacity), step[1]
-            else:
-                chunk = pending.pop(0) if pending else budget - done
-            stop = min(done + max(chunk, 1), budget)
-            if stop <= done:
-                break
-            chunk_started = time.monotonic()
-            grown = _grow(
-                self.params,
-                rules,
-                grown,
-                considered_visits_table(budget, self.capacity),
-                jnp.int32(done),
-                jnp.int32(stop),
-                network=self.network,
-            )
-            out = jax.device_get(_grow_result(grown))
-            now = time.monotonic()
-            if compiling:
-                with self._lock:
-                    self._compiled.add(signature)
-                    self.compile_seconds = now - started
-                compiling = False
-            elif stop - done >= 64:  # small chunks are mostly per-call overhead
-                self.nodes_per_second = (stop - done) / max(now - chunk_started, 1e-6)
-            done = stop
-            result = self._search_result(position, out, done, 0, now - started, temperature, seed)
-            yield result
+        return grown, 0, 0
+
+    def grow_timed(
+        self,
+        position: GamePosition,
+        top: int,
+        deadline: float | None,
+        *,
+        stop: threading.Event | None = None,
+        temperature: float = 0.0,
+        seed: int = 0,
+    ):
+        """A timed search (`go movetime`, a clock, `go infinite`): `grow` of at most `top`
+        simulations with `timed_plan`'s chunks and plan, yielding a `SearchResult` after each
+        chunk until the `deadline` (`time.monotonic()`; None: none), `top` or `stop`."""
+        chunks, plan = timed_plan(self, position, top, deadline, stop)
+        return self.grow(
+            position, top, chunks=chunks, plan=plan, temperature=temperature, seed=seed
+        )
+
+    def _keep(self, position: GamePosition, grown: _Grown, mine: int) -> None:
+        """Keep `grown` as the tree of `position` (reuse on, and no later search began)."""
+        with self._lock:
+            if self.reuse_tree and mine == self._searches_begun:
+                self._kept = _Kept(
+                    position.variant, position.start_fen, position.moves, self.params, grown
+                )
 
     def _search_result(self, position, out, simulations, worlds, seconds, temperature, seed):
         """The `SearchResult` of a search's `_SearchArrays` (on the host)."""
@@ -850,6 +1088,35 @@ class ModelEngine:
             seconds=seconds,
             consistent=None if not position.fog else int(out.consistent),
         )
+
+
+def timed_plan(engine, position: GamePosition, top: int, deadline: float | None, stop=None):
+    """(chunks, plan) of a timed search for `ModelEngine.grow` (engine.py's `go movetime`, a
+    clock, `go infinite`): a first chunk of one simulation per considered move (a move to
+    answer with at once; sequential halving's first round, the same for every budget), then a
+    budget of what the measured speed (`engine.nodes_per_second`, else this search's) fits into
+    `GROW_SHARE` of the time left before `deadline` (`time.monotonic()`), run in chunks of
+    about a quarter of it; without a deadline, doubling chunks up to `top`. The plan stops at
+    `top`, at the deadline or once `stop` (a `threading.Event`) is set."""
+    budget = 0
+
+    def plan(done: int, result: SearchResult):
+        nonlocal budget
+        if (stop is not None and stop.is_set()) or done >= top:
+            return None
+        if deadline is None:  # infinite: doubling chunks up to `top`
+            return top, done
+        left = deadline - time.monotonic()
+        speed = max(engine.nodes_per_second or 0.0, done / max(result.seconds, 1e-3))
+        if not budget:  # fixed once: sequential halving's schedule depends on it
+            budget = max(done, min(top, done + int(speed * left * GROW_SHARE)))
+        chunk = min(budget - done, max(16, int(speed * left / 4)))
+        if budget <= done or chunk < 1 or chunk / speed > left:
+            return None
+        return budget, chunk
+
+    first = max(1, min(MAX_CONSIDERED_ACTIONS, top, len(position.legal)))
+    return (first,), plan
 
 
 def _sample(policy: dict[str, float], temperature: float, seed: int, ply: int) -> str | None:

@@ -154,6 +154,7 @@ PROGRAM_NAMES = {
     "_grow": "the engine's search",
     "_grow_result": "the engine's search result",
     "_grow_start": "the engine's search start",
+    "_reroot": "the engine's tree reuse",
     "_search": "the engine's search",
     "_advance": "the engine's replay of the game",
     "iteration": "the training iteration",

@@ -389,6 +389,73 @@ def search(
     return jax.lax.fori_loop(0, num_simulations, body, (rng_key, tree, node_depth))[1]
 
 
+def reroot(
+    tree: Tree, new_root: jax.Array, node_depth: jax.Array
+) -> tuple[Tree, jax.Array, jax.Array]:
+    """The subtree under node `new_root` [B] of each game's tree, as a tree of the same capacity.
+
+    Nodes are created in index order and a child's index is greater than its parent's, so the
+    subtree's nodes keep their order: they are renumbered 0, 1, ... (the new root is 0) and every
+    per-node array is gathered through that map; `children_index` and `parents` are remapped
+    (UNVISITED and NO_PARENT kept), the root's parent and action become NO_PARENT, the depths
+    are counted from the new root. The slots past the subtree are empty, as in a new tree, so a
+    search goes on by writing its new nodes from index `kept` on. `root_invalid_actions` and
+    `extra_data` are the caller's (they belong to the root): they are returned unchanged.
+
+    Membership is found by pointer jumping (each node's 2^k-th ancestor, k = 0, 1, ...: a fixed
+    number of whole-array gathers, no loop over the nodes).
+
+    Returns (tree, node_depth [B, nodes], kept int32 [B]: the subtree's nodes).
+    """
+    nodes = tree.node_visits.shape[1]
+    index = jnp.arange(nodes, dtype=jnp.int32)
+
+    def one(tree: Tree, root, depth):
+        ancestor = jnp.where(tree.parents >= 0, tree.parents, index)  # a root is its own
+        inside = index == root
+        for _ in range(max(nodes - 1, 1).bit_length()):  # distances below 2^k covered
+            inside = inside | inside[ancestor]
+            ancestor = ancestor[ancestor]
+        kept = jnp.sum(inside).astype(jnp.int32)
+        renumber = jnp.where(inside, jnp.cumsum(inside) - 1, nodes).astype(jnp.int32)
+        old = jnp.zeros(nodes, jnp.int32).at[renumber].set(index, mode="drop")
+        used = index < kept
+
+        def gather(x, empty):
+            taken = x[old]
+            mask = used.reshape((nodes,) + (1,) * (x.ndim - 1))
+            return jnp.where(mask, taken, jnp.asarray(empty, x.dtype))
+
+        def remap(x, missing):
+            return jnp.where(x >= 0, renumber[jnp.maximum(x, 0)], missing)
+
+        children = gather(tree.children_index, Tree.UNVISITED)
+        parents = gather(tree.parents, Tree.NO_PARENT)
+        action = gather(tree.action_from_parent, Tree.NO_PARENT)
+        rebuilt = tree.replace(
+            node_visits=gather(tree.node_visits, 0),
+            raw_values=gather(tree.raw_values, 0),
+            node_values=gather(tree.node_values, 0),
+            parents=jnp.where(index == 0, Tree.NO_PARENT, remap(parents, Tree.NO_PARENT)),
+            action_from_parent=jnp.where(index == 0, Tree.NO_PARENT, action),
+            children_index=remap(children, Tree.UNVISITED),
+            children_prior_logits=gather(tree.children_prior_logits, 0),
+            children_values=gather(tree.children_values, 0),
+            children_visits=gather(tree.children_visits, 0),
+            children_rewards=gather(tree.children_rewards, 0),
+            children_discounts=gather(tree.children_discounts, 0),
+            embeddings=jax.tree.map(lambda x: gather(x, 0), tree.embeddings),
+        )
+        return rebuilt, gather(depth - depth[root], 0), kept
+
+    per_game = tree.replace(root_invalid_actions=None, extra_data=None)
+    rebuilt, depth, kept = jax.vmap(one)(per_game, new_root.astype(jnp.int32), node_depth)
+    rebuilt = rebuilt.replace(
+        root_invalid_actions=tree.root_invalid_actions, extra_data=tree.extra_data
+    )
+    return rebuilt, depth, kept
+
+
 def _mask_invalid(logits: jax.Array, invalid_actions) -> jax.Array:
     """Logits shifted to a maximum of 0, with the dtype's lowest value on invalid actions
     (finite, so a softmax over a row with no valid action stays defined)."""
