@@ -34,7 +34,11 @@ Protocol (what a GUI sends, what the engine answers):
                        visit shares raised to 1/T (seeded by Seed and the ply: reproducible)
       Seed             world sampling under fog and Temperature sampling (0)
       UCI_ShowWDL      add `wdl W D L` to the score (true)
-  ucinewgame           forget the cached game
+      ReuseTree        keep the search tree for the next move (true): without fog, when the
+                       next `position` is this game with moves played since (the engine's
+                       move and the reply), the subtree under them is searched on, within
+                       `--capacity` nodes (`ModelEngine.grow`; docs/engine.md)
+  ucinewgame           forget the cached game and the kept tree
   position startpos|fen F [moves M ...]   a malformed FEN or an illegal move: the line is
                        ignored (the previous position stays) with an `info string` naming the
                        problem and the legal moves
@@ -126,6 +130,7 @@ from mmc_jax.evaluation.model_engine import (  # the library half, re-exported: 
     DEFAULT_MAX_SIMULATIONS,
     DEFAULT_SIMULATIONS,
     DEFAULT_WORLDS,
+    GROW_SHARE,
     MAX_SIMULATIONS_OPTION,
     PV_LENGTH,
     TOP_MOVES,
@@ -135,6 +140,7 @@ from mmc_jax.evaluation.model_engine import (  # the library half, re-exported: 
     load_engine,
     parse_uci_variant,
     score_cp,
+    timed_plan,
     uci_variant_names,
     wdl,
 )
@@ -147,6 +153,7 @@ __all__ = [
     "DEFAULT_MAX_SIMULATIONS",
     "DEFAULT_SIMULATIONS",
     "DEFAULT_WORLDS",
+    "GROW_SHARE",
     "MAX_SIMULATIONS_OPTION",
     "PV_LENGTH",
     "TOP_MOVES",
@@ -169,7 +176,6 @@ __all__ = [
 # `go perft` depth bound: Gardner's depth 7 (6.9M) counts in about 6 s on a 2-core CPU; depth 8
 # would take minutes and gigabytes, during which the engine answers nothing.
 MAX_PERFT = 7
-GROW_SHARE = 0.9  # of a timed search's time that its budget is planned to fill
 COMPILING = (
     "compiling the search (once per start-up: about 15 s on a 2-core CPU the first time, "
     "seconds once the program is in the disk cache)"
@@ -185,6 +191,7 @@ class _Options:
     temperature: float = 0.0
     seed: int = 0
     show_wdl: bool = True
+    reuse_tree: bool = True
 
 
 @dataclasses.dataclass
@@ -322,6 +329,7 @@ class UciServer:
         self.send("option name Temperature type string default 0")
         self.send("option name Seed type spin default 0 min 0 max 2147483647")
         self.send("option name UCI_ShowWDL type check default true")
+        self.send("option name ReuseTree type check default true")
         self.send("uciok")
 
     def _setoption(self, args: list[str]) -> None:
@@ -351,10 +359,12 @@ class UciServer:
             if not 0 <= temperature <= 100 or math.isnan(temperature):
                 raise ValueError(f"Temperature must be in [0, 100], got {value!r}")
             self.options.temperature = temperature
-        elif name == "uci_showwdl":
+        elif name in ("uci_showwdl", "reusetree"):
+            label = {"uci_showwdl": "UCI_ShowWDL", "reusetree": "ReuseTree"}[name]
             if value.lower() not in ("true", "false"):
-                raise ValueError(f"UCI_ShowWDL must be true or false, got {value!r}")
-            self.options.show_wdl = value.lower() == "true"
+                raise ValueError(f"{label} must be true or false, got {value!r}")
+            attr = {"uci_showwdl": "show_wdl", "reusetree": "reuse_tree"}[name]
+            setattr(self.options, attr, value.lower() == "true")
         elif name in ("hash", "threads", "ponder", "multipv", "uci_chess960", "variantpath"):
             self.info(f"option {name} has no effect on this engine")
         else:
@@ -587,6 +597,8 @@ class UciServer:
 
     def _searches(self, job: _Job, position: GamePosition, stopped_early: bool) -> None:
         options = job.options
+        if hasattr(self.engine, "reuse_tree"):  # the ReuseTree option of this `go`
+            self.engine.reuse_tree = options.reuse_tree
 
         def run(budget: int) -> SearchResult:
             return self.engine.search(
@@ -685,36 +697,18 @@ class UciServer:
         return min(options.simulations, job.most)
 
     def _grow(self, job: _Job, position: GamePosition, top: int) -> None:
-        """A timed or infinite search that grows one tree in chunks (`ModelEngine.grow`): a
-        first chunk (one simulation per considered move: a move to answer with at once), then a
-        budget of what the measured speed fits into `GROW_SHARE` of the time left (infinite:
-        `top`), run in chunks of about a quarter of it, each followed by its `info` line, until
-        the budget, the deadline or `stop`."""
+        """A timed or infinite search that grows one tree in chunks (`ModelEngine.grow` with
+        `model_engine.timed_plan`: a first chunk of one simulation per considered move, then a
+        budget of what the measured speed fits into `GROW_SHARE` of the time left, infinite:
+        `top`), each chunk followed by its `info` line, until the budget, the deadline or
+        `stop`."""
         options = job.options
         deadline = None if job.movetime is None else job.started + job.movetime
-
-        def plan(done: int, result: SearchResult):
-            if job.stop.is_set() or done >= top:
-                return None
-            if deadline is None:  # infinite: doubling chunks up to `top`
-                return top, done
-            left = deadline - time.monotonic()
-            speed = max(self.engine.nodes_per_second or 0.0, done / max(result.seconds, 1e-3))
-            if not plan.budget:  # fixed once: sequential halving's schedule depends on it
-                plan.budget = max(done, min(top, done + int(speed * left * GROW_SHARE)))
-            chunk = min(plan.budget - done, max(16, int(speed * left / 4)))
-            if plan.budget <= done or chunk < 1 or chunk / speed > left:
-                return None
-            return plan.budget, chunk
-
-        plan.budget = 0
-        # Sequential halving first visits each considered action once, whatever the budget:
-        # that first chunk is the same for every budget the plan may choose after it.
-        first = max(1, min(16, top, len(position.legal)))
+        chunks, plan = timed_plan(self.engine, position, top, deadline, job.stop)
         for result in self.engine.grow(
             position,
             top,
-            chunks=(first,),
+            chunks=chunks,
             plan=plan,
             temperature=options.temperature,
             seed=options.seed,
@@ -773,6 +767,9 @@ def _parser() -> argparse.ArgumentParser:
         prog="python -m mmc_jax.engine",
         description="A trained model as a UCI engine on stdin/stdout (every variant; fair "
         "search under fog). Options and protocol: the module docstring, `pydoc mmc_jax.engine`.",
+        epilog="UCI options (setoption): UCI_Variant, Simulations, MaxSimulations, Worlds, "
+        "Temperature, Seed, UCI_ShowWDL, ReuseTree (keep the search tree for the next move: "
+        "true; false searches every move from an empty tree).",
     )
     default = checkpoint.default_model("gardner") or "none"
     own = ", ".join(f"{v}: {m}" for v, m in checkpoint.own_default_models().items())

@@ -111,7 +111,7 @@ def test_uci_handshake_lists_every_variant_and_the_options(server):
     assert set(R.FAIRY_STOCKFISH_NAMES.values()) <= names
     assert set(R.VARIANTS) <= names
     options = " ".join(out.lines)
-    for option in ("Simulations", "Temperature", "Worlds", "Seed", "UCI_ShowWDL"):
+    for option in ("Simulations", "Temperature", "Worlds", "Seed", "UCI_ShowWDL", "ReuseTree"):
         assert f"option name {option} type" in options
 
 
@@ -453,8 +453,10 @@ def test_node_counts_share_one_compiled_search(server, model):
 
 
 def test_grown_search_in_chunks_equals_one_call(model):
-    """A search grown in chunks is the search of one call with the same budget."""
+    """A search grown in chunks is the search of one call with the same budget (each from a
+    new tree: `forget` drops the tree an earlier test's search kept)."""
     position = model.position("gardner", moves=["a2a3", "e4e3"])
+    model.forget()
     whole = model.search(position, 24)
     steps = list(model.grow(position, 24, chunks=(5, 11)))
     assert [step.nodes for step in steps] == [5, 16, 24]
@@ -473,6 +475,7 @@ def test_grown_search_equals_the_one_shot_search(model):
     its number of simulations (capacity 0: every search is a one-shot one)."""
     one_shot = engine.ModelEngine(model.network, model.params, capacity=0)
     moves = ["a2a3", "e4e3"]
+    model.forget()  # a new tree, as the one-shot search's
     grown = model.search(model.position("gardner", moves=moves), 24)
     once = one_shot.search(one_shot.position("gardner", moves=moves), 24)
     assert (grown.move, grown.policy, grown.pv) == (once.move, once.policy, once.pv)
