@@ -486,11 +486,17 @@ def _opening_actions(
     """Writes into `actions` the opening suite's move at `ply` of every active game that has
     an opening."""
     for g in active:
-        if openings[g] < 0:
-            continue
-        choices = legal_actions(host_planes[g])
-        rng = np.random.default_rng((seed, int(openings[g]), ply))
-        actions[g] = choices[rng.integers(len(choices))]
+        if openings[g] >= 0:
+            actions[g] = opening_action(host_planes[g], seed, int(openings[g]), ply)
+
+
+def opening_action(planes: np.ndarray, seed: int, opening: int, ply: int) -> int:
+    """The random opening suite's move at `ply` of opening number `opening` (its games, one per
+    colour assignment, play the same moves): a legal action of the position with legal
+    `planes` [49], drawn from (`seed`, `opening`, `ply`) alone."""
+    choices = legal_actions(planes)
+    rng = np.random.default_rng((seed, opening, ply))
+    return choices[rng.integers(len(choices))]
 
 
 def _request_engine_moves(

@@ -9,8 +9,11 @@ the code before tree reuse on 40 searches (5 positions x 4 budgets, whole and in
 
 from __future__ import annotations
 
+import importlib.util
 import io
+import json
 import time
+from pathlib import Path
 
 import jax
 import jax.numpy as jnp
@@ -206,3 +209,31 @@ def test_the_reuse_tree_uci_option_is_listed_and_accepted(engine):
     assert any("ReuseTree must be true or false" in line for line in lines)
     assert any(line.startswith("bestmove ") for line in lines)
     assert "ReuseTree" in engine_cli._parser().format_help()
+
+
+def test_the_ab_harness_plays_colour_balanced_pairs_and_resumes(tmp_path, capsys):
+    """experiments/strength/reuse.py at a toy size: two games (one opening, each engine White
+    once), a summary; a rerun with more games plays only the new ones; other settings on the
+    same files are refused."""
+    path = Path(__file__).resolve().parents[2] / "experiments" / "strength" / "reuse.py"
+    spec = importlib.util.spec_from_file_location("strength_reuse", path)
+    reuse = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(reuse)
+    common = ["--model", "gardner-cpu", "--capacity", str(CAPACITY), "--max-plies", "10"]
+    common += ["--out", str(tmp_path)]
+    assert reuse.main(["nodes", "--games", "2", "--nodes", "32", *common]) == 0
+    games = [json.loads(line) for line in (tmp_path / "nodes32.games.jsonl").open()]
+    assert [(g["game"], g["opening"], g["reuse_white"]) for g in games] == [
+        (0, 0, True),
+        (1, 0, False),
+    ]
+    assert games[0]["moves"][:4] == games[1]["moves"][:4]  # the same random opening
+    assert reuse.main(["nodes", "--games", "4", "--nodes", "32", *common]) == 0
+    summary = json.loads((tmp_path / "nodes32.json").read_text())
+    assert summary["games"] == 4 == summary["wins"] + summary["draws"] + summary["losses"]
+    low, high = summary["score_ci95_wilson"]
+    assert low <= summary["score"] <= high and summary["reuse_kept_visits_per_move"] > 0
+    assert "nodes32: 2 of 4 games played; 2 to go" in capsys.readouterr().err
+    (tmp_path / "nodes32.games.jsonl").rename(tmp_path / "nodes33.games.jsonl")
+    with pytest.raises(SystemExit, match="other settings"):
+        reuse.main(["nodes", "--games", "2", "--nodes", "33", *common])
