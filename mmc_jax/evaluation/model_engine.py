@@ -9,7 +9,9 @@ A position is the game replayed from its start through its moves, as a referee w
 the side to move's belief is updated only from its own observations at its own plies
 (`fog.observe_and_update`, as in `pimc.fog_match`), and the search is the mover's fair search
 (`fog.mover_fair_search`) over worlds sampled from that belief, so every number it returns is
-computed from the observation history alone. The scores follow Lc0: cp = 90 tan(1.5637541897 v)
+computed from the observation history alone. Without fog the search keeps its tree: the next
+search of the same game, moves later, goes on from the subtree under those moves (`reuse_tree`,
+`ModelEngine.grow`). The scores follow Lc0: cp = 90 tan(1.5637541897 v)
 and `wdl` the split of the expected score with the most draws (the network has no draw head).
 The protocol, the options and the timing are `mmc_jax.engine`'s.
 """
