@@ -19,8 +19,9 @@ import xla_flags
 from mmc_jax.infra import cache, startup
 
 # The rules tests' engine, oracles and rollout; the smoke runs of every algorithm and the
-# children that compile on other device counts.
-pytest_plugins = ("rules_support", "runs_support")
+# children that compile on other device counts; the per-test compile report
+# (`MMC_TEST_COMPILE_REPORT`, tests/compile_report.py).
+pytest_plugins = ("rules_support", "runs_support", "compile_report")
 
 # Every test process and the commands the tests start as children share one persistent
 # compilation cache (`mmc_jax.infra.cache`), kept between runs: a second run of the suite, or of

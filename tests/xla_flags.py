@@ -1,10 +1,15 @@
 """The XLA flags the tests add to the commands' own (`mmc_jax.infra.startup`): XLA:CPU without LLVM
-optimisation of the generated code.
+optimisation of the generated code, and with its older fusion emitters.
 
 The tests' programs are compiled once and run briefly, so optimising them costs more than it
 saves: the smoke iterations, each compiled in a fresh process on the 2-core CPU, took 23 s of CPU
 time instead of 35 for AlphaZero's and 28 instead of 45 for JOAT's; the belief and fair-analysis
-tests 37 s instead of 70. The flags change the rounding of some floats (last bits) and let
+tests 37 s instead of 70. XLA:CPU's older fusion emitters
+(`--xla_cpu_use_fusion_emitters=false`) compile the same programs with less work on top of that:
+AlphaZero's `gardner:cpu` iteration took 19.8-21.2 s of CPU time instead of 30.1-30.7 (`bench
+compile --programs alphazero-iteration` with the other two flags, alternating runs), and `pytest
+-n 2 tests/search tests/model` from an empty cache 265 s instead of 334 (2026-12-07, background
+jobs stopped). The flags change the rounding of some floats (last bits) and let
 XLA:CPU's max flush a subnormal input to zero, so every process of a test must have them (the
 children inherit XLA_FLAGS: a command's `startup` keeps the flags it finds, and so does
 `launch.start_local`), and a test of the optimised program removes them (`without_test_flags`).
@@ -12,7 +17,11 @@ children inherit XLA_FLAGS: a command's `startup` keeps the flags it finds, and 
 
 from __future__ import annotations
 
-TEST_XLA_FLAGS = ("--xla_backend_optimization_level=0", "--xla_llvm_disable_expensive_passes=true")
+TEST_XLA_FLAGS = (
+    "--xla_backend_optimization_level=0",
+    "--xla_llvm_disable_expensive_passes=true",
+    "--xla_cpu_use_fusion_emitters=false",
+)
 
 
 def _name(flag: str) -> str:

@@ -787,7 +787,10 @@ class ModelEngine:
                 thread = threading.Thread(
                     target=lambda: _reroot.lower(*specs).compile(),
                     name="compile-reroot",
-                    daemon=True,
+                    # Not a daemon: Python joins it before it finalises, so a process that
+                    # ends while it compiles waits for it (a daemon thread inside XLA's compile
+                    # at exit aborts the process: "FATAL: exception not rethrown", or -11).
+                    daemon=False,
                 )
                 self._reroot_compile = thread
                 thread.start()

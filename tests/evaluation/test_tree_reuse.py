@@ -237,3 +237,16 @@ def test_the_ab_harness_plays_colour_balanced_pairs_and_resumes(tmp_path, capsys
     (tmp_path / "nodes32.games.jsonl").rename(tmp_path / "nodes33.games.jsonl")
     with pytest.raises(SystemExit, match="other settings"):
         reuse.main(["nodes", "--games", "2", "--nodes", "33", *common])
+
+
+def test_the_background_reroot_compile_is_joined_at_exit_not_abandoned(engine):
+    """The re-root program compiles in a thread after the first search. A daemon thread still
+    inside XLA's compile when the process ended aborted it ("FATAL: exception not rethrown",
+    exit 134, or -11: 3 of 4 runs of `python -m mmc_jax.bench.compile engine-search` with XLA's
+    default flags, a race too rare under the tests' flags to reproduce here), so the thread is
+    one Python joins before it finalises."""
+    fresh = fresh_engine(engine, reuse_tree=True)
+    fresh.search(fresh.position("gardner"), NODES)
+    thread = fresh._reroot_compile
+    assert thread is not None and not thread.daemon
+    thread.join()
