@@ -176,6 +176,12 @@ __all__ = [
 # `go perft` depth bound: Gardner's depth 7 (6.9M) counts in about 6 s on a 2-core CPU; depth 8
 # would take minutes and gigabytes, during which the engine answers nothing.
 MAX_PERFT = 7
+# The check options: their name as sent, lower-cased -> (the name they are listed by, the
+# `_Options` field they set).
+CHECK_OPTIONS = {
+    "uci_showwdl": ("UCI_ShowWDL", "show_wdl"),
+    "reusetree": ("ReuseTree", "reuse_tree"),
+}
 COMPILING = (
     "compiling the search (once per start-up: about 15 s on a 2-core CPU the first time, "
     "seconds once the program is in the disk cache)"
@@ -359,11 +365,10 @@ class UciServer:
             if not 0 <= temperature <= 100 or math.isnan(temperature):
                 raise ValueError(f"Temperature must be in [0, 100], got {value!r}")
             self.options.temperature = temperature
-        elif name in ("uci_showwdl", "reusetree"):
-            label = {"uci_showwdl": "UCI_ShowWDL", "reusetree": "ReuseTree"}[name]
+        elif name in CHECK_OPTIONS:
+            label, attr = CHECK_OPTIONS[name]
             if value.lower() not in ("true", "false"):
                 raise ValueError(f"{label} must be true or false, got {value!r}")
-            attr = {"uci_showwdl": "show_wdl", "reusetree": "reuse_tree"}[name]
             setattr(self.options, attr, value.lower() == "true")
         elif name in ("hash", "threads", "ponder", "multipv", "uci_chess960", "variantpath"):
             self.info(f"option {name} has no effect on this engine")

@@ -598,6 +598,23 @@ class ModelEngine:
         # anew until it is done rather than wait for it.
         self._reroot_compile: threading.Thread | None = None
 
+    def _start_shapes(self, variant: str):
+        """(rules, state, key, grown) of a first search of `variant`'s start for the precompiles:
+        the position (batch of one) and its key as a search gets them, and the grown search's
+        tree as `_grow_start` makes it, its shapes committed to the device as a jitted
+        program's outputs are (`_spec`: else the search's call would not find the programs)."""
+        rules = self._rules(variant)
+        state = jax.tree.map(lambda x: jnp.asarray(x)[None], R.from_fen(R.start_fen(variant)))
+        key = jax.random.fold_in(jax.random.key(0), 0)
+        grown = jax.eval_shape(
+            functools.partial(_grow_start, network=self.network, capacity=self.capacity),
+            self.params,
+            rules,
+            state,
+            key,
+        )
+        return rules, state, key, jax.tree.map(_spec, grown)
+
     def precompile(self, variant: str = "gardner", workers: int = 2) -> bool:
         """Compile the programs a first move of `variant` runs (the replay of a position and the
         grown search's three: its start, its simulations, its result) side by side in
@@ -609,26 +626,8 @@ class ModelEngine:
         variant = R.check_variant(variant)
         if R.get(variant).fog:
             return False
-        rules = self._rules(variant)
-        state = jax.tree.map(lambda x: jnp.asarray(x)[None], R.from_fen(R.start_fen(variant)))
-        key = jax.random.fold_in(jax.random.key(0), 0)
+        rules, state, key, grown = self._start_shapes(variant)
         network, capacity = self.network, self.capacity
-        grown = jax.eval_shape(
-            functools.partial(_grow_start, network=network, capacity=capacity),
-            self.params,
-            rules,
-            state,
-            key,
-        )
-        # The real trees are a jitted program's outputs, committed to the device: lowered as
-        # such, or the search's call would not find these programs (another cache key).
-        device = jax.sharding.SingleDeviceSharding(jax.devices()[0])
-        grown = jax.tree.map(
-            lambda a: jax.ShapeDtypeStruct(
-                a.shape, a.dtype, sharding=device, weak_type=a.weak_type
-            ),
-            grown,
-        )
         table = considered_visits_table(capacity, capacity)
         no_move = jnp.full((1,), -1, jnp.int32)
         programs = (
@@ -765,21 +764,11 @@ class ModelEngine:
         with self._lock:
             thread = self._reroot_compile
             if thread is None:
-                variant = R.check_variant(variant)
-                fen = R.start_fen(variant)
-                state = jax.tree.map(lambda x: jnp.asarray(x)[None], R.from_fen(fen))
-                key = jax.random.fold_in(jax.random.key(0), 0)
-                grown = jax.eval_shape(
-                    functools.partial(_grow_start, network=self.network, capacity=self.capacity),
-                    self.params,
-                    self._rules(variant),
-                    state,
-                    key,
-                )
+                _, state, key, grown = self._start_shapes(R.check_variant(variant))
                 # As `precompile`'s: the kept tree is committed to the device (the loaded
                 # parameters are), the replayed position and the rest are not.
                 specs = (
-                    jax.tree.map(_spec, grown),
+                    grown,
                     _spec(jnp.full(REUSE_MAX_PLIES, -1, jnp.int32), committed=False),
                     jax.tree.map(lambda x: _spec(x, committed=False), state),
                     _spec(key, committed=False),
