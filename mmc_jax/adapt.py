@@ -227,6 +227,9 @@ def evaluate_point(
     begin with `settings.opening_plies` plies, uniformly random or sampled from each side's
     search policy (`settings.opening` "policy"), the same in game i and game i + N/2; with
     `settings.sampled` both networks then sample every move from their own policy.
+
+    The matches against the built-in players and against the unadapted network (and a
+    reference of the same architecture) share one compiled arena (`mixed_opponents`).
     """
     games, sims = int(settings.num_games), int(settings.num_simulations)
     max_plies = int(settings.get("max_plies", 0) or 0) or None
@@ -238,6 +241,9 @@ def evaluate_point(
         (opponent, i, {"opponent": opponent}) for i, opponent in enumerate(settings.opponents)
     ]
     fog = R.has_fog(variant)  # networks play fairly only against built-in players
+    # One arena for the built-in players and the unadapted network: the same program plays
+    # either, chosen by data (sampled matches differ in the model's side, so they cannot).
+    mixed = unadapted is not None and not fog and not sampled
     if unadapted is not None and not fog:
         matches.append(
             ("unadapted", 100, {"opponent_network": network, "opponent_params": unadapted})
@@ -253,6 +259,10 @@ def evaluate_point(
     out = {}
     for name, index, opponent in matches:
         networks = "opponent_network" in opponent
+        if mixed and opponent.get("opponent_network", network) == network:
+            if not networks:
+                opponent.update(opponent_network=network, opponent_params=unadapted)
+            opponent["mixed_opponents"] = "opponent_simulations" not in opponent
         result = match.play_match(
             network,
             params,

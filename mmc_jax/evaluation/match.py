@@ -47,7 +47,10 @@ class _Player:
 
     kind "builtin": one of the built-in players `kinds`, chosen by `params` (an int32 index
     into `kinds`, data) so that every pairing of built-in players shares one compiled arena;
-    "network": `network` with `num_simulations`; "policy": a user policy `(key, rules, state)`.
+    "network": `network` with `num_simulations`; "policy": a user policy `(key, rules, state)`;
+    "either": a built-in player or `network`, chosen by data, `params` (index, network
+    params) with index -1 for the network, so that matches against the built-in players and
+    against that network share one compiled arena (`play_match(mixed_opponents=True)`).
     """
 
     kind: str
@@ -66,24 +69,54 @@ class _Player:
                 self.network, params, self.num_simulations, self.gumbel_scale
             )
             return policy(key, rules, state, planes)
+        if self.kind == "either":
+            index, network_params = params
+            as_network = dataclasses.replace(self, kind="network")
+            as_builtin = dataclasses.replace(self, kind="builtin")
+            return jax.lax.cond(
+                index < 0,
+                lambda: as_network.act(network_params, key, rules, state, planes),
+                lambda: as_builtin.act(jnp.maximum(index, 0), key, rules, state, planes),
+            )
         return self.policy(key, rules, state)
 
+    @property
+    def searches(self) -> bool:
+        """Whether this side runs a network's search (its tree takes memory)."""
+        return self.kind in ("network", "either")
 
-def _player(spec, network, params, num_simulations: int, role: str) -> tuple[_Player, Any]:
-    """(static player, its jit-argument params) of a `play_match` argument."""
+    def plays(self, spec) -> str:
+        """The kind that plays for `play_match` argument `spec`: "either" plays "network" for
+        "checkpoint", else the built-in player."""
+        if self.kind == "either":
+            return "network" if spec == "checkpoint" else "builtin"
+        return self.kind
+
+
+def _player(
+    spec, network, params, num_simulations: int, role: str, either: bool = False
+) -> tuple[_Player, Any]:
+    """(static player, its jit-argument params) of a `play_match` argument; with `either`,
+    a built-in player or "checkpoint" is the "either" player of `network`."""
     if isinstance(spec, str):
         kinds = players.kinds()
-        if spec in kinds:
-            return _Player("builtin", kinds=kinds), jnp.int32(kinds.index(spec))
+        if spec not in (*kinds, "checkpoint"):
+            raise ValueError(
+                f"unknown {role} {spec!r}; expected one of {', '.join((*kinds, 'checkpoint'))} "
+                "or a policy function (key, rules, state) -> actions"
+            )
+        if (either or spec == "checkpoint") and (network is None or params is None):
+            needs = "mixed_opponents" if either else f"{role} 'checkpoint'"
+            raise ValueError(f"{needs} needs a network and its params")
+        index = jnp.int32(kinds.index(spec) if spec in kinds else -1)
+        if either:
+            return _Player("either", network, num_simulations, kinds=kinds), (index, params)
         if spec == "checkpoint":
-            if network is None or params is None:
-                raise ValueError(f"{role} 'checkpoint' needs a network and its params")
             return _Player("network", network, num_simulations), params
-        raise ValueError(
-            f"unknown {role} {spec!r}; expected one of {', '.join((*kinds, 'checkpoint'))} "
-            "or a policy function (key, rules, state) -> actions"
-        )
+        return _Player("builtin", kinds=kinds), index
     if callable(spec) and not hasattr(spec, "apply"):
+        if either:
+            raise ValueError("mixed_opponents needs a built-in opponent or 'checkpoint'")
         return _Player("policy", policy=spec), None
     raise ValueError(f"{role} must be a name or a policy function, got {spec!r}")
 
@@ -343,6 +376,7 @@ def play_match(
     num_worlds: int = 4,
     omniscient: bool = False,
     sampled: bool = False,
+    mixed_opponents: bool = False,
 ) -> dict[str, Any]:
     """Plays `num_games` colour-balanced games of `variant`: model vs `opponent`.
 
@@ -375,6 +409,11 @@ def play_match(
         costs no other compile and changes nothing in the games.
       sampled: every network side samples every move from its own policy (as self-play does;
         at 0 simulations the raw softmax), not one line per opening. Fog-free variants only.
+      mixed_opponents: compile the opponent as "a built-in player or `opponent_network`",
+        chosen by data, so that the matches of one model against the built-in players and
+        against `opponent_network` (same simulations, games and settings) share one compiled
+        arena; the games are the same as without. Needs `opponent_network` and
+        `opponent_params` also for a built-in `opponent` (adapt plays both at every point).
 
     Returns:
       A JSON-able dict: `num_games`, `wins`, `draws`, `losses`, `score`, `score_ci95`,
@@ -390,7 +429,7 @@ def play_match(
     )
     network, params, model_name, model, model_params = _model_side(network, params, num_simulations)
     opponent, opponent_player, opponent_params = _opponent_side(
-        opponent, opponent_network, opponent_params, opponent_simulations
+        opponent, opponent_network, opponent_params, opponent_simulations, mixed_opponents
     )
     fair_fog = R.has_fog(variant) and model.kind == "network" and not omniscient
     trees = num_games * (num_worlds if fair_fog else 1)
@@ -465,11 +504,14 @@ def _arena_match(
         model=model_name,
         opponent=opponent_name,
         num_simulations=num_simulations if model.kind == "network" else None,
-        opponent_simulations=opponent_simulations if opponent.kind == "network" else None,
+        opponent_simulations=(
+            opponent_simulations if opponent.plays(opponent_name) == "network" else None
+        ),
         max_plies=int(single.max_plies),
         opening_plies=opening_plies,
         opening=opening,
-        sampled=model.gumbel_scale > 0 or opponent.gumbel_scale > 0,
+        sampled=model.gumbel_scale > 0
+        or (opponent.gumbel_scale > 0 and opponent.plays(opponent_name) == "network"),
     )
     return result
 
@@ -478,10 +520,11 @@ def _check_pairing(variant: str, model_side, opponent_side, opening_plies: int) 
     """ValueError for a built-in player unfair under fog (this arena hands it the true state)
     or two deterministic networks without an opening; each side is (argument, static player).
     """
-    for spec, player in (model_side, opponent_side):
-        if player.kind == "builtin":  # this arena hands them the true state
+    kinds = [player.plays(spec) for spec, player in (model_side, opponent_side)]
+    for (spec, _), kind in zip((model_side, opponent_side), kinds, strict=True):
+        if kind == "builtin":  # this arena hands them the true state
             players.check_fair(spec, variant)
-    if model_side[1].kind == "network" and opponent_side[1].kind == "network" and not opening_plies:
+    if kinds == ["network", "network"] and not opening_plies:
         raise ValueError(
             "two networks with deterministic searches and opening_plies=0 would replay one "
             f"game per colour; give opening_plies > 0 (e.g. {NETWORK_OPENING_PLIES}) so that "
@@ -519,7 +562,7 @@ def _check_search_memory(trees: int, model, opponent) -> None:
     for (player, simulations), name in zip(
         (model, opponent), ("num_simulations", "opponent_simulations"), strict=True
     ):
-        if player.kind == "network" and simulations > 0:
+        if player.searches and simulations > 0:
             memory.check_search(simulations, trees, name=name)
 
 
@@ -554,13 +597,15 @@ def _model_side(network, params, num_simulations: int):
     return network, params, model_name, model, model_params
 
 
-def _opponent_side(opponent, opponent_network, opponent_params, opponent_simulations: int):
+def _opponent_side(
+    opponent, opponent_network, opponent_params, opponent_simulations: int, either: bool = False
+):
     """(opponent, static player, its jit-argument params) of `play_match`'s opponent: an
-    `opponent_network` alone means "checkpoint"."""
+    `opponent_network` alone means "checkpoint"; `either`: `_player`'s."""
     if opponent is None and opponent_network is not None:
         opponent = "checkpoint"
     opponent_player, opponent_params = _player(
-        opponent, opponent_network, opponent_params, opponent_simulations, "opponent"
+        opponent, opponent_network, opponent_params, opponent_simulations, "opponent", either
     )
     return opponent, opponent_player, opponent_params
 
