@@ -382,7 +382,7 @@ def play_match(
 
     Every call with the same players (kind, network, simulations) and `num_games` reuses one
     compiled arena, whatever the variant, key, parameters, ply cap or opening length; all
-    pairings of built-in players share one.
+    pairings of built-in players share one (`mixed_opponents`: and a network's).
 
     Args:
       network: the model's network (with `params`), None for `UniformPriorNetwork`, or a
@@ -409,11 +409,9 @@ def play_match(
         costs no other compile and changes nothing in the games.
       sampled: every network side samples every move from its own policy (as self-play does;
         at 0 simulations the raw softmax), not one line per opening. Fog-free variants only.
-      mixed_opponents: compile the opponent as "a built-in player or `opponent_network`",
-        chosen by data, so that the matches of one model against the built-in players and
-        against `opponent_network` (same simulations, games and settings) share one compiled
-        arena; the games are the same as without. Needs `opponent_network` and
-        `opponent_params` also for a built-in `opponent` (adapt plays both at every point).
+      mixed_opponents: the opponent is compiled as "a built-in player or `opponent_network`"
+        (given for a built-in `opponent` too), so that the model's matches against both share
+        one arena (adapt's evaluation); the games are the same.
 
     Returns:
       A JSON-able dict: `num_games`, `wins`, `draws`, `losses`, `score`, `score_ci95`,
@@ -436,19 +434,11 @@ def play_match(
     _check_search_memory(trees, (model, num_simulations), (opponent_player, opponent_simulations))
     if sampled:
         model, opponent_player = _sampling(variant, model, opponent_player)
-    if R.has_fog(variant) and model.kind == "network" and not omniscient:
+    if fair_fog:
         return _fair_fog_match(
-            network,
-            params,
-            variant,
-            opponent,
-            num_games,
-            num_simulations,
-            key,
-            num_worlds=num_worlds,
-            opening_plies=opening_plies,
-            max_plies=max_plies,
-        )
+            network, params, variant, opponent, num_games, num_simulations, key,
+            num_worlds=num_worlds, opening_plies=opening_plies, max_plies=max_plies,
+        )  # fmt: skip
     _check_pairing(variant, (network, model), (opponent, opponent_player), opening_plies)
     opponent_name = opponent if isinstance(opponent, str) else getattr(opponent, "__name__", "?")
     return _arena_match(
