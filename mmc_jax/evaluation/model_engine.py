@@ -37,6 +37,7 @@ from mmc_jax import rules as R
 from mmc_jax import search
 from mmc_jax.evaluation import arena, policies
 from mmc_jax.rules import notation
+from mmc_jax.rules import tables as T
 from mmc_jax.rules.contract import BOARD
 from mmc_jax.search import mcts
 from mmc_jax.training import fog as fog_lib
@@ -95,28 +96,26 @@ def wdl(value: float) -> tuple[int, int, int]:
 # Compiled pieces (batch of one game; rules are data, so one program serves every variant)
 
 
-def _select(condition, a, b):
-    return jax.tree.map(lambda x, y: jnp.where(condition, x, y), a, b)
+@jax.jit
+def _legal(rules, state):
+    """The legal planes [1, 49] of a game's first position (a start or a FEN); every later
+    position's come with it from `_advance`, so each ply generates its moves once."""
+    return BOARD.legal_planes(rules, state)
 
 
 @functools.partial(jax.jit, static_argnames=("fog",))
-def _advance(rules, state, games, white_reward, action, *, fog):
-    """One ply of the game (none when `action` [1] < 0): (state, beliefs, White's reward so
-    far, legal planes [1, 49] of the position reached). Under fog the mover's belief is updated
-    from its observation first, exactly as `pimc.fog_match` does at every ply."""
-    play = action[0] >= 0
-    safe = jnp.maximum(action, 0)
-    planes = BOARD.legal_planes(rules, state)
+def _advance(rules, state, games, white_reward, action, planes, *, fog):
+    """One ply of the game, `action` [1] played in `state` whose legal planes are `planes`:
+    (state, beliefs, White's reward so far, legal planes [1, 49] of the position reached).
+    Under fog the mover's belief is updated from its observation first, exactly as
+    `pimc.fog_match` does at every ply."""
     if fog:
         observation, belief = fog_lib.observe_and_update(rules, games, planes)
-        moved, next_planes = fog_lib.play(rules, games, observation, belief, safe, planes)
-        games = _select(play, moved, games)
+        games, next_planes = fog_lib.play(rules, games, observation, belief, action, planes)
         state = games.state
     else:
-        stepped, next_planes = BOARD.step_with_planes(rules, state, safe, planes)
-        state = _select(play, stepped, state)
-    white_reward = white_reward + jnp.where(play, state.rewards[:, 0], 0.0)
-    return state, games, white_reward, jnp.where(play, next_planes, planes)
+        state, next_planes = BOARD.step_with_planes(rules, state, action, planes)
+    return state, games, white_reward + state.rewards[:, 0], next_planes
 
 
 @functools.partial(jax.jit, static_argnames=("exact",))
@@ -289,9 +288,9 @@ def _root_invalid(planes):
 
 
 @functools.partial(jax.jit, static_argnames=("network", "capacity"))
-def _grow_start(params, rules, state, key, *, network, capacity):
-    """The tree of an empty search of the position (batch of one): `_Grown`."""
-    planes = BOARD.legal_planes(rules, state)
+def _grow_start(params, rules, state, planes, key, *, network, capacity):
+    """The tree of an empty search of the position (batch of one) with its legal planes
+    (carried from the replay: no move generation here): `_Grown`."""
     logits, value, _ = search.evaluate(network, params, rules, state, planes)
     actions, valid = search.all_slot_actions(planes)
     invalid = _root_invalid(planes)
@@ -440,6 +439,13 @@ class _Kept:
     moves: tuple[str, ...]
     params: Any
     grown: _Grown
+
+
+def _position_arrays(fen: str):
+    """The position of `fen` as a batch of one (not committed to a device: the replay's
+    programs, whose inputs are all uncommitted, give uncommitted outputs, as `precompile`
+    expects)."""
+    return jax.tree.map(lambda x: jnp.asarray(x)[None], R.from_fen(fen))
 
 
 def _spec(x, committed: bool = True):
@@ -599,25 +605,29 @@ class ModelEngine:
         self._reroot_compile: threading.Thread | None = None
 
     def _start_shapes(self, variant: str):
-        """(rules, state, key, grown) of a first search of `variant`'s start for the precompiles:
-        the position (batch of one) and its key as a search gets them, and the grown search's
-        tree as `_grow_start` makes it, its shapes committed to the device as a jitted
-        program's outputs are (`_spec`: else the search's call would not find the programs)."""
+        """(rules, state, planes, key, grown) of a first search of `variant`'s start for the
+        precompiles: the position (batch of one), its legal planes and its key as a search
+        gets them (uncommitted, as the replay gives them), and the grown search's tree as
+        `_grow_start` makes it, committed to the device as a jitted program's outputs from the
+        loaded parameters are (`_spec`: else the search's call would not find the programs)."""
         rules = self._rules(variant)
-        state = jax.tree.map(lambda x: jnp.asarray(x)[None], R.from_fen(R.start_fen(variant)))
+        state = _position_arrays(R.start_fen(variant))
+        planes = jax.ShapeDtypeStruct((1, T.NUM_PLANES), jnp.uint32)
         key = jax.random.fold_in(jax.random.key(0), 0)
         grown = jax.eval_shape(
             functools.partial(_grow_start, network=self.network, capacity=self.capacity),
             self.params,
             rules,
             state,
+            planes,
             key,
         )
-        return rules, state, key, jax.tree.map(_spec, grown)
+        return rules, state, planes, key, jax.tree.map(_spec, grown)
 
     def precompile(self, variant: str = "gardner", workers: int = 2) -> bool:
-        """Compile the programs a first move of `variant` runs (the replay of a position and the
-        grown search's three: its start, its simulations, its result) side by side in
+        """Compile the programs a first move of `variant` runs (the first position's legal
+        planes, the replay of a move, and the grown search's three: its start, its
+        simulations, its result) side by side in
         `workers` threads, from their shapes alone. XLA:CPU already spreads one compile over
         more than one core, so on the 2-core CPU this saved 1-3 s of about 17 (the engine's
         start to its first `bestmove`, experiments/bench/README.md). Later calls with these
@@ -626,17 +636,18 @@ class ModelEngine:
         variant = R.check_variant(variant)
         if R.get(variant).fog:
             return False
-        rules, state, key, grown = self._start_shapes(variant)
+        rules, state, planes, key, grown = self._start_shapes(variant)
         network, capacity = self.network, self.capacity
         table = considered_visits_table(capacity, capacity)
-        no_move = jnp.full((1,), -1, jnp.int32)
-        programs = (
-            lambda: _advance.lower(rules, state, None, jnp.zeros(1), no_move, fog=False),
-            lambda: _grow_start.lower(
-                self.params, rules, state, key, network=network, capacity=capacity
-            ),
+        reward, move = jnp.zeros(1), jnp.zeros(1, jnp.int32)
+        programs = (  # the longest first, so that it never starts last
             lambda: _grow.lower(
                 self.params, rules, grown, table, jnp.int32(0), jnp.int32(1), network=network
+            ),
+            lambda: _advance.lower(rules, state, None, reward, move, planes, fog=False),
+            lambda: _legal.lower(rules, state),
+            lambda: _grow_start.lower(
+                self.params, rules, state, planes, key, network=network, capacity=capacity
             ),
             lambda: _grow_result.lower(grown),
         )
@@ -664,12 +675,10 @@ class ModelEngine:
         fog = bool(R.get(variant).fog)
         if fen != R.start_fen(variant):
             R.validate_position(variant, fen)
-        state = jax.tree.map(lambda x: jnp.asarray(x)[None], R.from_fen(fen))
+        state = _position_arrays(fen)
         rules = self._rules(variant)
         games = _start_beliefs(state, exact=fen == R.start_fen(variant)) if fog else None
-        state, games, reward, planes = _advance(
-            rules, state, games, jnp.zeros(1), jnp.full((1,), -1, jnp.int32), fog=fog
-        )
+        planes, reward = _legal(rules, state), jnp.zeros(1)
         legal, true_fen, over = self._host(variant, state, planes)
         over = over or not legal
         return _Ply(state, games, reward, planes, legal, true_fen, over)
@@ -716,8 +725,9 @@ class ModelEngine:
                         )
                     action = jnp.full((1,), here.legal[move], jnp.int32)
                     state, games, reward, planes = _advance(
-                        rules, here.state, here.games, here.white_reward, action, fog=fog
-                    )
+                        rules, here.state, here.games, here.white_reward, action, here.planes,
+                        fog=fog,
+                    )  # fmt: skip
                     legal, true_fen, over = self._host(variant, state, planes)
                     played = here.legal[move]
                     plies.append(_Ply(state, games, reward, planes, legal, true_fen, over, played))
@@ -764,7 +774,7 @@ class ModelEngine:
         with self._lock:
             thread = self._reroot_compile
             if thread is None:
-                _, state, key, grown = self._start_shapes(R.check_variant(variant))
+                _, state, _, key, grown = self._start_shapes(R.check_variant(variant))
                 # As `precompile`'s: the kept tree is committed to the device (the loaded
                 # parameters are), the replayed position and the rest are not.
                 specs = (
@@ -1013,6 +1023,7 @@ class ModelEngine:
             self.params,
             self._rules(position.variant),
             position.ply.state,
+            position.ply.planes,
             key,
             network=self.network,
             capacity=self.capacity,
