@@ -8,16 +8,11 @@ import functools
 
 import jax
 import jax.numpy as jnp
-import ml_collections
+from network_support import tiny_network
 
 from mmc_jax import rules as R
 from mmc_jax.evaluation import model_engine
 from mmc_jax.model import network as network_lib
-
-TINY = dict(
-    num_blocks=1, channels=8, policy_channels=4, value_channels=2, value_hidden=8,
-    policy_head="conv", layer_norm=False, dtype="float32", rule_planes="none",
-)  # fmt: skip
 
 
 class _Counting:
@@ -54,8 +49,7 @@ def test_a_replayed_move_and_a_search_start_generate_moves_once_at_most(monkeypa
     jax.eval_shape(advance, rules, state, None, jnp.zeros(1), move, planes)
     assert board.calls == {"step_with_planes": 1}  # the planes it stepped from were given
     board.calls.clear()
-    config = ml_collections.ConfigDict(TINY)
-    net = network_lib.make_network(config)
+    net = tiny_network()
     params = jax.eval_shape(
         lambda k: network_lib.init_params(net, k, R.OBS_SHAPE), jax.random.key(0)
     )

@@ -3,40 +3,16 @@ each side's own search policy, paired across colours, deterministic given the ke
 share of games they decide reported."""
 
 import jax
-import jax.numpy as jnp
-import numpy as np
 import pytest
+from network_support import random_params, tiny_network
 
-from mmc_jax import rules as R
 from mmc_jax.evaluation import match
-from mmc_jax.model import network
-
-TINY = dict(
-    num_blocks=1,
-    channels=8,
-    policy_channels=4,
-    value_channels=2,
-    value_hidden=8,
-    policy_head="conv",
-    layer_norm=False,
-    dtype="float32",
-    rule_planes="none",
-)
-
-
-def _random_params(net, seed):
-    # Random values of the right shapes: `init_params` would compile for seconds.
-    shapes = jax.eval_shape(lambda k: network.init_params(net, k, R.OBS_SHAPE), jax.random.key(0))
-    rng = np.random.default_rng(seed)
-    return jax.tree.map(lambda s: jnp.asarray(0.3 * rng.standard_normal(s.shape), s.dtype), shapes)
 
 
 @pytest.fixture(scope="module")
 def players():
-    import ml_collections
-
-    net = network.make_network(ml_collections.ConfigDict(TINY))
-    return net, _random_params(net, 0), _random_params(net, 1)
+    net = tiny_network()
+    return net, random_params(net, 0), random_params(net, 1)
 
 
 def _play(players, key, opening="policy", plies=4, games=8):
