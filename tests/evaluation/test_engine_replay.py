@@ -33,6 +33,11 @@ class _Counting:
         return counted
 
 
+def _fresh(fn):
+    """A new function object around `fn`, which no trace cache has seen."""
+    return lambda *args: fn(*args)
+
+
 def test_a_replayed_move_and_a_search_start_generate_moves_once_at_most(monkeypatch):
     board = _Counting(model_engine.BOARD)
     monkeypatch.setattr(model_engine, "BOARD", board)
@@ -40,13 +45,14 @@ def test_a_replayed_move_and_a_search_start_generate_moves_once_at_most(monkeypa
     state = jax.tree.map(lambda x: jnp.asarray(x)[None], R.from_fen(R.start_fen("gardner")))
     planes = jax.ShapeDtypeStruct((1, 49), jnp.uint32)
 
-    # Traced from the undecorated functions, so no compiled trace hides the calls.
-    jax.eval_shape(model_engine._legal.__wrapped__, rules, state)
+    # Traced from the undecorated functions, each in a new closure: jax caches a trace per
+    # function object, so an earlier test's `_legal` of the same shapes would hide the calls.
+    jax.eval_shape(_fresh(model_engine._legal.__wrapped__), rules, state)
     assert board.calls == {"legal_planes": 1}
     board.calls.clear()
     advance = functools.partial(model_engine._advance.__wrapped__, fog=False)
     move = jnp.zeros(1, jnp.int32)
-    jax.eval_shape(advance, rules, state, None, jnp.zeros(1), move, planes)
+    jax.eval_shape(_fresh(advance), rules, state, None, jnp.zeros(1), move, planes)
     assert board.calls == {"step_with_planes": 1}  # the planes it stepped from were given
     board.calls.clear()
     net = tiny_network()
@@ -54,5 +60,5 @@ def test_a_replayed_move_and_a_search_start_generate_moves_once_at_most(monkeypa
         lambda k: network_lib.init_params(net, k, R.OBS_SHAPE), jax.random.key(0)
     )
     start = functools.partial(model_engine._grow_start.__wrapped__, network=net, capacity=8)
-    jax.eval_shape(start, params, rules, state, planes, jax.random.key(0))
+    jax.eval_shape(_fresh(start), params, rules, state, planes, jax.random.key(0))
     assert not board.calls  # the search's root planes come with the position
