@@ -916,3 +916,19 @@ def test_a_shared_reference_is_read_from_the_cpu_preset_not_copied(tmp_path):
     assert not s.path("models").exists()
     assert s.reference_model("atomic", 8) == cpu.reference_model("atomic", 8)
     assert (s.reference_model("atomic", 8) / "model.json").exists()
+
+
+def test_a_committed_curve_without_its_reference_record_still_finds_the_cpu_models(tmp_path):
+    """Issue 69's cells in a fresh checkout: the heldout preset's curve is committed, its
+    references' record (a copy of the cpu preset's) was not; the curve's stage writes the
+    record, so the cell's mid is the cpu preset's committed model, not a missing folder."""
+    s = store.Study("heldout", presets.PRESETS["heldout"], tmp_path / "work", tmp_path / "art")
+    committed_curve = store.committed("heldout").read("curve", "atomic.json")
+    s.write(committed_curve, "curve", "atomic.json")
+    assert s.read("reference", "atomic.json") is None
+    info = games.curve(s, "atomic", lambda line: None)
+    assert info == committed_curve
+    cpu = store.committed("cpu")
+    assert s.read("reference", "atomic.json") == cpu.read("reference", "atomic.json")
+    mid = s.reference_model("atomic", info["mid"])
+    assert mid == cpu.reference_model("atomic", info["mid"]) and (mid / "model.json").exists()

@@ -73,6 +73,10 @@ def curve(study: Study, variant: str, log) -> dict:
         and done.get("reference_iterations") == list(preset.reference_iterations)
         and done.get("yardstick") == yardstick(preset)
     ):
+        # Its references' record too, which says where their models are: a checkout with the
+        # committed curve but not the record (copied from the cpu preset's, or trained) would
+        # look for the models in this preset's own folder.
+        references(study, variant, log)
         return done  # (a curve of other references or another yardstick is played again)
     shared = shared_curve(study, variant)
     if shared is not None:
