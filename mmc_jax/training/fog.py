@@ -278,7 +278,8 @@ def fog_selfplay(
     scan, targets and `Trajectory`, with the moves
     and policy targets from `fair_search` (K = `config.selfplay.num_worlds`, default 4;
     `config.selfplay.num_candidates`, default 32) and both players' beliefs carried in
-    `FogGames` (reset with the game).
+    `FogGames` (reset with the game). As in `selfplay.selfplay`, the scan carries the legal
+    planes `play` hands on: one move generation a ply outside the search, not two.
 
     Returns (FogGames [B] after the last ply, `selfplay.Trajectory` [T, B]).
     """
@@ -286,13 +287,14 @@ def fog_selfplay(
 
     sp = config.selfplay
     temperature = float(sp.get("temperature", 1.0))
-    start = start_games(game.init(rules_b))
+    planes, start_state, start_planes = selfplay.planes_and_starts(rules_b, games.state, game)
+    start = start_games(start_state)
 
-    def one_ply(games: FogGames, ply_key):
+    def one_ply(carry, ply_key):
+        games, planes = carry
         search_key, sample_key = jax.random.split(ply_key)
         state = games.state
         valid = ~state.terminated
-        planes = game.legal_planes(rules_b, state)
         observation, belief = observe_and_update(rules_b, games, planes)
         legal = game.planes_to_mask(planes)
         output = fair_search(
@@ -313,7 +315,7 @@ def fog_selfplay(
         explore = state.ply < int(sp.temperature_plies)
         sampled = selfplay.sample_action(sample_key, weights, legal, temperature)
         action = jnp.where(explore, sampled, output.action)
-        games, _ = play(rules_b, games, observation, belief, action, planes, game)
+        games, next_planes = play(rules_b, games, observation, belief, action, planes, game)
         done = games.state.terminated
         record = selfplay.ply_record(
             state,
@@ -325,10 +327,12 @@ def fog_selfplay(
             valid=valid,
             root_value=output.value,
         )
-        return _select(done, start, games), record
+        next_planes = jnp.where(done[:, None], start_planes, next_planes)
+        return (_select(done, start, games), next_planes), record
 
     keys = jax.random.split(key, int(sp.num_plies))
-    return jax.lax.scan(one_ply, games, keys)
+    (games, _), trajectory = jax.lax.scan(one_ply, (games, planes), keys)
+    return games, trajectory
 
 
 # ----------------------------------------------------------------------------- fair arena

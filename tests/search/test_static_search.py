@@ -19,7 +19,7 @@ import mctx
 import ml_collections
 import numpy as np
 import pytest
-from jax.extend import core as jcore
+from jaxpr_support import eqns, subjaxprs
 from test_mcts import POLICIES, toy_recurrent_fn, toy_root
 
 from mmc_jax import rules as R
@@ -35,38 +35,12 @@ SIMULATIONS = 5  # no other scan of a ply is this long
 # ----------------------------------------------------------------------------- the program
 
 
-def _subjaxprs(eqn, platform: str):
-    """The jaxprs an equation runs on `platform`: of a `lax.platform_dependent` cond only the
-    branch that platform lowers."""
-    if eqn.primitive.name == "cond" and eqn.params.get("branches_platforms") is not None:
-        platforms = eqn.params["branches_platforms"]
-        chosen = [i for i, ps in enumerate(platforms) if ps is not None and platform in ps]
-        chosen = chosen or [platforms.index(None)]
-        return [eqn.params["branches"][chosen[0]].jaxpr]
-    found = []
-    for value in eqn.params.values():
-        for item in value if isinstance(value, (tuple, list)) else (value,):
-            if isinstance(item, jcore.ClosedJaxpr):
-                found.append(item.jaxpr)
-            elif isinstance(item, jcore.Jaxpr):
-                found.append(item)
-    return found
-
-
-def _eqns(jaxpr, platform: str):
-    """Every equation of `jaxpr` and of the jaxprs inside it, as `platform` runs them."""
-    for eqn in jaxpr.eqns:
-        yield eqn
-        for sub in _subjaxprs(eqn, platform):
-            yield from _eqns(sub, platform)
-
-
 def _names(jaxpr, platform: str) -> list[str]:
     """The primitives `platform` runs; a `platform_dependent` is resolved when lowering (only
     the platform's branch is lowered), so it is named so and not counted as a `cond`."""
     return [
         "platform_dependent" if eqn.params.get("branches_platforms") is not None else name
-        for eqn in _eqns(jaxpr, platform)
+        for eqn in eqns(jaxpr, platform)
         for name in [eqn.primitive.name]
     ]
 
@@ -81,7 +55,7 @@ def _simulation_loops(jaxpr, platform: str):
         if eqn.primitive.name == "scan" and eqn.params["length"] == SIMULATIONS:
             found.append(eqn.params["jaxpr"].jaxpr)
         else:
-            for sub in _subjaxprs(eqn, platform):
+            for sub in subjaxprs(eqn, platform):
                 found.extend(_simulation_loops(sub, platform))
     return found
 
