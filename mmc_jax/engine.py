@@ -76,7 +76,7 @@ nothing changes; but a `go` always ends in a `bestmove`: limits it cannot use (`
 `go nodes many`) are named in an `info string` and the search runs with Simulations.
 `bestmove` is always a legal move (`bestmove (none)` only when the game is over in the
 position); if `stop` or the deadline comes before the first search has finished (the first
-search after start-up compiles it: about 15 s on a 2-core CPU, its programs compiled side by
+search after start-up compiles it: about 10 s on a 2-core CPU, its programs compiled side by
 side by `ModelEngine.precompile`, then cached on disk by `mmc_jax.infra.cache`), it is the
 first legal move in alphabetical order, and an `info string` says so. A warm-up search of
 the start position (Simulations) is compiled at start-up and whenever the variant changes
@@ -183,7 +183,7 @@ CHECK_OPTIONS = {
     "reusetree": ("ReuseTree", "reuse_tree"),
 }
 COMPILING = (
-    "compiling the search (once per start-up: about 15 s on a 2-core CPU the first time, "
+    "compiling the search (once per start-up: about 10 s on a 2-core CPU the first time, "
     "seconds once the program is in the disk cache)"
 )
 

@@ -157,6 +157,8 @@ PROGRAM_NAMES = {
     "_reroot": "the engine's tree reuse",
     "_search": "the engine's search",
     "_advance": "the engine's replay of the game",
+    "_legal": "the engine's move generation of a game's first position",
+    "_start_beliefs": "the engine's beliefs at a fog game's start",
     "iteration": "the training iteration",
     "iteration_step": "the training iteration",
     "meta_step": "the meta-training iteration",

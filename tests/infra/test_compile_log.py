@@ -65,3 +65,18 @@ def test_a_compile_under_the_threshold_or_said_by_the_caller_is_not_announced():
     finally:
         announcer.uninstall()
     assert stream.getvalue() == ""
+
+
+def test_every_engine_program_is_announced_by_what_it_does():
+    """The engine's compiled programs (its module's `jax.jit` functions) each have a name in
+    the announcements, not `the program jit(_name)`."""
+    from mmc_jax.evaluation import model_engine
+
+    jitted = [
+        name
+        for name, value in vars(model_engine).items()
+        if callable(value) and hasattr(value, "lower") and hasattr(value, "__wrapped__")
+    ]
+    assert len(jitted) >= 6
+    unnamed = [n for n in jitted if compile_log.describe(f"jit({n})").startswith("the program")]
+    assert not unnamed
