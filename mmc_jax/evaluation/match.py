@@ -195,11 +195,54 @@ def _arena(
     `step_with_planes` needs anyway to detect mate after the move (the start planes come from
     outside so that the compiled program has no second copy of the move generator).
     """
-    num_games = rules.variant_id.shape[0]
-    model_colour = (jnp.arange(num_games) >= num_games // 2).astype(jnp.int32)
-    loop_limit = jnp.max(rules.max_plies) + 1  # the rules end every game by then
     carry = _start_carry(rules, start_planes, record_plies)
+    sides = dict(model=model, opponent=opponent, record_plies=record_plies, opening=opening)
     start_turn = carry.state.turn[0]
+    carry = _play_until(
+        model_params, opponent_params, rules, carry, key, opening_plies, start_turn, None, **sides
+    )
+    return _arena_output(carry, _model_colour(rules.variant_id.shape[0]))
+
+
+def _model_colour(num_games: int) -> jax.Array:
+    """int32 [B]: the model's colour in each game (White, 0, in the first half)."""
+    return (jnp.arange(num_games) >= num_games // 2).astype(jnp.int32)
+
+
+def _arena_output(carry: _Carry, model_colour) -> ArenaOutput:
+    return ArenaOutput(
+        model_reward=jnp.take_along_axis(carry.rewards, model_colour[:, None], axis=1)[:, 0],
+        plies=carry.state.ply,
+        finished=carry.state.terminated,
+        model_illegal=carry.illegal[:, 0],
+        opponent_illegal=carry.illegal[:, 1],
+        record=carry.record,
+    )
+
+
+def _play_until(
+    model_params,
+    opponent_params,
+    rules,
+    carry: _Carry,
+    key,
+    opening_plies,
+    start_turn,
+    stop_live,
+    *,
+    model,
+    opponent,
+    record_plies: int,
+    opening: str,
+) -> _Carry:
+    """The arena's loop from `carry` until every game is over (or the ply cap), or, with
+    `stop_live` (int32, traced; None: never), until the opening is over and each half of the
+    batch has at most `stop_live` games still running. `start_turn`: the colour to move at
+    ply 0 (the model is to move in the first half when `start_turn + ply` is even)."""
+    num_games = rules.variant_id.shape[0]
+    model_colour = _model_colour(num_games)
+    loop_limit = jnp.max(rules.max_plies) + 1  # the rules end every game by then
+    half = num_games // 2
 
     def policies(key, state, planes, ply, model=model, opponent=opponent):
         model_first = (start_turn + ply) % 2 == 0  # the model is White in the first half
@@ -213,7 +256,7 @@ def _arena(
         # Both halves hold the same positions during the opening (same start, same moves), so
         # the first half's sampled moves are legal in the second.
         actions = policies(key, state, planes, ply, sampling_model, sampling_opponent)
-        return jnp.concatenate([actions[: num_games // 2], actions[: num_games // 2]])
+        return jnp.concatenate([actions[:half], actions[:half]])
 
     def paired_random(key, state, planes, ply):
         del state, ply
@@ -222,7 +265,12 @@ def _arena(
     opening_moves = paired_policy if opening == "policy" else paired_random
 
     def cond(carry: _Carry):
-        return ~jnp.all(carry.state.terminated) & (carry.ply < loop_limit)
+        going = ~jnp.all(carry.state.terminated) & (carry.ply < loop_limit)
+        if stop_live is None:
+            return going
+        live = ~carry.state.terminated
+        most = jnp.maximum(jnp.sum(live[:half]), jnp.sum(live[half:]))
+        return going & ((carry.ply < opening_plies) | (most > stop_live))
 
     def body(carry: _Carry) -> _Carry:
         ply_key = jax.random.fold_in(key, carry.ply)
@@ -237,15 +285,161 @@ def _arena(
         )
         return _play_ply(rules, carry, actions, model_colour, record_plies)
 
-    carry = jax.lax.while_loop(cond, body, carry)
-    return ArenaOutput(
-        model_reward=jnp.take_along_axis(carry.rewards, model_colour[:, None], axis=1)[:, 0],
-        plies=carry.state.ply,
-        finished=carry.state.terminated,
-        model_illegal=carry.illegal[:, 0],
-        opponent_illegal=carry.illegal[:, 1],
-        record=carry.record,
+    return jax.lax.while_loop(cond, body, carry)
+
+
+# ---------------------------------------------------------------------------------------------
+# The compacting arena: the batch shrinks as its games end
+
+
+@functools.partial(jax.jit, static_argnames=("record_plies",))
+def _arena_start(rules, start_planes, *, record_plies: int) -> _Carry:
+    return _start_carry(rules, start_planes, record_plies)
+
+
+@functools.partial(jax.jit, static_argnames=("model", "opponent", "record_plies", "opening"))
+def _arena_stage(
+    model_params,
+    opponent_params,
+    rules,
+    carry,
+    key,
+    opening_plies,
+    start_turn,
+    stop_live,
+    *,
+    model,
+    opponent,
+    record_plies: int,
+    opening: str,
+) -> _Carry:
+    """`_play_until` compiled for one buffer size (`_compacting_arena`)."""
+    return _play_until(
+        model_params,
+        opponent_params,
+        rules,
+        carry,
+        key,
+        opening_plies,
+        start_turn,
+        stop_live,
+        model=model,
+        opponent=opponent,
+        record_plies=record_plies,
+        opening=opening,
     )
+
+
+def _compact_rows(terminated: np.ndarray, size: int) -> tuple[np.ndarray, np.ndarray]:
+    """(rows, real): the rows of a batch (halves kept apart) that make a batch of `size`: each
+    half's running games, then finished ones of the same half as padding (`real` False; they
+    idle). Every half has at most size / 2 running games."""
+    half, new_half = terminated.shape[0] // 2, size // 2
+    rows, real = [], []
+    for first in (0, half):
+        ended = terminated[first : first + half]
+        live, idle = np.flatnonzero(~ended) + first, np.flatnonzero(ended) + first
+        rows += [live, idle[: new_half - live.size]]
+        real += [np.ones(live.size, bool), np.zeros(new_half - live.size, bool)]
+    return np.concatenate(rows), np.concatenate(real)
+
+
+def _take_games(carry: _Carry, rules, rows: np.ndarray):
+    """(carry, rules) of the games at `rows` (host arrays), on the device."""
+    batch = lambda x: jnp.asarray(np.asarray(x)[rows])  # noqa: E731
+    record = None
+    if carry.record is not None:
+        record = jax.tree.map(lambda x: jnp.asarray(np.asarray(x)[:, rows]), carry.record)
+    taken = carry._replace(
+        state=jax.tree.map(batch, carry.state),
+        planes=batch(carry.planes),
+        rewards=batch(carry.rewards),
+        illegal=batch(carry.illegal),
+        record=record,
+    )
+    return taken, jax.tree.map(batch, rules)
+
+
+def _compacting_arena(
+    model_params,
+    opponent_params,
+    rules,
+    start_planes,
+    key,
+    opening_plies,
+    *,
+    model,
+    opponent,
+    record_plies: int,
+    opening: str,
+    bucket_min: int,
+) -> ArenaOutput:
+    """`_arena`'s match with a batch that shrinks as games end: once the opening is over and
+    each half has at most a quarter of its games running, those games (halves kept apart, so
+    the model still plays in one half a ply) go on in a buffer a quarter the size, down to
+    `bucket_min` games; a ply then costs what the games still running cost. One compile per
+    buffer size. The same players and openings; at a smaller buffer a network's or a random
+    player's draws come from a smaller array, so the games differ from `_arena`'s (the same
+    distribution) unless every player is deterministic. Host arrays, as `_arena`'s after
+    `jax.device_get`."""
+    total = rules.variant_id.shape[0]
+    sides = dict(model=model, opponent=opponent, record_plies=record_plies, opening=opening)
+    carry = _arena_start(rules, start_planes, record_plies=record_plies)
+    start_turn, opening_plies = carry.state.turn[0], jnp.int32(opening_plies)
+    games, real, out = np.arange(total), np.ones(total, bool), None
+    while True:
+        size = games.size
+        smaller = size // 4 if size // 4 >= bucket_min and size % 8 == 0 else 0
+        stop = jnp.int32(smaller // 2 if smaller else -1)
+        carry = _arena_stage(
+            model_params,
+            opponent_params,
+            rules,
+            carry,
+            key,
+            opening_plies,
+            start_turn,
+            stop,
+            **sides,
+        )
+        host, host_rules = jax.device_get((carry, rules))
+        out = _store_games(out, host, games[real], real, total)
+        ended = host.state.terminated
+        if not smaller or ended.all() or host.ply > np.max(host_rules.max_plies):
+            return out
+        rows, real = _compact_rows(ended, smaller)
+        games = games[rows]
+        carry, rules = _take_games(host, host_rules, rows)
+
+
+def _store_games(out, host: _Carry, games: np.ndarray, real: np.ndarray, total: int):
+    """`out` (a whole match's host `ArenaOutput`, made at the first call) with the `real` rows
+    of `host` written at their games' places `games`."""
+    if out is None:
+        one = lambda x: np.zeros(total, np.asarray(x).dtype)  # noqa: E731
+        out = ArenaOutput(
+            model_reward=np.zeros(total, np.float32),
+            plies=one(host.state.ply),
+            finished=np.zeros(total, bool),
+            model_illegal=np.zeros(total, bool),
+            opponent_illegal=np.zeros(total, bool),
+            record=None
+            if host.record is None
+            else GameLog(
+                *(np.zeros((x.shape[0], total, *x.shape[2:]), x.dtype) for x in host.record)
+            ),
+        )
+    colour = (games >= total // 2).astype(np.int32)
+    rewards = np.asarray(host.rewards)[real]
+    out.model_reward[games] = np.take_along_axis(rewards, colour[:, None], axis=1)[:, 0]
+    out.plies[games] = np.asarray(host.state.ply)[real]
+    out.finished[games] = np.asarray(host.state.terminated)[real]
+    out.model_illegal[games] = np.asarray(host.illegal)[real, 0]
+    out.opponent_illegal[games] = np.asarray(host.illegal)[real, 1]
+    if out.record is not None:
+        for whole, part in zip(out.record, host.record, strict=True):
+            whole[:, games] = np.asarray(part)[:, real]
+    return out
 
 
 def _start_carry(rules, start_planes: jax.Array, record_plies: int) -> _Carry:
@@ -377,6 +571,7 @@ def play_match(
     omniscient: bool = False,
     sampled: bool = False,
     mixed_opponents: bool = False,
+    compact: int = 0,
 ) -> dict[str, Any]:
     """Plays `num_games` colour-balanced games of `variant`: model vs `opponent`.
 
@@ -412,6 +607,8 @@ def play_match(
       mixed_opponents: the opponent is compiled as "a built-in player or `opponent_network`"
         (given for a built-in `opponent` too), so that the model's matches against both share
         one arena (adapt's evaluation); the games are the same.
+      compact: N > 0: the batch shrinks by quarters as games end, down to N games, so a ply
+        costs what the games still running cost (`_compacting_arena`). Not under fair fog.
 
     Returns:
       A JSON-able dict: `num_games`, `wins`, `draws`, `losses`, `score`, `score_ci95`,
@@ -423,7 +620,7 @@ def play_match(
     """
     variant = R.check_variant(variant)  # the canonical spelling, recorded in the results
     opponent_simulations = _checked_match_counts(
-        num_games, num_simulations, opening_plies, opening, opponent_simulations
+        num_games, num_simulations, opening_plies, opening, opponent_simulations, compact
     )
     network, params, model_name, model, model_params = _model_side(network, params, num_simulations)
     opponent, opponent_player, opponent_params = _opponent_side(
@@ -434,6 +631,8 @@ def play_match(
     _check_search_memory(trees, (model, num_simulations), (opponent_player, opponent_simulations))
     if sampled:
         model, opponent_player = _sampling(variant, model, opponent_player)
+    if compact and fair_fog:
+        raise ValueError("compact: the fair fog arena does not shrink its batch; leave it 0")
     if fair_fog:
         return _fair_fog_match(
             network, params, variant, opponent, num_games, num_simulations, key,
@@ -442,16 +641,11 @@ def play_match(
     _check_pairing(variant, (network, model), (opponent, opponent_player), opening_plies)
     opponent_name = opponent if isinstance(opponent, str) else getattr(opponent, "__name__", "?")
     return _arena_match(
-        variant,
-        max_plies,
-        num_games,
-        key,
+        variant, max_plies, num_games, key,
         model=(model, model_params, model_name, num_simulations),
         opponent=(opponent_player, opponent_params, opponent_name, opponent_simulations),
-        opening_plies=opening_plies,
-        opening=opening,
-        games_out=games_out,
-    )
+        opening_plies=opening_plies, opening=opening, games_out=games_out, compact=compact,
+    )  # fmt: skip
 
 
 def _arena_match(
@@ -465,27 +659,33 @@ def _arena_match(
     opening_plies: int,
     opening: str,
     games_out,
+    compact: int,
 ) -> dict[str, Any]:
-    """`play_match` in the compiled arena; each side is (static player, its jit-argument
-    params, display name, simulations)."""
+    """`play_match` in the compiled arena (`compact` > 0: the compacting one, down to buffers
+    of `compact` games); each side is (static player, its jit-argument params, display name,
+    simulations)."""
     (model, model_params, model_name, num_simulations) = model
     (opponent, opponent_params, opponent_name, opponent_simulations) = opponent
     single = R.get(variant) if max_plies is None else R.get(variant, max_plies=max_plies)
-    output = jax.device_get(
-        _arena(
-            model_params,
-            opponent_params,
-            R.batch(single, num_games),
-            jnp.asarray(np.tile(start_planes(variant), (num_games, 1))),
-            key,
-            jnp.int32(opening_plies),
-            model=model,
-            opponent=opponent,
-            opening=opening if opening_plies else "random",
-            # Always recorded (a few MB at most), so that `games_out` needs no other compile.
-            record_plies=max(R.variants.DEFAULT_MAX_PLIES, int(single.max_plies)),
-        )
+    arguments = (
+        model_params,
+        opponent_params,
+        R.batch(single, num_games),
+        jnp.asarray(np.tile(start_planes(variant), (num_games, 1))),
+        key,
+        jnp.int32(opening_plies),
     )
+    settings = dict(
+        model=model,
+        opponent=opponent,
+        opening=opening if opening_plies else "random",
+        # Always recorded (a few MB at most), so that `games_out` needs no other compile.
+        record_plies=max(R.variants.DEFAULT_MAX_PLIES, int(single.max_plies)),
+    )
+    if compact:
+        output = _compacting_arena(*arguments, **settings, bucket_min=compact)
+    else:
+        output = jax.device_get(_arena(*arguments, **settings))
     result = _match_statistics(output, opening_plies)
     if games_out is not None:
         games_out.extend(game_records(output, variant, model_name, opponent_name, opening_plies))
@@ -523,10 +723,12 @@ def _check_pairing(variant: str, model_side, opponent_side, opening_plies: int) 
 
 
 def _checked_match_counts(
-    num_games, num_simulations, opening_plies, opening, opponent_simulations
+    num_games, num_simulations, opening_plies, opening, opponent_simulations, compact=0
 ) -> int:
-    """ValueError for a bad game count, opening, simulation or opening-ply count; returns the
-    opponent's simulations (default the model's)."""
+    """ValueError for a bad game count, opening, simulation, opening-ply or compacting count;
+    returns the opponent's simulations (default the model's)."""
+    if isinstance(compact, bool) or not isinstance(compact, int) or compact < 0:
+        raise ValueError(f"compact must be a non-negative number of games, got {compact!r}")
     if isinstance(num_games, bool) or not isinstance(num_games, int) or num_games <= 0:
         raise ValueError(f"num_games must be a positive even integer, got {num_games!r}")
     if num_games % 2:

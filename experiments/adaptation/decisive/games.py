@@ -7,7 +7,7 @@ import dataclasses
 import time
 
 from experiments.adaptation.decisive.presets import Preset, yardstick, yardstick2, yardstick_tag
-from experiments.adaptation.decisive.pretraining import dataset, references
+from experiments.adaptation.decisive.pretraining import dataset, references, shared_references
 from experiments.adaptation.decisive.recipes import (
     adaptation_joat_config,
     arm_config,
@@ -24,9 +24,12 @@ from experiments.adaptation.decisive.store import (
 )
 
 
-def play_match(network, params, variant, preset, key, opponent_model, opponent_simulations=None):
+def play_match(
+    network, params, variant, preset, key, opponent_model, opponent_simulations=None, compact=0
+):
     """`adapt.match_summary` of a match of (network, params) against `opponent_model` on
-    `variant` with the yardstick's settings of `preset` (games, simulations, opening)."""
+    `variant` with the yardstick's settings of `preset` (games, simulations, opening), in the
+    compacting arena down to `compact` games if given."""
     from mmc_jax import adapt
     from mmc_jax.evaluation import match
 
@@ -45,6 +48,7 @@ def play_match(network, params, variant, preset, key, opponent_model, opponent_s
         opening_plies=preset.opening_plies,
         opening="policy",
         sampled=preset.sampled,
+        compact=compact,
     )
     return adapt.match_summary(result)
 
@@ -74,9 +78,10 @@ def curve(study: Study, variant: str, log) -> dict:
         and done.get("yardstick") == yardstick(preset)
     ):
         # Its references' record too, which says where their models are: a checkout with the
-        # committed curve but not the record (copied from the cpu preset's, or trained) would
-        # look for the models in this preset's own folder.
-        references(study, variant, log)
+        # committed curve but not the record copied from the cpu preset's would look for the
+        # models in this preset's own folder (nothing is trained here).
+        if study.read("reference", f"{slug(variant)}.json") is None:
+            shared_references(study, variant)
         return done  # (a curve of other references or another yardstick is played again)
     shared = shared_curve(study, variant)
     if shared is not None:
@@ -230,7 +235,7 @@ def whole_network_point(
     preset = study.preset
     searched = dataclasses.replace(preset, simulations=preset.whole_network_simulations)
     key = jax.random.fold_in(jax.random.key(seed + 2_000_003), iteration)
-    match = play_match(network, params, variant, searched, key, mid)
+    match = play_match(network, params, variant, searched, key, mid, compact=preset.compact_arena)
     inner = procedure_section(joat_config(preset, 0).inner, choice)
     _, metrics = learner.loss_fn(
         params, network, held_out_batch(study, variant), ml_collections.FrozenConfigDict(inner)
@@ -334,6 +339,11 @@ def cell(study: Study, arm: str, seed: int, variant: str, choice: dict, log) -> 
             "final": curve_info["final"],
             "yardstick": yardstick(preset),
             **({"yardstick2": yardstick2(preset)} if yardstick2(preset) else {}),
+            **(
+                {"yardstick2_arena": f"compacting, down to {preset.compact_arena} games"}
+                if yardstick2(preset) and preset.compact_arena
+                else {}
+            ),
             "points": points,
             "zero_shot_final": zero_shot,
             "seconds": time.time() - started,

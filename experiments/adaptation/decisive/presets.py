@@ -95,6 +95,11 @@ class Preset:
     # adapted network's held-out policy and value loss on the final reference's self-play;
     # the endpoints then also at the pretraining-seed level. 0: neither.
     whole_network_simulations: int = 0
+    # Amendment 5's addendum (registered 2026-12-08, before any `heldout1` cell): the second
+    # yardstick's matches of a cell in the compacting arena (`match.play_match(compact=N)`,
+    # buffers down to N games), which plays the same matches in distribution in a fraction of
+    # the time. 0: the full arena. Recorded in every cell it plays (`yardstick2_arena`).
+    compact_arena: int = 0
     # Amendment 4 (registered 2026-11-29, before its first run): each comparison (a, b) here
     # whose yardstick-1 AUC MDE at the registered `seeds` exceeds `mde_target` gets more
     # pretraining seeds of a and b (no scratch cells), as many as that spread needs (at most
@@ -188,7 +193,9 @@ PRESETS["heldout"] = dataclasses.replace(
 )
 
 
-PRESETS["heldout1"] = dataclasses.replace(PRESETS["heldout"], reuse="heldout", adapt_step=1.0)
+PRESETS["heldout1"] = dataclasses.replace(
+    PRESETS["heldout"], reuse="heldout", adapt_step=1.0, compact_arena=16
+)
 
 
 def yardstick(preset: Preset) -> dict:
