@@ -150,6 +150,8 @@ class said_by_caller:
 # others are called by JAX's name for them.
 PROGRAM_NAMES = {
     "_arena": "the match arena",
+    "_arena_start": "the match arena's start positions",
+    "_arena_stage": "the match arena at one buffer size",
     "_fog_arena": "the match arena under fog",
     "_grow": "the engine's search",
     "_grow_result": "the engine's search result",
