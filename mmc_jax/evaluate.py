@@ -166,6 +166,15 @@ def _parser() -> argparse.ArgumentParser:
     cli.add_integer(parser, "--max-plies", 1, default=None, help="draw after")
     cli.add_integer(
         parser,
+        "--compact",
+        1,
+        default=None,
+        help="shrink the batch by quarters as games end, down to N games, so a long match "
+        "with a searching side costs what its running games cost (two more compiles; a "
+        "sampled or random player's draws differ from the full batch's; default: off)",
+    )
+    cli.add_integer(
+        parser,
         "--worlds",
         1,
         default=None,
@@ -298,6 +307,7 @@ def _play(args, network, params, opponent, opponent_network, opponent_params, ga
         max_plies=args.max_plies,
         opening_plies=args.opening_plies,
         games_out=games,
+        compact=args.compact or 0,
     )
 
 
@@ -426,6 +436,7 @@ BOARD_ONLY = {
     "--opponent-simulations": "the players of sensing variants search with --worlds",
     "--opening-plies": "sensing players draw their own games apart (their keys differ)",
     "--pgn": "their games are not PGN",
+    "--compact": "the recon arena does not shrink its batch",
 }
 
 
@@ -499,6 +510,11 @@ def _uci_main(parser, args, model_engine, opponent_engine) -> int:
 
     if args.pgn:
         cli.check_output_file(parser, "--pgn", args.pgn)
+    if args.compact is not None:
+        parser.error(
+            "--compact: a match with a UCI engine or a one-ply player runs in the stepwise "
+            "arena, whose model buffers shrink as its games end anyway"
+        )
     if args.opponent_simulations is None:
         args.opponent_simulations = args.simulations
     fog = R.has_fog(args.variant)

@@ -285,24 +285,28 @@ def test_model_vs_checkpoint_opponent_and_cli(saved_run, capsys):
     assert result["illegal_moves"] == {"model": 0, "opponent": 0}
     assert result["num_simulations"] == 2 and result["opponent_simulations"] == 0
 
-    status = evaluate.main(
-        [
-            "--checkpoint", workdir,
-            "--variant", "gardner",
-            "--opponent", workdir,
-            "--games", str(MODEL_MATCH["num_games"]),
-            "--simulations", str(MODEL_MATCH["num_simulations"]),
-            "--opponent-simulations", str(MODEL_MATCH["opponent_simulations"]),
-            "--max-plies", str(MODEL_MATCH["max_plies"]),
-            "--json",
-        ]
-    )  # fmt: skip
+    cli_args = [
+        "--checkpoint", workdir,
+        "--variant", "gardner",
+        "--opponent", workdir,
+        "--games", str(MODEL_MATCH["num_games"]),
+        "--simulations", str(MODEL_MATCH["num_simulations"]),
+        "--opponent-simulations", str(MODEL_MATCH["opponent_simulations"]),
+        "--max-plies", str(MODEL_MATCH["max_plies"]),
+        "--json",
+    ]  # fmt: skip
+    status = evaluate.main(cli_args)
     assert status == 0
     printed = json.loads(capsys.readouterr().out)
     for key in ("wins", "draws", "losses", "score", "score_ci95", "white", "black"):
         assert printed[key] == result[key]
     assert printed["opponent"] == workdir and printed["model"] == workdir
     assert printed["opening_plies"] == match.NETWORK_OPENING_PLIES
+    # Both sides deterministic: the compacting arena plays the same games.
+    assert evaluate.main([*cli_args, "--compact", "2"]) == 0
+    compacted = json.loads(capsys.readouterr().out)
+    for key in ("wins", "draws", "losses", "score", "mean_plies", "white", "black"):
+        assert compacted[key] == printed[key]
     # Two deterministic searches without random openings would replay one game per colour:
     # refused, not counted as independent games.
     with pytest.raises(ValueError, match="opening_plies"):
@@ -360,6 +364,8 @@ def test_cli_errors_are_clear(tmp_path):
         (["--simulations", "-1"], "--simulations must be non-negative"),
         (["--max-plies", "0"], "--max-plies must be positive"),
         (["--checkpoint", "/nonexistent/run"], "no such checkpoint directory"),
+        (["--compact", "0"], "--compact must be positive"),
+        (["--opponent", "uci:stockfish", "--compact", "8"], "--compact: a match with a UCI"),
     ],
 )
 def test_cli_argument_errors_in_process(args, message, capsys):
@@ -433,6 +439,10 @@ def test_evaluate_plays_a_sensing_variant_with_the_learned_model_through_the_pla
          "--pgn is for board variants, not recon: their games are not PGN"),
         (["--variant", "gardner", "--worlds", "4"],
          "--worlds is for sensing variants (fog=sense:W), not gardner"),
+        (["--variant", "recon", "--checkpoint", "random", "--compact", "8"],
+         "--compact is for board variants, not recon: the recon arena does not shrink"),
+        (["--variant", "dark", "--checkpoint", "gardner-cpu", "--compact", "8"],
+         "compact: the fair fog arena does not shrink its batch"),
     ],
 )  # fmt: skip
 def test_evaluate_refuses_a_player_or_flag_of_the_other_game_in_one_line(args, message, capsys):
