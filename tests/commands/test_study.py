@@ -932,3 +932,18 @@ def test_a_committed_curve_without_its_reference_record_still_finds_the_cpu_mode
     assert s.read("reference", "atomic.json") == cpu.read("reference", "atomic.json")
     mid = s.reference_model("atomic", info["mid"])
     assert mid == cpu.reference_model("atomic", info["mid"]) and (mid / "model.json").exists()
+
+
+def test_a_fresh_sgd_1_preset_shares_its_reused_presets_curve_without_playing(
+    tmp_path, monkeypatch
+):
+    """heldout1 in a fresh checkout: its references' record is copied before the curve is
+    compared, so the curve is heldout's committed one (`"from": "heldout"`), not played again."""
+    s = store.Study("heldout1", presets.PRESETS["heldout1"], tmp_path / "work", tmp_path / "art")
+
+    def no_match(*args, **kwargs):
+        raise AssertionError("the curve was played again")
+
+    monkeypatch.setattr(games, "play_match", no_match)
+    info = games.curve(s, "atomic", lambda line: None)
+    assert info == {**store.committed("heldout").read("curve", "atomic.json"), "from": "heldout"}

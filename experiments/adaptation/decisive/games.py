@@ -71,17 +71,17 @@ def curve(study: Study, variant: str, log) -> dict:
     from mmc_jax.infra import checkpoint
 
     preset = study.preset
+    # The references' record first (the cpu preset's, copied when the recipe is the same;
+    # nothing is trained here): it says where the reference models are, and a reused preset's
+    # curve is shared only when both records agree.
+    if study.read("reference", f"{slug(variant)}.json") is None:
+        shared_references(study, variant)
     done = study.read("curve", f"{slug(variant)}.json")
     if (
         done
         and done.get("reference_iterations") == list(preset.reference_iterations)
         and done.get("yardstick") == yardstick(preset)
     ):
-        # Its references' record too, which says where their models are: a checkout with the
-        # committed curve but not the record copied from the cpu preset's would look for the
-        # models in this preset's own folder (nothing is trained here).
-        if study.read("reference", f"{slug(variant)}.json") is None:
-            shared_references(study, variant)
         return done  # (a curve of other references or another yardstick is played again)
     shared = shared_curve(study, variant)
     if shared is not None:
