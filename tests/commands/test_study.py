@@ -852,6 +852,10 @@ def test_amendment_5_holds_whole_components_out_and_reuses_only_identical_units(
     lines = []
     assert pretraining.sensitivity(s, lines.append)["choice"] == sgd  # registered, not chosen
     assert "sgd 0.3, fixed (registered)" in report.report(s, analysis.collect(s))  # no selection
+    s1 = store.Study("heldout1", presets.PRESETS["heldout1"], tmp_path / "w1", tmp_path / "a1")
+    pretraining.sensitivity(s1, lines.append)
+    text = report.report(s1, analysis.collect(s1))
+    assert "JOAT's inner loop: sgd 0.3" in text and "The cells adapt with sgd 1" in text
     curve_info = store.committed("power").read("curve", "atomic.json")
     got = games.shared_cell(s, "scratch", 3, "atomic", sgd, curve_info)
     want = store.committed("power").read("cells", "scratch_s3_atomic.json")

@@ -146,6 +146,14 @@ def report(study: Study, results: dict) -> str:
             )
             + "."
         )
+        cells_adapt = cell_procedure(preset, s["choice"])
+        if cells_adapt != s["choice"]:  # a preset that fixes the cells' step (Amendment 5)
+            lines[-1] = lines[-1].replace(
+                "Adaptation procedure (and JOAT's inner loop)", "JOAT's inner loop"
+            )
+            lines.append(
+                f"- The cells adapt with {procedure_name(cells_adapt)} (the preset's step)."
+            )
     curves = {v: c for v, c in (results.get("curves") or {}).items() if c}
     primary = primary_variants(results)
     if curves:
