@@ -297,37 +297,10 @@ def _arena_start(rules, start_planes, *, record_plies: int) -> _Carry:
     return _start_carry(rules, start_planes, record_plies)
 
 
-@functools.partial(jax.jit, static_argnames=("model", "opponent", "record_plies", "opening"))
-def _arena_stage(
-    model_params,
-    opponent_params,
-    rules,
-    carry,
-    key,
-    opening_plies,
-    start_turn,
-    stop_live,
-    *,
-    model,
-    opponent,
-    record_plies: int,
-    opening: str,
-) -> _Carry:
-    """`_play_until` compiled for one buffer size (`_compacting_arena`)."""
-    return _play_until(
-        model_params,
-        opponent_params,
-        rules,
-        carry,
-        key,
-        opening_plies,
-        start_turn,
-        stop_live,
-        model=model,
-        opponent=opponent,
-        record_plies=record_plies,
-        opening=opening,
-    )
+# `_play_until` compiled for one buffer size of `_compacting_arena` (its `stop_live` traced).
+_arena_stage = jax.jit(
+    _play_until, static_argnames=("model", "opponent", "record_plies", "opening")
+)
 
 
 def _compact_rows(terminated: np.ndarray, size: int) -> tuple[np.ndarray, np.ndarray]:

@@ -151,7 +151,7 @@ class said_by_caller:
 PROGRAM_NAMES = {
     "_arena": "the match arena",
     "_arena_start": "the match arena's start positions",
-    "_arena_stage": "the match arena at one buffer size",
+    "_play_until": "the match arena at one buffer size",
     "_fog_arena": "the match arena under fog",
     "_grow": "the engine's search",
     "_grow_result": "the engine's search result",
