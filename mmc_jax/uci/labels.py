@@ -160,7 +160,9 @@ def _shard_job(job):
         try:
             arrays = label_shard(settings, index, engine)
             break
-        except (uci.EngineTimeout, uci.EngineCrashed):
+        # (EngineNotUci: an engine that missed its `uciok` deadline on a loaded machine is
+        # started again; a program that is no engine fails the same way every time.)
+        except (uci.EngineTimeout, uci.EngineCrashed, uci.EngineNotUci):
             if attempt == SHARD_ATTEMPTS - 1:
                 raise
     tmp = path + ".tmp.npz"

@@ -161,3 +161,30 @@ def test_a_shard_written_but_not_listed_is_adopted_not_labelled_again(built, tmp
     assert after["shards"][-1]["file"] == last["file"] and "seconds" not in after["shards"][-1]
     assert any("was written but not listed" in line for line in lines)
     assert "cost:" in labels.status(str(copy))
+
+
+def test_an_engine_slow_to_start_is_started_again_not_the_end_of_the_build(tmp_path, monkeypatch):
+    """A real engine that misses its `uciok` deadline on a loaded machine (a long build died so)
+    gets the shard's next attempt; one that never answers still fails after the attempts."""
+    from mmc_jax import uci
+
+    calls = []
+    arrays = {"fen": np.asarray(["x"]), "game": np.zeros(1, np.int64)}
+
+    def slow_once(settings, index, engine):
+        calls.append(index)
+        if len(calls) == 1:
+            raise uci.EngineNotUci("fairy-stockfish is not a UCI engine: no `uciok` within 60 s")
+        return arrays
+
+    monkeypatch.setattr(labels, "label_shard", slow_once)
+    path = str(tmp_path / "shard-00007.npz")
+    index, rows, _ = labels._shard_job((SETTINGS, 7, path, None))
+    assert (index, rows, calls) == (7, 1, [7, 7]) and os.path.exists(path)
+
+    def never(settings, index, engine):
+        raise uci.EngineNotUci("cat is not a UCI engine")
+
+    monkeypatch.setattr(labels, "label_shard", never)
+    with pytest.raises(uci.EngineNotUci, match="not a UCI engine"):
+        labels._shard_job((SETTINGS, 8, str(tmp_path / "shard-00008.npz"), None))
